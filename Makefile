@@ -1,0 +1,51 @@
+# Lev: `make run` and `make test` set up everything themselves on a fresh machine with Python 3.11+.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
+PORT ?= 8080
+export HF_HUB_OFFLINE := 1
+
+.PHONY: run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+# torch first, pinned: 2.13.0 is the local CPU build (any other version pulls a multi-GB CUDA build).
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(DEV_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+run: $(STAMP)
+	$(BIN)/lev serve --port $(PORT)
+
+lint: $(DEV_STAMP)
+	$(BIN)/ruff check .
+
+typecheck: $(DEV_STAMP)
+	$(BIN)/mypy
+
+test: $(DEV_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/pytest -q tests contract_tests -p no:cacheprovider
+
+contract: $(DEV_STAMP)
+	$(BIN)/pytest -q contract_tests -p no:cacheprovider
+
+fuzz: $(DEV_STAMP)
+	LEV_FUZZ_EXAMPLES=2000 $(BIN)/pytest -q contract_tests -p no:cacheprovider
+
+bench: bench-quality bench-latency bench-ingest bench-load
+
+bench-quality bench-latency bench-ingest bench-load: $(DEV_STAMP)
+	$(BIN)/python -m bench.run $(subst bench-,,$@)
+
+clean:
+	rm -rf $(VENV) .lev .tox .mypy_cache .ruff_cache

@@ -1,0 +1,36 @@
+"""Folder operations: list, create, delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from handlers import principal
+from lev import context
+from lev.policy import parse_uuid, require, require_whole_library
+from store import folders as folder_store
+from store.db import session_scope
+
+
+async def list_folders(token_info: dict[str, Any]) -> dict[str, Any]:
+    p = principal(token_info)
+    async with session_scope() as s:
+        found = await folder_store.list_visible(s, p.scope)
+    context.note_results(len(found))
+    return {"folders": found}
+
+
+async def create(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    p = principal(token_info)
+    require(p, "write")
+    require_whole_library(p, "create folders")
+    async with session_scope() as s:
+        return await folder_store.create(s, p.scope, body["name"]), 201
+
+
+async def delete(id_: str, token_info: dict[str, Any], cascade_items: bool = False) -> dict[str, Any]:
+    p = principal(token_info)
+    folder_id = parse_uuid(id_)
+    require(p, "write")
+    require_whole_library(p, "delete folders")
+    async with session_scope() as s:
+        return await folder_store.delete_folder(s, p.scope, folder_id, cascade_items)

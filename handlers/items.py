@@ -1,0 +1,112 @@
+"""Item operations: list, get, delete, bulk delete, folder memberships."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from handlers import principal
+from lev import context
+from lev.errors import ApiError, not_found
+from lev.policy import check_membership_targets, folder_visible, parse_uuid, require
+from store import folders as folder_store
+from store import items as item_store
+from store.db import session_scope
+
+
+async def list_items(
+    token_info: dict[str, Any],
+    folder_id: str | None = None,
+    archived: bool | None = None,
+    in_kb: bool | None = None,
+    page: int = 1,
+    per_page: int = 50,
+) -> dict[str, Any]:
+    p = principal(token_info)
+    fid = None
+    if folder_id is not None:
+        try:
+            fid = parse_uuid(folder_id)
+        except ApiError:
+            raise ApiError(400, "invalid_body", "folder_id must be a UUID.") from None
+        if not folder_visible(p.scope, fid):
+            raise not_found()
+    async with session_scope() as s:
+        if fid is not None and not await folder_store.owned_ids(s, p.user_id, [fid]):
+            raise not_found()
+        found, total = await item_store.list_items(
+            s, p.scope, folder_id=fid, archived=archived, in_kb=in_kb, page=page, per_page=per_page
+        )
+    context.note_results(len(found))
+    return {"items": found, "total": total, "page": page, "per_page": per_page}
+
+
+async def get(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
+    p = principal(token_info)
+    item_id = parse_uuid(id_)
+    async with session_scope() as s:
+        item = await item_store.get_visible(s, p.scope, item_id)
+    context.note_results(1)
+    return item
+
+
+async def delete(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
+    p = principal(token_info)
+    item_id = parse_uuid(id_)
+    require(p, "write")
+    async with session_scope() as s:
+        if not await item_store.delete_visible(s, p.scope, [item_id]):
+            raise not_found()
+    return {"id": str(item_id), "deleted": True}
+
+
+async def bulk_delete(body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
+    p = principal(token_info)
+    require(p, "write")
+    wanted: list[Any] = []
+    not_found_ids: list[str] = []
+    for raw in body["ids"]:
+        try:
+            wanted.append(parse_uuid(raw))
+        except ApiError:
+            not_found_ids.append(str(raw))
+    wanted = list(dict.fromkeys(wanted))
+    async with session_scope() as s:
+        deleted = set(await item_store.delete_visible(s, p.scope, wanted))
+    not_found_ids += [str(i) for i in wanted if i not in deleted]
+    context.note_results(len(deleted))
+    return {"deleted": [str(i) for i in wanted if i in deleted], "not_found": not_found_ids}
+
+
+async def add_folders(id_: str, body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
+    p = principal(token_info)
+    item_id = parse_uuid(id_)
+    require(p, "write")
+    try:
+        targets = list(dict.fromkeys(parse_uuid(f) for f in body["folder_ids"]))
+    except ApiError:
+        raise ApiError(400, "invalid_body", "folder_ids must be UUIDs.") from None
+    async with session_scope() as s:
+        await item_store.require_visible(s, p.scope, item_id)
+        owned = await folder_store.owned_ids(s, p.user_id, targets)
+        missing = [str(f) for f in targets if f not in owned]
+        if missing:
+            raise ApiError(404, "folder_not_found", "Some target folders do not exist.", missing=missing)
+        check_membership_targets(p, targets)
+        await item_store.add_memberships(s, item_id, targets)
+        folder_ids = await item_store.visible_folder_ids(s, p.scope, item_id)
+    return {"item_id": str(item_id), "folder_ids": folder_ids}
+
+
+async def remove_folder(id_: str, folder_id: str, token_info: dict[str, Any]) -> dict[str, Any]:
+    p = principal(token_info)
+    item_id = parse_uuid(id_)
+    fid = parse_uuid(folder_id)
+    require(p, "write")
+    if not folder_visible(p.scope, fid):
+        raise not_found()
+    async with session_scope() as s:
+        await item_store.require_visible(s, p.scope, item_id)
+        if not await item_store.remove_membership(s, item_id, fid):
+            raise not_found()
+        folder_ids = await item_store.visible_folder_ids(s, p.scope, item_id)
+    return {"item_id": str(item_id), "folder_ids": folder_ids}

@@ -1,0 +1,83 @@
+"""The activity log writer: entries are queued on the request path and written in batches.
+
+A failure to write never fails a request; `stop()` drains the queue on a clean shutdown. The same
+flush updates tokens' `last_used_at` once per token per batch instead of once per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert
+
+log = logging.getLogger("lev.activity")
+
+FLUSH_SECONDS = 0.5
+BATCH = 500
+
+
+class ActivityWriter:
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=100_000)
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="lev-activity")
+
+    def record(self, entry: dict[str, Any]) -> None:
+        try:
+            self.queue.put_nowait(entry)
+        except asyncio.QueueFull:
+            log.warning("activity queue full; dropping an entry")
+
+    async def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                await asyncio.wait_for(self._stopping.wait(), FLUSH_SECONDS)
+            except TimeoutError:
+                pass
+            await self.flush()
+
+    async def flush(self) -> int:
+        """Write everything queued so far; returns how many entries were written."""
+        written = 0
+        while not self.queue.empty():
+            batch: list[dict[str, Any]] = []
+            while not self.queue.empty() and len(batch) < BATCH:
+                batch.append(self.queue.get_nowait())
+            try:
+                await _write(batch)
+                written += len(batch)
+            except Exception:
+                log.exception("could not write %d activity entries", len(batch))
+        return written
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+        await self.flush()
+
+
+async def _write(batch: list[dict[str, Any]]) -> None:
+    from store import tokens as token_store
+    from store.db import session_scope
+    from store.models import activity
+
+    seen: dict[uuid.UUID, datetime] = {}
+    for e in batch:
+        if e.get("token_id") is not None:
+            tid = e["token_id"]
+            if tid not in seen or seen[tid] < e["ts"]:
+                seen[tid] = e["ts"]
+    async with session_scope() as s:
+        await s.execute(insert(activity), batch)
+        if seen:
+            await token_store.touch_last_used(s, seen)

@@ -1,0 +1,273 @@
+"""The composition root: the Connexion app, the outer middleware, the auth hook and error mapping."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from ipaddress import ip_address, ip_network
+from typing import Any
+
+from connexion import AsyncApp
+from connexion.exceptions import BadRequestProblem, OAuthProblem, ProblemException, Unauthorized
+from connexion.lifecycle import ConnexionRequest, ConnexionResponse
+from connexion.options import SwaggerUIOptions
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from lev import clock, context, runtime
+from lev.errors import ApiError
+from lev.openapi import connexion_spec, operations
+from lev.policy import Principal, authenticate
+from lev.settings import Settings, get_settings
+
+log = logging.getLogger("lev")
+
+UPLOAD_PUT_PREFIX = "/api/v1/uploads/put/"
+
+
+def _error_response(err: ApiError) -> ConnexionResponse:
+    info = context.current()
+    body = err.body()
+    headers = dict(err.headers)
+    if err.status >= 500 and info is not None:
+        body["request_id"] = info.request_id
+    if err.status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="lev"'
+    return ConnexionResponse(status_code=err.status, body=json.dumps(body), headers=headers,
+                             content_type="application/json")
+
+
+def to_api_error(exc: Exception) -> ApiError:
+    """The one mapping from any exception to the contract's error bodies."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, (OAuthProblem, Unauthorized)):
+        return ApiError(401, "missing_bearer_token", "Send Authorization: Bearer <token>.")
+    if isinstance(exc, BadRequestProblem):
+        return ApiError(400, "invalid_body", str(exc.detail or "The request failed validation."))
+    if isinstance(exc, ProblemException):
+        status = exc.status or 500
+        if status == 415:
+            return ApiError(415, "unsupported_media_type", str(exc.detail or "Send application/json."))
+        if status == 404:
+            return ApiError(404, "not_found", "No such route.")
+        if status == 405:
+            return ApiError(405, "method_not_allowed", "Method not allowed on this route.")
+        if status < 500:
+            return ApiError(400, "invalid_body", str(exc.detail or exc.title))
+    if isinstance(exc, HTTPException):
+        if exc.status_code == 404:
+            return ApiError(404, "not_found", "No such route.")
+        if exc.status_code == 405:
+            return ApiError(405, "method_not_allowed", "Method not allowed on this route.")
+        if exc.status_code == 415:
+            return ApiError(415, "unsupported_media_type", str(exc.detail))
+        if exc.status_code < 500:
+            return ApiError(400, "invalid_body", str(exc.detail))
+    log.error("unhandled error", exc_info=exc)
+    return ApiError(500, "internal_error", "Unexpected server error; report the request_id if it persists.")
+
+
+async def handle_error(_request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+    return _error_response(to_api_error(exc))
+
+
+_LIMIT_CLASS: dict[str, str | None] = {}
+
+
+def limit_class(operation_id: str | None) -> str | None:
+    if not _LIMIT_CLASS:
+        for op_id, op in operations().items():
+            _LIMIT_CLASS[op_id] = op["operation"].get("x-lev-limit")
+    return _LIMIT_CLASS.get(operation_id or "")
+
+
+async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
+    """Connexion's bearer hook: authenticate, then apply the operation's rate-limit class."""
+    from store.db import session_scope
+
+    async with session_scope() as s:
+        principal = await authenticate(s, token)
+    info = context.current()
+    if info is not None:
+        info.principal = principal
+    op_id = None
+    if request is not None:
+        op_id = request.scope.get("extensions", {}).get("connexion_routing", {}).get("operation_id")
+    await apply_limits(principal, limit_class(op_id))
+    return {"sub": str(principal.user_id), "principal": principal}
+
+
+async def apply_limits(principal: Principal, limit_cls: str | None) -> None:
+    headers = await runtime.get_runtime().limiter.check(principal, limit_cls)
+    info = context.current()
+    if info is not None:
+        info.headers.update(headers)
+
+
+def _client_ip(scope: Scope, headers: dict[str, str], trusted: list[str]) -> str | None:
+    peer = (scope.get("client") or (None, None))[0]
+    if peer is None:
+        return None
+    nets = [ip_network(t, strict=False) for t in trusted]
+
+    def is_trusted(addr: str) -> bool:
+        try:
+            a = ip_address(addr)
+        except ValueError:
+            return False
+        return any(a in n for n in nets)
+
+    if nets and is_trusted(peer) and "x-forwarded-for" in headers:
+        hops = [h.strip() for h in headers["x-forwarded-for"].split(",") if h.strip()]
+        for hop in reversed(hops):
+            if not is_trusted(hop):
+                return hop
+    return str(peer)
+
+
+class LevMiddleware:
+    """Outermost layer: request id, body-size cap, response headers, activity log."""
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        request_id = uuid.uuid4().hex
+        path: str = scope.get("path", "")
+        surface = "mcp" if path.startswith("/api/mcp") else "rest"
+        info = context.RequestInfo(request_id=request_id, surface=surface)
+        context.set_current(info)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        status_holder = {"status": 500, "started": False}
+        cap = self.settings.max_body_bytes
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status_holder["status"] = message["status"]
+                status_holder["started"] = True
+                raw = list(message.get("headers", []))
+                raw.append((b"x-request-id", request_id.encode()))
+                for k, v in info.headers.items():
+                    if not any(h[0].lower() == k.lower().encode() for h in raw):
+                        raw.append((k.encode(), v.encode()))
+                message = {**message, "headers": raw}
+            await send(message)
+
+        exempt = path.startswith(UPLOAD_PUT_PREFIX)
+        too_big = False
+        declared = headers.get("content-length")
+        if not exempt and declared and declared.isdigit() and int(declared) > cap:
+            too_big = True
+        received = 0
+
+        async def receive_wrapper() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request" and not exempt:
+                received += len(message.get("body", b""))
+                if received > cap:
+                    raise ApiError(413, "file_too_large", f"Request bodies are limited to {cap} bytes.",
+                                   maxBytes=cap)
+            return message
+
+        try:
+            if too_big:
+                await self._send_error(
+                    ApiError(413, "file_too_large", f"Request bodies are limited to {cap} bytes.", maxBytes=cap),
+                    send_wrapper)
+            else:
+                await self.app(scope, receive_wrapper, send_wrapper)
+        except ApiError as err:
+            if not status_holder["started"]:
+                await self._send_error(err, send_wrapper)
+        except Exception as exc:  # a bug: answer 500 with the request id, never a bare traceback
+            log.exception("unhandled error outside the app")
+            if not status_holder["started"]:
+                await self._send_error(to_api_error(exc), send_wrapper)
+        finally:
+            self._log(scope, headers, info, status_holder["status"], started)
+
+    async def _send_error(self, err: ApiError, send: Send) -> None:
+        resp = _error_response(err)
+        body = resp.body if isinstance(resp.body, bytes) else str(resp.body).encode()
+        raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        raw += [(k.encode(), v.encode()) for k, v in (resp.headers or {}).items()]
+        await send({"type": "http.response.start", "status": err.status, "headers": raw})
+        await send({"type": "http.response.body", "body": body})
+
+    def _log(self, scope: Scope, headers: dict[str, str], info: context.RequestInfo, status: int,
+             started: float) -> None:
+        try:
+            rt = runtime.get_runtime()
+        except RuntimeError:
+            return
+        method = info.method
+        if not method:
+            op_id = scope.get("extensions", {}).get("connexion_routing", {}).get("operation_id")
+            op = operations().get(op_id or "")
+            route = ("/api/v1" + op["path"]) if op else scope.get("path", "")[:200]
+            method = f"{scope.get('method', '')} {route}"
+        p = info.principal
+        rt.activity.record({
+            "ts": clock.now(),
+            "user_id": p.user_id if p else None,
+            "token_id": p.token_id if p else None,
+            "surface": info.surface,
+            "method": method[:300],
+            "status": status,
+            "ip": _client_ip(scope, headers, self.settings.trusted_proxies),
+            "user_agent": (headers.get("user-agent") or "")[:500] or None,
+            "result_count": info.result_count,
+            "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+            "query": (info.query or None) and info.query[:1000],
+            "request_id": info.request_id,
+        })
+
+
+def create_app(settings: Settings | None = None) -> ASGIApp:
+    """The ASGI application: Connexion (REST from openapi.yaml, MCP route) wrapped by LevMiddleware."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(_app: Any) -> AsyncIterator[None]:
+        rt = await runtime.start(settings)
+        worker = None
+        if settings.workers_inline:
+            from tasks.worker import make_worker
+
+            worker = make_worker(rt.redis_url, own_runtime=False)
+            task = asyncio.get_running_loop().create_task(worker.async_run())
+        try:
+            yield
+        finally:
+            if worker is not None:
+                await worker.close()
+                task.cancel()
+            await runtime.stop()
+
+    app = AsyncApp(__name__, lifespan=lifespan)
+    app.add_api(
+        connexion_spec(),
+        base_path="/api/v1",
+        pythonic_params=True,
+        swagger_ui_options=SwaggerUIOptions(swagger_ui=False, serve_spec=False),
+        strict_validation=True,
+        validate_responses=False,
+    )
+    from handlers import mcp as mcp_handler
+
+    app.add_url_rule("/api/mcp", "mcp", mcp_handler.endpoint, methods=["GET", "POST", "DELETE"])
+    for exc_type in (ApiError, ProblemException, HTTPException, Exception):
+        app.add_error_handler(exc_type, handle_error)
+    return LevMiddleware(app, settings)

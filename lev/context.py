@@ -1,0 +1,45 @@
+"""Per-request facts shared between the outer middleware, the auth hook and handlers.
+
+The outer middleware sets a fresh `RequestInfo` in a ContextVar; inner code fills it in
+(principal, route, result count, search query) and the middleware reads it when logging.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+from lev.errors import ApiError
+from lev.policy import Principal
+
+
+@dataclass
+class RequestInfo:
+    request_id: str
+    surface: str = "rest"
+    method: str = ""
+    principal: Principal | None = None
+    auth_error: ApiError | None = None
+    result_count: int | None = None
+    query: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+_current: ContextVar[RequestInfo | None] = ContextVar("lev_request", default=None)
+
+
+def current() -> RequestInfo | None:
+    return _current.get()
+
+
+def set_current(info: RequestInfo) -> None:
+    _current.set(info)
+
+
+def note_results(count: int, query: str | None = None) -> None:
+    """Record the result count (and search query) of this request for the activity log."""
+    info = _current.get()
+    if info is not None:
+        info.result_count = count
+        if query is not None:
+            info.query = query

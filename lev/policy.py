@@ -1,0 +1,153 @@
+"""Authentication and the one scope policy: capabilities, folder scope, kb_only.
+
+Every surface (REST handlers, MCP tools, the upload PUT) calls these functions; none re-implements them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from lev.errors import ApiError
+
+TOKEN_PREFIX = "lev_"
+TOKEN_SECRET_BYTES = 32  # token_urlsafe(32) -> 43 URL-safe characters
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a caller may see: one user's library, whole or limited to folders, optionally KB-only."""
+
+    user_id: uuid.UUID
+    folder_ids: frozenset[uuid.UUID] | None  # None = whole library
+    kb_only: bool = False
+
+    @property
+    def is_unscoped(self) -> bool:
+        return self.folder_ids is None
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated token."""
+
+    token_id: uuid.UUID
+    user_id: uuid.UUID
+    name: str
+    capabilities: frozenset[str]
+    is_unscoped: bool
+    folder_ids: frozenset[uuid.UUID]
+    kb_only: bool
+    write_cap: int
+    tier: str
+    extra: dict[str, object] = field(default_factory=dict, compare=False)
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.user_id, None if self.is_unscoped else self.folder_ids, self.kb_only)
+
+    @property
+    def single_folder(self) -> uuid.UUID | None:
+        """The folder new items auto-file into (scope-size-1 rule), else None."""
+        if not self.is_unscoped and len(self.folder_ids) == 1:
+            return next(iter(self.folder_ids))
+        return None
+
+
+def new_token() -> tuple[str, bytes, str]:
+    """A fresh token string, its SHA-256 digest and its display prefix."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_SECRET_BYTES)
+    return token, hash_token(token), token[:12]
+
+
+def hash_token(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+def parse_bearer(authorization: str | None) -> str:
+    """The token from an Authorization header, or 401 missing_bearer_token."""
+    if not authorization:
+        raise ApiError(401, "missing_bearer_token", "Send Authorization: Bearer <token>.")
+    parts = authorization.split(None, 1)
+    if len(parts) != 2 or parts[0].lower() != "bearer" or not parts[1].strip():
+        raise ApiError(401, "missing_bearer_token", "Send Authorization: Bearer <token>.")
+    return parts[1].strip()
+
+
+INVALID_TOKEN_MESSAGE = "The token is unknown, revoked or expired."
+
+
+async def authenticate(session: AsyncSession, token: str) -> Principal:
+    """Resolve a bearer token to a Principal, or 401 invalid_token (never saying which check failed)."""
+    from store import tokens as token_store
+
+    if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+        raise ApiError(401, "invalid_token", INVALID_TOKEN_MESSAGE)
+    digest = hash_token(token)
+    row = await token_store.lookup(session, digest)
+    if row is None or not hmac.compare_digest(row["token_hash"], digest):
+        raise ApiError(401, "invalid_token", INVALID_TOKEN_MESSAGE)
+    if row["revoked_at"] is not None or row["expires_at"] <= datetime.now(UTC):
+        raise ApiError(401, "invalid_token", INVALID_TOKEN_MESSAGE)
+    return Principal(
+        token_id=row["id"],
+        user_id=row["user_id"],
+        name=row["name"],
+        capabilities=frozenset(row["capabilities"]) | {"read"},
+        is_unscoped=row["is_unscoped"],
+        folder_ids=frozenset(row["folder_ids"] or ()),
+        kb_only=row["kb_only"],
+        write_cap=row["write_cap"],
+        tier=row["tier"],
+    )
+
+
+def require(principal: Principal, capability: str) -> None:
+    """403 capability_denied unless the token has `capability`."""
+    if capability not in principal.capabilities:
+        raise ApiError(
+            403, "capability_denied",
+            f"This token cannot {capability}: it was minted with {', '.join(sorted(principal.capabilities))}.",
+            required=capability, have=sorted(principal.capabilities),
+        )
+
+
+def require_whole_library(principal: Principal, action: str) -> None:
+    """403 forbidden_scope for folder-scoped tokens (folder create/delete)."""
+    if not principal.is_unscoped:
+        raise ApiError(403, "forbidden_scope", f"Only a whole-library token can {action}.")
+
+
+def check_membership_targets(principal: Principal, folder_ids: list[uuid.UUID]) -> None:
+    """Scope rules of POST /items/{id}/folders (target folders already known to exist and be owned)."""
+    if principal.is_unscoped:
+        return
+    if len(principal.folder_ids) == 1:
+        raise ApiError(
+            403, "forbidden_scope",
+            "A single-folder token files new items automatically and cannot add folder memberships.",
+        )
+    outside = [f for f in folder_ids if f not in principal.folder_ids]
+    if outside:
+        raise ApiError(
+            403, "forbidden_scope", "Some target folders are outside this token's scope.",
+            out_of_scope=[str(f) for f in outside],
+        )
+
+
+def folder_visible(scope: Scope, folder_id: uuid.UUID) -> bool:
+    return scope.folder_ids is None or folder_id in scope.folder_ids
+
+
+def parse_uuid(value: str) -> uuid.UUID:
+    """A path UUID, or 400 invalid_id."""
+    try:
+        return uuid.UUID(str(value))
+    except (ValueError, AttributeError, TypeError):
+        raise ApiError(400, "invalid_id", f"{value!r} is not a valid UUID.") from None

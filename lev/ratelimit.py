@@ -1,0 +1,80 @@
+"""Per-token rate limits (moving window on Redis, shared by every process) and the monthly write cap.
+
+Each REST operation declares its class in `openapi.yaml` (`x-lev-limit`); MCP tools declare theirs in
+`mcp_tools.json`. This module is the only place that enforces them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from limits import RateLimitItem, parse
+from limits.aio.storage import RedisStorage
+from limits.aio.strategies import MovingWindowRateLimiter
+
+from lev import clock
+from lev.errors import ApiError
+from lev.policy import Principal
+from lev.settings import Settings
+
+WRITE_CLASSES = frozenset({"ingest", "delete", "bulk", "mcp_write"})
+
+
+class Limiter:
+    """Checks a token against its class's hourly limit and, for writes, its monthly write cap."""
+
+    def __init__(self, settings: Settings, redis_url: str, redis: Any) -> None:
+        self.settings = settings
+        uri = redis_url.replace("unix://", "async+redis+unix://", 1) if redis_url.startswith("unix://") \
+            else "async+" + redis_url
+        self.storage = RedisStorage(uri, implementation="redispy")
+        self.strategy = MovingWindowRateLimiter(self.storage)
+        self.items: dict[str, RateLimitItem] = {
+            "read": parse(settings.limit_read),
+            "ingest": parse(settings.limit_ingest),
+            "delete": parse(settings.limit_delete),
+            "bulk": parse(settings.limit_bulk),
+            "mcp_write": parse(settings.limit_mcp_write),
+        }
+        self._redis = redis
+
+    async def check(self, principal: Principal, limit_class: str | None) -> dict[str, str]:
+        """Consume one call; returns the RateLimit-* headers, or raises 429 rate_limited."""
+        if not limit_class:
+            return {}
+        headers: dict[str, str] = {}
+        if self.settings.limits_on:
+            item = self.items[limit_class]
+            key = str(principal.token_id)
+            allowed = await self.strategy.hit(item, limit_class, key)
+            stats = await self.strategy.get_window_stats(item, limit_class, key)
+            reset = max(0, math.ceil(stats.reset_time - time.time()))
+            headers = {"RateLimit-Limit": str(item.amount), "RateLimit-Remaining": str(stats.remaining),
+                       "RateLimit-Reset": str(reset)}
+            if not allowed:
+                retry = max(1, reset)
+                err = ApiError(429, "rate_limited",
+                               f"Rate limit of {item.amount} per {item.GRANULARITY.name} for this token is used up; "
+                               f"retry in {retry} s.", retry_after_sec=retry)
+                err.headers = {**headers, "Retry-After": str(retry)}
+                raise err
+        if limit_class in WRITE_CLASSES and principal.write_cap > 0:
+            await self._count_write(principal, headers)
+        return headers
+
+    async def _count_write(self, principal: Principal, headers: dict[str, str]) -> None:
+        month = clock.month_key()
+        key = f"lev:writes:{principal.token_id}:{month}"
+        used = await self._redis.incr(key)
+        if used == 1:
+            await self._redis.expire(key, 40 * 86400)
+        if used > principal.write_cap:
+            await self._redis.decr(key)
+            retry = clock.seconds_to_month_end()
+            err = ApiError(429, "rate_limited",
+                           f"This token's monthly write cap of {principal.write_cap} is used up; it resets when "
+                           f"the month rolls over, in {retry} s.", retry_after_sec=retry, limit="monthly_writes")
+            err.headers = {**headers, "Retry-After": str(retry)}
+            raise err

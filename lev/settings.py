@@ -1,0 +1,82 @@
+"""Service settings, read from the environment with the `LEV_` prefix (pydantic-settings)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every operator-facing knob. Names are part of the operator interface (DESIGN.md §3)."""
+
+    model_config = SettingsConfigDict(env_prefix="LEV_", extra="ignore")
+
+    database_url: str | None = None
+    redis_url: str | None = None
+    data_dir: Path = Path("./.lev")
+    base_url: str = "http://127.0.0.1:8080"
+    allow_private_urls: bool = False
+    # CIDR networks URL ingest may reach even with allow_private_urls off (e.g. an intranet wiki)
+    private_url_allowlist: list[str] = Field(default_factory=list)
+
+    transcribe_url: str | None = None
+    transcribe_api_key: str | None = None
+    transcribe_model: str = "whisper-1"
+    transcribe_timeout_sec: float = 300.0
+    llm_url: str | None = None
+    llm_api_key: str | None = None
+    llm_model: str = "gpt-4o-mini"
+
+    workers_inline: bool = True
+    embedder: str = "local"
+    embed_url: str | None = None
+    embed_api_key: str | None = None
+    embed_model: str = "text-embedding-3-small"
+    embed_dim: int = 384
+
+    rate_limits: str = "on"
+    limit_read: str = "1000/hour"
+    limit_ingest: str = "60/hour"
+    limit_delete: str = "60/hour"
+    limit_bulk: str = "30/hour"
+    limit_mcp_write: str = "60/hour"
+    default_write_cap: int = 200
+
+    tier_free_tokens: int = 0
+    tier_pro_tokens: int = -1
+    tier_free_minutes: int = 0
+    tier_pro_minutes: int = 600
+
+    activity_retention_days: int = 90
+    trusted_proxies: list[str] = Field(default_factory=list)
+    allowed_origins: list[str] = Field(default_factory=list)
+    max_body_bytes: int = 2 * 1024 * 1024
+    token_default_days: int = 365
+
+    # uploads / object storage (store/objects.py)
+    upload_secret: str | None = None  # HMAC key for local signed upload URLs; default <data_dir>/signing.key
+    object_store: str = "local"  # "local" (files under <data_dir>/objects) or "s3"
+    s3_bucket: str | None = None
+    s3_endpoint_url: str | None = None
+    s3_region: str | None = None
+    s3_access_key: str | None = None
+    s3_secret_key: str | None = None
+
+    # search tuning (bench/ tunes these; see bench/RESULTS.md)
+    search_candidates: int = 100
+    search_rrf_k: int = 60
+    search_semantic_weight: float = 0.5
+    hnsw_ef_search: int = 100
+
+    @property
+    def limits_on(self) -> bool:
+        return self.rate_limits.lower() not in {"off", "false", "0", "no"}
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (tests clear the cache after changing the environment)."""
+    return Settings()

@@ -1,0 +1,58 @@
+"""Engine, sessions and migrations for the one PostgreSQL database."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+_engine: AsyncEngine | None = None
+_sessions: async_sessionmaker[AsyncSession] | None = None
+_url: str | None = None
+
+
+def init_engine(url: str, pool_size: int = 10) -> AsyncEngine:
+    """Create the process-wide async engine (idempotent for the same URL)."""
+    global _engine, _sessions, _url
+    if _engine is not None and _url == url:
+        return _engine
+    _engine = create_async_engine(url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True)
+    _sessions = async_sessionmaker(_engine, expire_on_commit=False)
+    _url = url
+    return _engine
+
+
+async def dispose_engine() -> None:
+    global _engine, _sessions, _url
+    if _engine is not None:
+        await _engine.dispose()
+    _engine, _sessions, _url = None, None, None
+
+
+def engine() -> AsyncEngine:
+    if _engine is None:
+        raise RuntimeError("database engine not initialised")
+    return _engine
+
+
+@asynccontextmanager
+async def session_scope() -> AsyncIterator[AsyncSession]:
+    """One session and transaction: committed on success, rolled back on error."""
+    if _sessions is None:
+        raise RuntimeError("database engine not initialised")
+    async with _sessions() as session, session.begin():
+        yield session
+
+
+def migrate(url: str) -> None:
+    """Apply every Alembic migration (sync; run at start-up and by `lev migrate`)."""
+    from alembic import command
+    from alembic.config import Config
+
+    here = Path(__file__).parent
+    cfg = Config()
+    cfg.set_main_option("script_location", str(here / "migrations"))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    command.upgrade(cfg, "head")

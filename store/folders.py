@@ -1,0 +1,85 @@
+"""Folders: list with item counts, create, delete (optionally with their only-here items)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import delete, exists, func, insert, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from lev.errors import ApiError, not_found
+from lev.policy import Scope
+from store import items as item_store
+from store import tokens as token_store
+from store.models import folders, item_folders, user_items
+
+
+def _shape(row: Any) -> dict[str, Any]:
+    return {"id": str(row.id), "name": row.name, "item_count": int(row.item_count),
+            "created_at": row.created_at.isoformat()}
+
+
+async def list_visible(session: AsyncSession, scope: Scope) -> list[dict[str, Any]]:
+    """Folders in scope, each with the number of its items the caller can see."""
+    count = (
+        select(func.count())
+        .select_from(item_folders.join(user_items, user_items.c.id == item_folders.c.item_id))
+        .where(item_folders.c.folder_id == folders.c.id)
+    )
+    if scope.kb_only:
+        count = count.where(user_items.c.in_kb.is_(True))
+    q = select(folders.c.id, folders.c.name, folders.c.created_at,
+               count.scalar_subquery().label("item_count")).where(folders.c.user_id == scope.user_id)
+    if scope.folder_ids is not None:
+        q = q.where(folders.c.id.in_(scope.folder_ids))
+    q = q.order_by(func.lower(folders.c.name), folders.c.id)
+    return [_shape(r) for r in await session.execute(q)]
+
+
+async def create(session: AsyncSession, scope: Scope, name: str) -> dict[str, Any]:
+    clean = name.strip()
+    if not clean or len(clean) > 200:
+        raise ApiError(400, "invalid_body", "name must be 1-200 characters after trimming.")
+    folder_id = uuid.uuid4()
+    try:
+        async with session.begin_nested():
+            row = (await session.execute(
+                insert(folders).values(id=folder_id, user_id=scope.user_id, name=clean)
+                .returning(folders.c.id, folders.c.name, folders.c.created_at)
+            )).one()
+    except IntegrityError:
+        raise ApiError(409, "name_taken", f"A folder named {clean!r} already exists.") from None
+    return {"id": str(row.id), "name": row.name, "item_count": 0, "created_at": row.created_at.isoformat()}
+
+
+async def owned_ids(session: AsyncSession, user_id: uuid.UUID, ids: list[uuid.UUID]) -> set[uuid.UUID]:
+    q = select(folders.c.id).where(folders.c.user_id == user_id, folders.c.id.in_(ids))
+    return set((await session.execute(q)).scalars())
+
+
+async def delete_folder(
+    session: AsyncSession, scope: Scope, folder_id: uuid.UUID, cascade_items: bool
+) -> dict[str, Any]:
+    """Delete a folder; with cascade_items also the items whose only folder it is.
+
+    Scoped tokens left with no folder are revoked (spec: token lifecycle).
+    """
+    row = (await session.execute(
+        select(folders.c.id).where(folders.c.id == folder_id, folders.c.user_id == scope.user_id)
+        .with_for_update()
+    )).first()
+    if row is None:
+        raise not_found()
+    deleted = 0
+    if cascade_items:
+        other = exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id != folder_id)
+        here = exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id == folder_id)
+        ids = list((await session.execute(
+            select(user_items.c.id).where(user_items.c.user_id == scope.user_id, here, ~other)
+        )).scalars())
+        deleted = await item_store.delete_many(session, ids)
+    await token_store.revoke_emptied_by_folder_delete(session, folder_id)
+    await session.execute(delete(folders).where(folders.c.id == folder_id))
+    return {"id": str(folder_id), "deleted": True, "items_deleted": deleted}

@@ -1,0 +1,201 @@
+"""User items: visibility under a scope, listing, reading, deleting, folder memberships."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    and_,
+    delete,
+    exists,
+    func,
+    literal,
+    select,
+)
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from lev.errors import not_found
+from lev.policy import Scope
+from store.models import contents, item_folders, object_deletions, outputs, user_items
+
+
+def visible(scope: Scope) -> ColumnElement[bool]:
+    """The SQL predicate 'this user item is visible to the caller' (user, folder scope, kb_only)."""
+    conds: list[ColumnElement[bool]] = [user_items.c.user_id == scope.user_id]
+    if scope.folder_ids is not None:
+        conds.append(exists().where(
+            item_folders.c.item_id == user_items.c.id,
+            item_folders.c.folder_id.in_(scope.folder_ids) if scope.folder_ids else literal(False),
+        ))
+    if scope.kb_only:
+        conds.append(user_items.c.in_kb.is_(True))
+    return and_(*conds)
+
+
+def _folder_ids(scope: Scope) -> Any:
+    q = select(func.array_agg(item_folders.c.folder_id)).where(item_folders.c.item_id == user_items.c.id)
+    if scope.folder_ids is not None:
+        q = q.where(item_folders.c.folder_id.in_(scope.folder_ids) if scope.folder_ids else literal(False))
+    return q.scalar_subquery()
+
+
+_SUMMARY_COLS = (
+    user_items.c.id, user_items.c.content_id, user_items.c.kind, user_items.c.title, user_items.c.url,
+    user_items.c.in_kb, user_items.c.archived, user_items.c.status, user_items.c.transcription_status,
+    user_items.c.error, user_items.c.created_at, user_items.c.updated_at,
+)
+
+
+def shape_summary(row: Any) -> dict[str, Any]:
+    m = row._mapping
+    return {
+        "id": str(m["id"]),
+        "content_id": str(m["content_id"]),
+        "kind": m["kind"],
+        "title": m["title"],
+        "url": m["url"],
+        "in_kb": m["in_kb"],
+        "archived": m["archived"],
+        "status": m["status"],
+        "transcription_status": m["transcription_status"],
+        "error": m["error"],
+        "folder_ids": sorted(str(f) for f in (m["folder_ids"] or [])),
+        "created_at": m["created_at"].isoformat(),
+        "updated_at": m["updated_at"].isoformat(),
+    }
+
+
+async def list_items(
+    session: AsyncSession,
+    scope: Scope,
+    *,
+    folder_id: uuid.UUID | None = None,
+    archived: bool | None = None,
+    in_kb: bool | None = None,
+    page: int = 1,
+    per_page: int = 50,
+) -> tuple[list[dict[str, Any]], int]:
+    conds: list[ColumnElement[bool]] = [visible(scope)]
+    if folder_id is not None:
+        conds.append(exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id == folder_id))
+    if archived is not None:
+        conds.append(user_items.c.archived.is_(archived))
+    if in_kb is not None:
+        conds.append(user_items.c.in_kb.is_(in_kb))
+    where = and_(*conds)
+    total = int((await session.execute(select(func.count()).select_from(user_items).where(where))).scalar_one())
+    q = (
+        select(*_SUMMARY_COLS, _folder_ids(scope).label("folder_ids"))
+        .where(where)
+        .order_by(user_items.c.created_at.desc(), user_items.c.id.desc())
+        .limit(per_page)
+        .offset((page - 1) * per_page)
+    )
+    return [shape_summary(r) for r in await session.execute(q)], total
+
+
+async def recent(session: AsyncSession, scope: Scope, limit: int) -> list[dict[str, Any]]:
+    items, _ = await list_items(session, scope, page=1, per_page=limit)
+    return items
+
+
+async def get_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -> dict[str, Any]:
+    """The full item (content text, metadata, transcript, outputs, memberships) or 404 not_found."""
+    q = (
+        select(*_SUMMARY_COLS, _folder_ids(scope).label("folder_ids"), contents.c.text, contents.c.metadata,
+               contents.c.transcript, contents.c.mime, contents.c.size_bytes, contents.c.duration_sec)
+        .join(contents, contents.c.id == user_items.c.content_id)
+        .where(user_items.c.id == item_id, visible(scope))
+    )
+    row = (await session.execute(q)).first()
+    if row is None:
+        raise not_found()
+    item = shape_summary(row)
+    m = row._mapping
+    metadata = dict(m["metadata"] or {})
+    for key in ("mime", "size_bytes", "duration_sec"):
+        if m[key] is not None:
+            metadata.setdefault(key, m[key])
+    outs = await session.execute(
+        select(outputs.c.id, outputs.c.kind, outputs.c.content, outputs.c.generator, outputs.c.created_at)
+        .where(outputs.c.item_id == item_id).order_by(outputs.c.created_at, outputs.c.kind)
+    )
+    item.update({
+        "text": m["text"],
+        "metadata": metadata,
+        "transcript": m["transcript"],
+        "outputs": [
+            {"id": str(o.id), "kind": o.kind, "content": o.content, "generator": o.generator,
+             "created_at": o.created_at.isoformat()}
+            for o in outs
+        ],
+        "folders": item["folder_ids"],
+    })
+    return item
+
+
+async def require_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -> None:
+    found = (await session.execute(select(user_items.c.id).where(user_items.c.id == item_id, visible(scope)))).first()
+    if found is None:
+        raise not_found()
+
+
+async def delete_many(session: AsyncSession, ids: list[uuid.UUID]) -> int:
+    """Delete user items (memberships and outputs cascade), then contents no one references any more.
+
+    Stored objects of deleted contents are queued for the background drain.
+    """
+    if not ids:
+        return 0
+    rows = (await session.execute(
+        delete(user_items).where(user_items.c.id.in_(ids)).returning(user_items.c.content_id)
+    )).scalars().all()
+    content_ids = list(set(rows))
+    if content_ids:
+        orphaned = (await session.execute(
+            delete(contents)
+            .where(contents.c.id.in_(content_ids),
+                   ~exists().where(user_items.c.content_id == contents.c.id))
+            .returning(contents.c.object_path)
+        )).scalars().all()
+        paths = [p for p in orphaned if p]
+        if paths:
+            await session.execute(
+                pg_insert(object_deletions).values([{"path": p, "attempts": 0} for p in paths])
+                .on_conflict_do_nothing()
+            )
+    return len(rows)
+
+
+async def delete_visible(session: AsyncSession, scope: Scope, item_ids: list[uuid.UUID]) -> list[uuid.UUID]:
+    """Delete the given items that the caller can see; returns the ids deleted."""
+    found = list((await session.execute(
+        select(user_items.c.id).where(user_items.c.id.in_(item_ids), visible(scope)).with_for_update()
+    )).scalars())
+    await delete_many(session, found)
+    return found
+
+
+async def add_memberships(session: AsyncSession, item_id: uuid.UUID, folder_ids: list[uuid.UUID]) -> None:
+    await session.execute(
+        pg_insert(item_folders).values([{"item_id": item_id, "folder_id": f} for f in folder_ids])
+        .on_conflict_do_nothing()
+    )
+
+
+async def remove_membership(session: AsyncSession, item_id: uuid.UUID, folder_id: uuid.UUID) -> bool:
+    res = await session.execute(
+        delete(item_folders).where(item_folders.c.item_id == item_id, item_folders.c.folder_id == folder_id)
+    )
+    return bool(res.rowcount)  # type: ignore[attr-defined]
+
+
+async def visible_folder_ids(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -> list[str]:
+    q = select(item_folders.c.folder_id).where(item_folders.c.item_id == item_id)
+    if scope.folder_ids is not None:
+        q = q.where(item_folders.c.folder_id.in_(scope.folder_ids) if scope.folder_ids else literal(False))
+    return sorted(str(f) for f in (await session.execute(q)).scalars())
+

@@ -1,0 +1,18 @@
+"""Alembic environment: runs migrations synchronously over psycopg 3."""
+
+from alembic import context
+from sqlalchemy import create_engine, pool
+
+url = context.config.get_main_option("sqlalchemy.url")
+connectable = create_engine(url, poolclass=pool.NullPool)
+with connectable.connect() as connection:
+    connection.exec_driver_sql("SELECT pg_advisory_lock(727001)")
+    try:
+        context.configure(connection=connection, target_metadata=None, transaction_per_migration=True)
+        with context.begin_transaction():
+            context.run_migrations()
+        connection.commit()
+    finally:
+        connection.exec_driver_sql("SELECT pg_advisory_unlock(727001)")
+        connection.commit()
+connectable.dispose()

@@ -1,0 +1,170 @@
+"""SQLAlchemy Core tables mirroring the Alembic schema (migrations own the DDL)."""
+
+from __future__ import annotations
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    MetaData,
+    Table,
+    Text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR, UUID
+
+metadata = MetaData()
+
+users = Table(
+    "users", metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("email", Text, nullable=False),
+    Column("password_hash", Text),
+    Column("tier", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True)),
+)
+
+folders = Table(
+    "folders", metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("user_id", UUID(as_uuid=True), ForeignKey("users.id"), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True)),
+)
+
+contents = Table(
+    "contents", metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("kind", Text, nullable=False),
+    Column("canonical_url", Text),
+    Column("url", Text),
+    Column("title", Text),
+    Column("text", Text),
+    Column("metadata", JSONB, nullable=False),
+    Column("mime", Text),
+    Column("object_path", Text),
+    Column("size_bytes", BigInteger),
+    Column("duration_sec", Float),
+    Column("transcript", Text),
+    Column("status", Text, nullable=False),
+    Column("error", Text),
+    Column("created_at", DateTime(timezone=True)),
+)
+
+user_items = Table(
+    "user_items", metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("user_id", UUID(as_uuid=True), ForeignKey("users.id"), nullable=False),
+    Column("content_id", UUID(as_uuid=True), ForeignKey("contents.id"), nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("title", Text),
+    Column("url", Text),
+    Column("in_kb", Boolean, nullable=False),
+    Column("archived", Boolean, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("transcription_status", Text, nullable=False),
+    Column("error", Text),
+    Column("auto_transform", Boolean, nullable=False),
+    Column("created_at", DateTime(timezone=True)),
+    Column("updated_at", DateTime(timezone=True)),
+)
+
+item_folders = Table(
+    "item_folders", metadata,
+    Column("item_id", UUID(as_uuid=True), ForeignKey("user_items.id"), primary_key=True),
+    Column("folder_id", UUID(as_uuid=True), ForeignKey("folders.id"), primary_key=True),
+    Column("created_at", DateTime(timezone=True)),
+)
+
+chunks = Table(
+    "chunks", metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("content_id", UUID(as_uuid=True), ForeignKey("contents.id"), nullable=False),
+    Column("ord", Integer, nullable=False),
+    Column("title", Text),
+    Column("text", Text, nullable=False),
+    Column("embedding", Vector(384), nullable=False),
+    Column("tsv", TSVECTOR),
+)
+
+outputs = Table(
+    "outputs", metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("item_id", UUID(as_uuid=True), ForeignKey("user_items.id"), nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("content", JSONB, nullable=False),
+    Column("generator", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True)),
+)
+
+tokens = Table(
+    "tokens", metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("user_id", UUID(as_uuid=True), ForeignKey("users.id"), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("token_hash", LargeBinary, nullable=False),
+    Column("prefix", Text, nullable=False),
+    Column("capabilities", ARRAY(Text), nullable=False),
+    Column("is_unscoped", Boolean, nullable=False),
+    Column("kb_only", Boolean, nullable=False),
+    Column("write_cap", Integer, nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("revoked_at", DateTime(timezone=True)),
+    Column("last_used_at", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True)),
+)
+
+token_folders = Table(
+    "token_folders", metadata,
+    Column("token_id", UUID(as_uuid=True), ForeignKey("tokens.id"), primary_key=True),
+    Column("folder_id", UUID(as_uuid=True), ForeignKey("folders.id"), primary_key=True),
+)
+
+activity = Table(
+    "activity", metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("ts", DateTime(timezone=True), nullable=False),
+    Column("user_id", UUID(as_uuid=True)),
+    Column("token_id", UUID(as_uuid=True)),
+    Column("surface", Text, nullable=False),
+    Column("method", Text, nullable=False),
+    Column("status", Integer, nullable=False),
+    Column("ip", Text),
+    Column("user_agent", Text),
+    Column("result_count", Integer),
+    Column("latency_ms", Float, nullable=False),
+    Column("query", Text),
+    Column("request_id", Text),
+)
+
+object_deletions = Table(
+    "object_deletions", metadata,
+    Column("path", Text, primary_key=True),
+    Column("attempts", Integer, nullable=False),
+    Column("last_error", Text),
+    Column("queued_at", DateTime(timezone=True)),
+)
+
+uploads = Table(
+    "uploads", metadata,
+    Column("path", Text, primary_key=True),
+    Column("user_id", UUID(as_uuid=True), nullable=False),
+    Column("mime", Text, nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("filename", Text, nullable=False),
+    Column("item_id", UUID(as_uuid=True)),
+    Column("created_at", DateTime(timezone=True)),
+)
+
+usage_monthly = Table(
+    "usage_monthly", metadata,
+    Column("user_id", UUID(as_uuid=True), primary_key=True),
+    Column("month", Text, primary_key=True),
+    Column("transcription_seconds", Float, nullable=False),
+)

@@ -1,0 +1,147 @@
+"""Tokens: minting, lookup by hash, listing and revocation."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from lev.errors import ApiError
+from lev.policy import new_token
+from store.models import folders, token_folders, tokens, users
+
+
+async def lookup(session: AsyncSession, digest: bytes) -> dict[str, Any] | None:
+    """The token row with its owner's tier and its folder ids, by SHA-256 digest."""
+    folder_ids = (
+        select(func.array_agg(token_folders.c.folder_id))
+        .where(token_folders.c.token_id == tokens.c.id)
+        .scalar_subquery()
+    )
+    q = (
+        select(tokens, users.c.tier, folder_ids.label("folder_ids"))
+        .join(users, users.c.id == tokens.c.user_id)
+        .where(tokens.c.token_hash == digest)
+    )
+    row = (await session.execute(q)).first()
+    return dict(row._mapping) if row else None
+
+
+async def count_active(session: AsyncSession, user_id: uuid.UUID) -> int:
+    q = select(func.count()).select_from(tokens).where(
+        tokens.c.user_id == user_id, tokens.c.revoked_at.is_(None), tokens.c.expires_at > func.now()
+    )
+    return int((await session.execute(q)).scalar_one())
+
+
+async def mint(
+    session: AsyncSession,
+    user: dict[str, Any],
+    name: str,
+    *,
+    write: bool,
+    folder_ids: list[uuid.UUID],
+    kb_only: bool,
+    expires_in_days: int,
+    write_cap: int,
+    tier_caps: dict[str, int],
+) -> tuple[str, uuid.UUID]:
+    """Mint a token for `user`; 402 payment_required at the tier's token cap (-1 = unlimited)."""
+    cap = tier_caps.get(user["tier"], 0)
+    used = await count_active(session, user["id"])
+    if cap >= 0 and used >= cap:
+        raise ApiError(
+            402, "payment_required",
+            f"The {user['tier']} tier cannot mint more tokens (cap {cap}, used {used}); upgrade to pro.",
+            tier=user["tier"], cap=cap, used=used,
+        )
+    if not name.strip():
+        raise ApiError(400, "invalid_body", "A token needs a name.")
+    if expires_in_days < 1:
+        raise ApiError(400, "invalid_body", "expires-in-days must be at least 1.")
+    if write_cap < 0:
+        raise ApiError(400, "invalid_body", "write-cap must be 0 (none) or more.")
+    unique = list(dict.fromkeys(folder_ids))
+    if unique:
+        owned = set(
+            (await session.execute(
+                select(folders.c.id).where(folders.c.user_id == user["id"], folders.c.id.in_(unique))
+            )).scalars()
+        )
+        missing = [str(f) for f in unique if f not in owned]
+        if missing:
+            raise ApiError(404, "folder_not_found", "Some folders do not exist.", missing=missing)
+    token, digest, prefix = new_token()
+    token_id = uuid.uuid4()
+    await session.execute(insert(tokens).values(
+        id=token_id, user_id=user["id"], name=name.strip(), token_hash=digest, prefix=prefix,
+        capabilities=["read", "write"] if write else ["read"], is_unscoped=not unique, kb_only=kb_only,
+        write_cap=write_cap, expires_at=datetime.now(UTC) + timedelta(days=expires_in_days),
+    ))
+    if unique:
+        await session.execute(insert(token_folders), [{"token_id": token_id, "folder_id": f} for f in unique])
+    return token, token_id
+
+
+async def list_for_user(session: AsyncSession, user_id: uuid.UUID) -> list[dict[str, Any]]:
+    folder_ids = (
+        select(func.array_agg(token_folders.c.folder_id))
+        .where(token_folders.c.token_id == tokens.c.id)
+        .scalar_subquery()
+    )
+    q = (
+        select(tokens.c.id, tokens.c.name, tokens.c.prefix, tokens.c.capabilities, tokens.c.is_unscoped,
+               tokens.c.kb_only, tokens.c.write_cap, tokens.c.expires_at, tokens.c.revoked_at,
+               tokens.c.last_used_at, tokens.c.created_at, folder_ids.label("folder_ids"))
+        .where(tokens.c.user_id == user_id)
+        .order_by(tokens.c.created_at)
+    )
+    return [dict(r._mapping) for r in (await session.execute(q))]
+
+
+async def revoke(session: AsyncSession, token_id: uuid.UUID) -> bool:
+    res = await session.execute(
+        update(tokens).where(tokens.c.id == token_id, tokens.c.revoked_at.is_(None)).values(revoked_at=func.now())
+    )
+    return bool(res.rowcount)  # type: ignore[attr-defined]
+
+
+async def revoke_all(session: AsyncSession, user_id: uuid.UUID) -> int:
+    res = await session.execute(
+        update(tokens).where(tokens.c.user_id == user_id, tokens.c.revoked_at.is_(None)).values(revoked_at=func.now())
+    )
+    return int(res.rowcount)  # type: ignore[attr-defined]
+
+
+async def revoke_emptied_by_folder_delete(session: AsyncSession, folder_id: uuid.UUID) -> int:
+    """Revoke scoped tokens whose only remaining in-scope folder is `folder_id` (about to be deleted)."""
+    others = select(token_folders.c.token_id).where(
+        token_folders.c.token_id == tokens.c.id, token_folders.c.folder_id != folder_id
+    )
+    in_scope = select(token_folders.c.token_id).where(
+        token_folders.c.token_id == tokens.c.id, token_folders.c.folder_id == folder_id
+    )
+    res = await session.execute(
+        update(tokens)
+        .where(and_(tokens.c.is_unscoped.is_(False), tokens.c.revoked_at.is_(None),
+                    in_scope.exists(), ~others.exists()))
+        .values(revoked_at=func.now())
+    )
+    return int(res.rowcount)  # type: ignore[attr-defined]
+
+
+async def touch_last_used(session: AsyncSession, seen: dict[uuid.UUID, datetime]) -> None:
+    """Record last_used_at for many tokens at once (batched by the activity writer)."""
+    for token_id, at in seen.items():
+        await session.execute(
+            update(tokens).where(tokens.c.id == token_id,
+                                 (tokens.c.last_used_at.is_(None)) | (tokens.c.last_used_at < at))
+            .values(last_used_at=at)
+        )
+
+
+async def delete_for_user(session: AsyncSession, user_id: uuid.UUID) -> None:
+    await session.execute(delete(tokens).where(tokens.c.user_id == user_id))

@@ -1,0 +1,51 @@
+"""Users: creation, lookup, password and tier."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from argon2 import PasswordHasher
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from lev.errors import ApiError
+from store.models import users
+
+_hasher = PasswordHasher()
+
+
+async def create(session: AsyncSession, email: str, tier: str = "free", password: str | None = None) -> uuid.UUID:
+    user_id = uuid.uuid4()
+    values: dict[str, Any] = {"id": user_id, "email": email.strip(), "tier": tier}
+    if password:
+        values["password_hash"] = _hasher.hash(password)
+    try:
+        async with session.begin_nested():
+            await session.execute(insert(users).values(**values))
+    except IntegrityError:
+        raise ApiError(409, "email_taken", f"A user with email {email} already exists.") from None
+    return user_id
+
+
+async def by_email(session: AsyncSession, email: str) -> dict[str, Any] | None:
+    row = (await session.execute(select(users).where(func.lower(users.c.email) == email.strip().lower()))).first()
+    return dict(row._mapping) if row else None
+
+
+async def set_password(session: AsyncSession, user_id: uuid.UUID, password: str) -> None:
+    await session.execute(update(users).where(users.c.id == user_id).values(password_hash=_hasher.hash(password)))
+
+
+async def set_tier(session: AsyncSession, user_id: uuid.UUID, tier: str) -> None:
+    await session.execute(update(users).where(users.c.id == user_id).values(tier=tier))
+
+
+def verify_password(password_hash: str | None, password: str) -> bool:
+    if not password_hash:
+        return False
+    try:
+        return _hasher.verify(password_hash, password)
+    except Exception:
+        return False

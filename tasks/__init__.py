@@ -1,0 +1,1 @@
+"""Background jobs on arq: transforms, transcription, document extraction, drains and purges."""

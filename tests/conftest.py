@@ -1,0 +1,60 @@
+"""Session fixtures: one embedded stack in a fresh data dir, a live server on it, and an admin handle."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.stack import Admin, Api, LiveServer, User, new_user
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="levt-", dir="/tmp"))
+    os.environ["LEV_DATA_DIR"] = str(d)
+    # atexit runs last-registered first: this runs after pgserver has stopped its server.
+    atexit.register(shutil.rmtree, d, True)
+    yield d
+    from lev.embedded import stop_redis
+
+    stop_redis(d)
+
+
+@pytest.fixture(scope="session")
+def admin(data_dir: Path) -> Iterator[Admin]:
+    from lev.embedded import resolve_urls
+    from store import db
+
+    db_url, _ = resolve_urls(None, None, data_dir)
+    db.migrate(db_url)
+    a = Admin(db_url)
+    yield a
+    a.close()
+
+
+@pytest.fixture(scope="session")
+def server(data_dir: Path, admin: Admin) -> Iterator[LiveServer]:
+    srv = LiveServer(data_dir, {"LEV_RATE_LIMITS": "off", "LEV_ALLOW_PRIVATE_URLS": "true"}).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def user(admin: Admin) -> User:
+    return new_user(admin)
+
+
+@pytest.fixture
+def api(server: LiveServer):  # type: ignore[no-untyped-def]
+    def make(token: str | None) -> Api:
+        return Api(server.url, token)
+
+    return make

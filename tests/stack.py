@@ -1,0 +1,178 @@
+"""Test harness: a live Lev server (a real `lev serve` subprocess) on the embedded stack, and an admin
+handle that uses the same store code as the CLI to create users, folders and tokens."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+T = TypeVar("T")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LiveServer:
+    """`lev serve` in a subprocess with the given environment; stopped with SIGINT (clean shutdown)."""
+
+    def __init__(self, data_dir: Path, env: dict[str, str] | None = None, log_name: str = "server") -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "LEV_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1",
+                    "LEV_BASE_URL": self.url, **(env or {})}
+        self.log_path = data_dir / f"{log_name}-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 120) -> LiveServer:
+        log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "lev.cli", "serve", "--port", str(self.port)],
+            env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.log_path.read_text()[-4000:]}")
+            try:
+                if httpx.get(f"{self.url}/api/v1/openapi.json", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"server did not start:\n{self.log_path.read_text()[-4000:]}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Admin:
+    """Runs store coroutines on a private event loop with its own engine (what the CLI does)."""
+
+    def __init__(self, database_url: str) -> None:
+        from store import db
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.run_coro(self._init(db, database_url))
+
+    async def _init(self, db: Any, url: str) -> None:
+        db.init_engine(url, pool_size=2)
+
+    def run_coro(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(120)
+
+    def run(self, fn: Callable[[Any], Awaitable[T]]) -> T:
+        from store.db import session_scope
+
+        async def go() -> T:
+            async with session_scope() as s:
+                return await fn(s)
+
+        return self.run_coro(go())
+
+    def sql(self, statement: str, **params: Any) -> list[Any]:
+        from sqlalchemy import text
+
+        async def go(s: Any) -> list[Any]:
+            res = await s.execute(text(statement), params)
+            return list(res.fetchall()) if res.returns_rows else []
+
+        return self.run(go)
+
+    def close(self) -> None:
+        from store import db
+
+        self.run_coro(db.dispose_engine())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+@dataclass
+class User:
+    id: uuid.UUID
+    email: str
+    admin: Admin
+    tier: str = "pro"
+    folders: dict[str, str] = field(default_factory=dict)
+
+    def folder(self, name: str) -> str:
+        from lev.policy import Scope
+        from store import folders
+
+        fid = self.admin.run(lambda s: folders.create(s, Scope(self.id, None), name))["id"]
+        self.folders[name] = fid
+        return fid
+
+    def token(self, *, write: bool = False, folders: list[str] | None = None, kb_only: bool = True,
+              expires_in_days: int = 365, write_cap: int = 0, name: str = "test") -> str:
+        from store import tokens, users
+
+        async def go(s: Any) -> str:
+            user = await users.by_email(s, self.email)
+            tok, _ = await tokens.mint(
+                s, user, name, write=write, folder_ids=[uuid.UUID(f) for f in folders or []], kb_only=kb_only,
+                expires_in_days=expires_in_days, write_cap=write_cap, tier_caps={"free": 0, "pro": -1},
+            )
+            return tok
+
+        return self.admin.run(go)
+
+
+def new_user(admin: Admin, tier: str = "pro") -> User:
+    from store import users
+
+    email = f"u{uuid.uuid4().hex[:10]}@example.com"
+    uid = admin.run(lambda s: users.create(s, email, tier))
+    return User(uid, email, admin, tier)
+
+
+class Api:
+    """A small authenticated client for the live server."""
+
+    def __init__(self, base: str, token: str | None) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.client = httpx.Client(base_url=base, headers=headers, timeout=120)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def make_item(user: User, *, folders: list[str] | None = None, in_kb: bool = True, title: str = "An item",
+              archived: bool = False, content_id: str | None = None, url: str | None = None) -> str:
+    """Insert a user item directly (for REST tests that do not exercise ingest)."""
+    item_id = str(uuid.uuid4())
+    if content_id is None:
+        content_id = str(uuid.uuid4())
+        user.admin.sql("INSERT INTO contents (id, kind, title, text, url) VALUES (:id, 'text', :t, :x, :u)",
+                       id=content_id, t=title, x=f"text of {title}", u=url)
+    user.admin.sql(
+        "INSERT INTO user_items (id, user_id, content_id, kind, title, url, in_kb, archived) "
+        "VALUES (:id, :u, :c, 'text', :t, :url, :k, :a)",
+        id=item_id, u=user.id, c=content_id, t=title, url=url, k=in_kb, a=archived,
+    )
+    for f in folders or []:
+        user.admin.sql("INSERT INTO item_folders (item_id, folder_id) VALUES (:i, :f)", i=item_id, f=f)
+    return item_id
