@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from handlers import principal
-from lev import context
+from lev import context, library
 from lev.errors import ApiError, not_found
 from lev.policy import check_membership_targets, folder_visible, parse_uuid, require
 from store import folders as folder_store
@@ -43,10 +43,7 @@ async def list_items(
 async def get(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     item_id = parse_uuid(id_)
-    async with session_scope() as s:
-        item = await item_store.get_visible(s, p.scope, item_id)
-    context.note_results(1)
-    return item
+    return await library.get_item(p, item_id)
 
 
 async def delete(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:

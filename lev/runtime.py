@@ -52,6 +52,10 @@ async def start(settings: Settings | None = None, *, migrate: bool = True) -> Ru
     )
     if migrate:
         await asyncio.to_thread(db.migrate, db_url)
+    from lev.embedder import check_dimension, get_embedder
+
+    # Loads the model once per process and refuses to start on a vector-size mismatch.
+    await asyncio.to_thread(check_dimension, get_embedder(), settings.embed_dim)
     db.init_engine(db_url)
     redis = Redis.from_url(redis_url)
     rt = Runtime(settings=settings, database_url=db_url, redis_url=redis_url, redis=redis)

@@ -1,8 +1,68 @@
-"""Job functions run by the worker."""
+"""Job functions run by the worker: embedding of queued content and AI transforms."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import uuid
+from dataclasses import asdict
 from typing import Any
 
-FUNCTIONS: list[Any] = []
+from sqlalchemy import select
+
+log = logging.getLogger("lev.jobs")
+
+
+async def process_content(_ctx: dict[str, Any], content_id: str) -> int:
+    """Chunk and embed a stored content record, then mark it and its items ready."""
+    from lev.chunking import chunk_text
+    from lev.ingest import embed_chunks
+    from lev.runtime import enqueue
+    from store import contents as content_store
+    from store.db import session_scope
+    from store.models import contents, user_items
+
+    cid = uuid.UUID(content_id)
+    async with session_scope() as s:
+        row = (await s.execute(select(contents.c.title, contents.c.text, contents.c.transcript)
+                               .where(contents.c.id == cid))).first()
+    if row is None:
+        return 0
+    body = row.transcript or row.text or ""
+    bodies = await asyncio.to_thread(chunk_text, body, row.title)
+    vectors = await embed_chunks(row.title, bodies)
+    async with session_scope() as s:
+        await content_store.add_chunks(s, cid, row.title, bodies, vectors)
+        await content_store.update_content(s, cid, status="ready")
+        await content_store.set_items_status(s, cid, status="ready")
+        todo = list((await s.execute(select(user_items.c.id).where(
+            user_items.c.content_id == cid, user_items.c.auto_transform.is_(True)))).scalars())
+    for item_id in todo:
+        await enqueue("transform_item", str(item_id))
+    return len(bodies)
+
+
+async def transform_item(_ctx: dict[str, Any], item_id: str) -> int:
+    """Run the configured Transformer over an item's text and store its outputs."""
+    from lev.transform import get_transformer
+    from store import contents as content_store
+    from store.db import session_scope
+
+    iid = uuid.UUID(item_id)
+    async with session_scope() as s:
+        item = await content_store.item_for_transform(s, iid)
+    if item is None:
+        return 0
+    text = item["transcript"] or item["text"] or ""
+    if not text.strip():
+        return 0
+    produced = await get_transformer().transform(item["title"], text)
+    async with session_scope() as s:
+        if await content_store.item_for_transform(s, iid) is None:
+            return 0
+        await content_store.add_outputs(s, iid, [asdict(o) for o in produced])
+    return len(produced)
+
+
+FUNCTIONS: list[Any] = [process_content, transform_item]
 CRONS: list[Any] = []

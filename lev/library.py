@@ -1,0 +1,58 @@
+"""Read operations shared by the REST and MCP surfaces: search, get item, recent items."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from lev import context
+from lev.errors import invalid_body, not_found
+from lev.ingest import embed_query
+from lev.policy import Principal, folder_visible
+from lev.settings import get_settings
+from store import folders as folder_store
+from store import items as item_store
+from store import search as search_store
+from store.db import session_scope
+
+
+def search_params() -> search_store.SearchParams:
+    s = get_settings()
+    return search_store.SearchParams(candidates=s.search_candidates, rrf_k=s.search_rrf_k,
+                                     semantic_weight=s.search_semantic_weight, ef_search=s.hnsw_ef_search)
+
+
+async def search(principal: Principal, *, query: str, mode: str = "hybrid", limit: int = 10,
+                 folder_id: uuid.UUID | None = None) -> dict[str, Any]:
+    """Top chunks for `query` within the token's scope (and optionally one folder in it)."""
+    query = (query or "").strip()
+    if not query:
+        raise invalid_body("The search query must not be empty.")
+    if mode not in search_store.MODES:
+        raise invalid_body("mode must be hybrid, semantic or keyword.")
+    if not 1 <= limit <= 50:
+        raise invalid_body("limit must be between 1 and 50.")
+    if folder_id is not None and not folder_visible(principal.scope, folder_id):
+        raise not_found()
+    vector = await embed_query(query) if mode != "keyword" else None
+    async with session_scope() as s:
+        if folder_id is not None and not await folder_store.owned_ids(s, principal.user_id, [folder_id]):
+            raise not_found()
+        results = await search_store.search(s, principal.scope, query=query, query_vector=vector, mode=mode,
+                                            limit=limit, folder_id=folder_id, params=search_params())
+    context.note_results(len(results), query)
+    return {"mode": mode, "results": results}
+
+
+async def get_item(principal: Principal, item_id: uuid.UUID) -> dict[str, Any]:
+    async with session_scope() as s:
+        item = await item_store.get_visible(s, principal.scope, item_id)
+    context.note_results(1)
+    return item
+
+
+async def list_recent(principal: Principal, limit: int) -> list[dict[str, Any]]:
+    async with session_scope() as s:
+        items = await item_store.recent(s, principal.scope, limit)
+    context.note_results(len(items))
+    return items

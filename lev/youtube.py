@@ -1,0 +1,198 @@
+"""YouTube ingest helpers: URL classification, metadata and captions via yt-dlp, audio download.
+
+yt-dlp is synchronous; every call runs in a worker thread. Captions are preferred over
+transcription: `youtube_captions` fetches the best English track (json3 or WebVTT) and flattens it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+
+from lev.errors import ApiError
+
+_ID = re.compile(r"^[A-Za-z0-9_-]{11}$")
+_HOSTS = {"youtube.com", "www.youtube.com", "m.youtube.com", "music.youtube.com", "youtube-nocookie.com",
+          "www.youtube-nocookie.com"}
+_PATH_PREFIXES = ("/shorts/", "/live/", "/embed/", "/v/")
+_CAPTION_EXTS = ("json3", "vtt")
+
+
+def youtube_video_id(url: str) -> str | None:
+    """The 11-character video id of a YouTube video URL, or None when the URL is not one."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https"):
+        return None
+    host = (parts.hostname or "").lower()
+    candidate: str | None = None
+    if host in ("youtu.be", "www.youtu.be"):
+        candidate = parts.path.lstrip("/").split("/", 1)[0]
+    elif host in _HOSTS:
+        if parts.path.rstrip("/") == "/watch":
+            candidate = (parse_qs(parts.query).get("v") or [""])[0]
+        else:
+            for prefix in _PATH_PREFIXES:
+                if parts.path.startswith(prefix):
+                    candidate = parts.path[len(prefix):].split("/", 1)[0]
+                    break
+    return candidate if candidate and _ID.match(candidate) else None
+
+
+def is_youtube(url: str) -> bool:
+    """True for a YouTube video URL (watch?v=, youtu.be/, /shorts/, /live/, /embed/; m. and music. hosts)."""
+    return youtube_video_id(url) is not None
+
+
+def canonical_url(url: str) -> str:
+    """`https://www.youtube.com/watch?v=<id>` for a YouTube video URL (drops playlist and tracking params)."""
+    video_id = youtube_video_id(url)
+    if video_id is None:
+        raise ApiError(400, "ingest_failed", "Not a YouTube video URL.")
+    return f"https://www.youtube.com/watch?v={video_id}"
+
+
+def _unavailable(exc: Exception) -> ApiError:
+    message = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).removeprefix("ERROR: ").strip()
+    return ApiError(400, "ingest_failed", f"YouTube video is unavailable (deleted or private): {message}")
+
+
+def _caption_tracks(info: dict[str, Any]) -> list[dict[str, Any]]:
+    """English caption tracks in preference order: manual before automatic, json3 before vtt."""
+    tracks: list[tuple[tuple[int, int, int], dict[str, Any]]] = []
+    for automatic, key in ((False, "subtitles"), (True, "automatic_captions")):
+        for lang, formats in (info.get(key) or {}).items():
+            if not (lang == "en" or lang.startswith(("en-", "en_"))) or not isinstance(formats, list):
+                continue
+            # Automatic "en" is YouTube's own recognition; "en-orig" likewise; translated tracks carry tlang.
+            for fmt in formats:
+                ext, url = fmt.get("ext"), fmt.get("url")
+                if ext not in _CAPTION_EXTS or not url or (automatic and "tlang=" in url):
+                    continue
+                rank = (int(automatic), 0 if lang in ("en", "en-orig", "en-US", "en-GB") else 1,
+                        _CAPTION_EXTS.index(ext))
+                tracks.append((rank, {"lang": lang, "ext": ext, "url": url, "automatic": automatic}))
+    tracks.sort(key=lambda t: t[0])
+    return [t[1] for t in tracks]
+
+
+def _extract(url: str, opts: dict[str, Any], download: bool) -> tuple[dict[str, Any], str | None]:
+    import yt_dlp
+
+    try:
+        with yt_dlp.YoutubeDL(opts) as ydl:
+            info = ydl.extract_info(url, download=download)
+            path = None
+            if download and info:
+                downloads = info.get("requested_downloads") or []
+                path = downloads[0].get("filepath") if downloads else ydl.prepare_filename(info)
+    except yt_dlp.utils.YoutubeDLError as exc:
+        raise _unavailable(exc) from None
+    if not info:
+        raise _unavailable(RuntimeError("no information returned"))
+    return info, path
+
+
+async def youtube_info(url: str) -> dict[str, Any]:
+    """Title, duration, channel, upload date, description and available English caption tracks."""
+    canonical = canonical_url(url)
+    opts = {"skip_download": True, "quiet": True, "no_warnings": True, "noplaylist": True}
+    info, _ = await asyncio.to_thread(_extract, canonical, opts, False)
+    tracks = _caption_tracks(info)
+    return {
+        "id": info.get("id"),
+        "url": canonical,
+        "title": info.get("title"),
+        "duration": info.get("duration"),
+        "channel": info.get("channel") or info.get("uploader"),
+        "upload_date": info.get("upload_date"),
+        "description": info.get("description"),
+        "has_captions": bool(tracks),
+        "has_manual_captions": any(not t["automatic"] for t in tracks),
+        "caption_tracks": tracks,
+    }
+
+
+_TAG = re.compile(r"<[^>]*>")
+
+
+def _clean_lines(lines: list[str]) -> str:
+    out: list[str] = []
+    for line in lines:
+        line = re.sub(r"\s+", " ", html.unescape(_TAG.sub("", line))).strip()
+        if line and (not out or out[-1] != line):
+            out.append(line)
+    return "\n".join(out)
+
+
+def parse_vtt(text: str) -> str:
+    """Plain text of a WebVTT file: cue text only, tags stripped, YouTube's rolling repeats removed."""
+    lines: list[str] = []
+    blocks = re.split(r"\r?\n\s*\r?\n", text.replace("\ufeff", ""))
+    for block in blocks:
+        rows = [r for r in re.split(r"\r?\n", block) if r.strip()]
+        if not rows:
+            continue
+        head = rows[0].strip()
+        if head.startswith(("WEBVTT", "NOTE", "STYLE", "REGION")):
+            continue
+        timing = next((i for i, r in enumerate(rows) if "-->" in r), None)
+        if timing is None:
+            continue
+        lines.extend(rows[timing + 1:])
+    return _clean_lines(lines)
+
+
+def parse_json3(text: str) -> str:
+    """Plain text of a YouTube json3 caption file (events -> segs -> utf8)."""
+    data = json.loads(text)
+    buffer: list[str] = []
+    for event in data.get("events") or []:
+        segs = event.get("segs") or []
+        chunk = "".join(str(s.get("utf8", "")) for s in segs)
+        if chunk:
+            buffer.append(chunk if event.get("aAppend") else "\n" + chunk)
+    return _clean_lines("".join(buffer).split("\n"))
+
+
+async def youtube_captions(info: dict[str, Any]) -> str | None:
+    """Text of the best English caption track listed by `youtube_info`, or None when none is usable."""
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0), follow_redirects=True) as client:
+        for track in info.get("caption_tracks") or []:
+            url = track["url"]
+            if track["ext"] == "json3" and "fmt=" not in url:
+                url += ("&" if "?" in url else "?") + "fmt=json3"
+            try:
+                response = await client.get(url)
+                response.raise_for_status()
+                text = parse_json3(response.text) if track["ext"] == "json3" else parse_vtt(response.text)
+            except (httpx.HTTPError, ValueError):
+                continue
+            if text.strip():
+                return text
+    return None
+
+
+async def youtube_audio(url: str, dest_dir: Path) -> Path:
+    """Download the best audio-only stream of the video into `dest_dir`; returns the file path."""
+    canonical = canonical_url(url)
+    opts = {"format": "bestaudio/best", "quiet": True, "no_warnings": True, "noplaylist": True,
+            "outtmpl": str(dest_dir / "%(id)s.%(ext)s"), "overwrites": True}
+
+    def _download() -> Path:
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        _, path = _extract(canonical, opts, True)
+        if not path or not Path(path).is_file():
+            raise _unavailable(RuntimeError("the audio download produced no file"))
+        return Path(path)
+
+    return await asyncio.to_thread(_download)

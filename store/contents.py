@@ -1,0 +1,101 @@
+"""Content records (shared per canonical URL), their chunks, and the user items that point at them."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import numpy as np
+from sqlalchemy import insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from store.models import chunks, contents, item_folders, outputs, user_items
+
+
+async def by_canonical_url(session: AsyncSession, canonical: str) -> dict[str, Any] | None:
+    row = (await session.execute(
+        select(contents.c.id, contents.c.status, contents.c.title, contents.c.kind)
+        .where(contents.c.canonical_url == canonical)
+    )).first()
+    return dict(row._mapping) if row else None
+
+
+async def create(
+    session: AsyncSession, *, kind: str, title: str | None, text: str | None, url: str | None = None,
+    canonical_url: str | None = None, metadata: dict[str, Any] | None = None, status: str = "ready",
+    mime: str | None = None, object_path: str | None = None, size_bytes: int | None = None,
+    duration_sec: float | None = None,
+) -> uuid.UUID | None:
+    """Insert a content record; for a canonical URL someone stored meanwhile, returns None (caller reuses)."""
+    content_id = uuid.uuid4()
+    stmt = pg_insert(contents).values(
+        id=content_id, kind=kind, title=title, text=text, url=url, canonical_url=canonical_url,
+        metadata=metadata or {}, status=status, mime=mime, object_path=object_path, size_bytes=size_bytes,
+        duration_sec=duration_sec,
+    )
+    if canonical_url is not None:
+        stmt = stmt.on_conflict_do_nothing(index_elements=["canonical_url"],
+                                           index_where=contents.c.canonical_url.isnot(None))
+    res = await session.execute(stmt.returning(contents.c.id))
+    return res.scalar_one_or_none()
+
+
+async def add_chunks(session: AsyncSession, content_id: uuid.UUID, title: str | None, bodies: list[str],
+                     vectors: list[Any]) -> int:
+    if not bodies:
+        return 0
+    await session.execute(insert(chunks), [
+        {"id": uuid.uuid4(), "content_id": content_id, "ord": i, "title": title, "text": body,
+         "embedding": np.asarray(vec, dtype=np.float32)}
+        for i, (body, vec) in enumerate(zip(bodies, vectors, strict=True))
+    ])
+    return len(bodies)
+
+
+async def update_content(session: AsyncSession, content_id: uuid.UUID, **values: Any) -> None:
+    await session.execute(update(contents).where(contents.c.id == content_id).values(**values))
+
+
+async def create_item(
+    session: AsyncSession, *, user_id: uuid.UUID, content_id: uuid.UUID, kind: str, title: str | None,
+    url: str | None, in_kb: bool, auto_transform: bool, status: str = "ready",
+    transcription_status: str = "not_required", folder_id: uuid.UUID | None = None,
+) -> uuid.UUID:
+    item_id = uuid.uuid4()
+    await session.execute(insert(user_items).values(
+        id=item_id, user_id=user_id, content_id=content_id, kind=kind, title=title, url=url, in_kb=in_kb,
+        archived=False, status=status, transcription_status=transcription_status, auto_transform=auto_transform,
+    ))
+    if folder_id is not None:
+        await session.execute(insert(item_folders).values(item_id=item_id, folder_id=folder_id))
+    return item_id
+
+
+async def items_of_content(session: AsyncSession, content_id: uuid.UUID) -> list[uuid.UUID]:
+    return list((await session.execute(select(user_items.c.id).where(user_items.c.content_id == content_id)))
+                .scalars())
+
+
+async def set_items_status(session: AsyncSession, content_id: uuid.UUID, **values: Any) -> None:
+    await session.execute(update(user_items).where(user_items.c.content_id == content_id)
+                          .values(updated_at=_now(), **values))
+
+
+async def item_for_transform(session: AsyncSession, item_id: uuid.UUID) -> dict[str, Any] | None:
+    row = (await session.execute(
+        select(user_items.c.id, user_items.c.title, contents.c.text, contents.c.transcript)
+        .join(contents, contents.c.id == user_items.c.content_id).where(user_items.c.id == item_id)
+    )).first()
+    return dict(row._mapping) if row else None
+
+
+async def add_outputs(session: AsyncSession, item_id: uuid.UUID, produced: list[dict[str, Any]]) -> None:
+    if produced:
+        await session.execute(insert(outputs), [{"id": uuid.uuid4(), "item_id": item_id, **o} for o in produced])
+
+
+def _now() -> Any:
+    from sqlalchemy import func
+
+    return func.now()

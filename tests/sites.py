@@ -1,0 +1,109 @@
+"""A loopback web site serving real-looking HTML articles and awkward cases, for ingest tests."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ARTICLES = {
+    "/volcano": ("How volcanoes form", [
+        "Volcanoes form where molten rock, called magma, rises through the Earth's crust and erupts at the "
+        "surface. Most volcanoes sit along the boundaries of tectonic plates, where plates pull apart or dive "
+        "beneath one another in subduction zones.",
+        "When an oceanic plate sinks into the mantle, water released from its minerals lowers the melting point "
+        "of the rock above it. The resulting magma is buoyant and gathers in chambers several kilometres deep.",
+        "Stratovolcanoes such as Mount Fuji build steep cones from alternating layers of lava and ash, while "
+        "shield volcanoes like Mauna Loa grow broad and gentle from runny basaltic lava flows.",
+    ]),
+    "/sourdough": ("Baking sourdough bread at home", [
+        "Sourdough bread rises without commercial yeast. Instead a starter, a fermented mixture of flour and "
+        "water, carries wild yeasts and lactic acid bacteria that leaven the dough and give it a tangy flavour.",
+        "Feed the starter twice a day with equal weights of flour and water until it doubles reliably within a "
+        "few hours. Mix the dough, let it rest, then stretch and fold it every half hour during bulk fermentation.",
+        "Shape the loaf, proof it overnight in the refrigerator, and bake it in a preheated Dutch oven at a high "
+        "temperature so that the crust blisters and the crumb stays open and moist.",
+    ]),
+    "/quantum": ("An introduction to quantum entanglement", [
+        "Quantum entanglement links two particles so that measuring one immediately tells you about the other, "
+        "no matter how far apart they are. Einstein famously called it spooky action at a distance.",
+        "Entangled photons are produced in the laboratory by spontaneous parametric down-conversion in a "
+        "nonlinear crystal. Bell test experiments with such photons have ruled out local hidden variable theories.",
+        "Entanglement is the resource behind quantum teleportation, quantum key distribution and the speed-up of "
+        "many quantum algorithms running on superconducting or trapped-ion quantum computers.",
+    ]),
+}
+
+
+def article_html(title: str, paragraphs: list[str]) -> bytes:
+    body = "".join(f"<p>{p}</p>" for p in paragraphs)
+    return (
+        f"<!doctype html><html><head><title>{title}</title><meta name='author' content='Ada Writer'></head>"
+        f"<body><nav><a href='/'>Home</a> | <a href='/about'>About us</a> | Subscribe to our newsletter</nav>"
+        f"<article><h1>{title}</h1>{body}</article>"
+        f"<footer>Copyright 2026 Example Media. All rights reserved. Cookie settings.</footer></body></html>"
+    ).encode()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    hits: list[str]
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _send(self, status: int, body: bytes, ctype: str = "text/html; charset=utf-8",
+              headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        self.server.hits.append(self.path)  # type: ignore[attr-defined]
+        path = self.path.split("?")[0].split("#")[0]
+        if path in ARTICLES:
+            title, paras = ARTICLES[path]
+            self._send(200, article_html(title, paras))
+        elif path == "/redirect":
+            self._send(302, b"", headers={"Location": "/volcano"})
+        elif path == "/missing":
+            self._send(404, b"<html><body>Not here</body></html>")
+        elif path == "/login":
+            self._send(401, b"<html><body>Sign in</body></html>")
+        elif path == "/empty":
+            self._send(200, b"<html><head><title>Empty</title></head><body><p>Hi.</p></body></html>")
+        elif path == "/binary":
+            self._send(200, b"\x00\x01\x02" * 100, "application/octet-stream")
+        elif path == "/doc.pdf":
+            self._send(200, b"%PDF-1.4\n", "application/pdf")
+        elif path == "/huge":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(25 * 1024 * 1024))
+            self.end_headers()
+            try:
+                chunk = b"<p>" + b"a" * 65536 + b"</p>"
+                for _ in range(400):
+                    self.wfile.write(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+        else:
+            self._send(404, b"no")
+
+
+class Site:
+    def __init__(self) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.httpd.hits = []  # type: ignore[attr-defined]
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    @property
+    def hits(self) -> list[str]:
+        return self.httpd.hits  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        self.httpd.shutdown()
