@@ -1,12 +1,242 @@
-"""POST /api/mcp: placeholder until the MCP surface lands."""
+"""POST /api/mcp: the MCP surface (JSON-RPC 2.0 over streamable HTTP, stateless) and its four tools.
+
+Tools, their schemas and capabilities come from `mcp_tools.json`; errors map through `ApiError.jsonrpc_error`.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+import uuid
+from typing import Any
+from urllib.parse import urlsplit
+
+from jsonrpcserver import Success, async_dispatch
+from jsonrpcserver.exceptions import JsonRpcError
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import ValidationError
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
+
+from lev import __version__, context, library
+from lev.app import apply_limits
+from lev.errors import (
+    JSONRPC_INTERNAL,
+    JSONRPC_INVALID_PARAMS,
+    JSONRPC_INVALID_REQUEST,
+    MCP_TOOL_ERRORS,
+    ApiError,
+)
+from lev.ingest import ingest
+from lev.openapi import mcp_tools
+from lev.policy import Principal, authenticate, parse_bearer, require
+from lev.settings import get_settings
+from store.db import session_scope
+
+log = logging.getLogger("lev.mcp")
+
+PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
+# The stateless revision a 2.x SDK client probes with `server/discover` before falling back to initialize.
+PROBE_VERSIONS = ("2026-07-28",)
+INSTRUCTIONS = (
+    "Lev is the user's personal knowledge base. Search it with search_knowledge_base before answering "
+    "from memory, read a whole source with get_item, see what was saved lately with list_recent, and save "
+    "pages or notes the user wants to keep with add_to_knowledge."
+)
+
+
+def _tool_index() -> dict[str, dict[str, Any]]:
+    tools = {t["name"]: t for t in mcp_tools()["tools"]}
+    for t in tools.values():
+        t.setdefault("_validator", Draft202012Validator(t["inputSchema"], format_checker=FormatChecker()))
+    return tools
+
+
+def _listed(tool: dict[str, Any]) -> dict[str, Any]:
+    keys = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+    return {k: tool[k] for k in keys if k in tool}
+
+
+def _rpc_error(err: ApiError) -> JsonRpcError:
+    e = err.jsonrpc_error()
+    return JsonRpcError(code=e["code"], message=e["message"], data=e["data"])
+
+
+def _tool_result(obj: dict[str, Any]) -> Any:
+    return Success({"content": [{"type": "text", "text": json.dumps(obj)}], "structuredContent": obj,
+                    "isError": False})
+
+
+def _tool_error(err: ApiError) -> Any:
+    text = err.message or err.code
+    return Success({"content": [{"type": "text", "text": f"{text} (error: {err.code})"}], "isError": True})
+
+
+async def initialize(_ctx: dict[str, Any], **params: Any) -> Any:
+    asked = params.get("protocolVersion")
+    version = asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
+    return Success({
+        "protocolVersion": version,
+        "capabilities": {"tools": {"listChanged": False}},
+        "serverInfo": {"name": "lev", "title": "Lev knowledge base", "version": __version__},
+        "instructions": INSTRUCTIONS,
+    })
+
+
+async def ping(_ctx: dict[str, Any], **_params: Any) -> Any:
+    return Success({})
+
+
+async def tools_list(_ctx: dict[str, Any], **_params: Any) -> Any:
+    return Success({"tools": [_listed(t) for t in _tool_index().values()]})
+
+
+async def server_discover(_ctx: dict[str, Any], **_params: Any) -> Any:
+    raise JsonRpcError(code=-32601, message="Method not found: use initialize (protocol 2025-11-25)")
+
+
+def _validate_arguments(tool: dict[str, Any], arguments: Any) -> dict[str, Any]:
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise JsonRpcError(code=JSONRPC_INVALID_PARAMS, message="arguments must be an object",
+                           data={"error": "invalid_body"})
+    errors = sorted(tool["_validator"].iter_errors(arguments), key=lambda e: list(e.path))
+    if errors:
+        first: ValidationError = errors[0]
+        where = ".".join(str(p) for p in first.path) or (
+            first.validator_value[0] if first.validator == "required" and isinstance(first.validator_value, list)
+            else "arguments")
+        if first.validator == "additionalProperties":
+            where = "arguments"
+        message = f"Invalid argument {where}: {first.message}"
+        raise JsonRpcError(code=JSONRPC_INVALID_PARAMS, message=message,
+                           data={"error": "invalid_body", "message": message})
+    return arguments
+
+
+async def tools_call(ctx: dict[str, Any], name: Any = None, arguments: Any = None, **_extra: Any) -> Any:
+    tools = _tool_index()
+    if not isinstance(name, str) or name not in tools:
+        raise JsonRpcError(code=JSONRPC_INVALID_PARAMS, message=f"Unknown tool: {name!r}",
+                           data={"error": "invalid_body", "tools": sorted(tools)})
+    tool = tools[name]
+    info = context.current()
+    if info is not None:
+        info.method = f"tools/call {name}"
+    args = _validate_arguments(tool, arguments)
+    principal: Principal = ctx["principal"]
+    try:
+        require(principal, tool["capability"])
+        await apply_limits(principal, tool.get("limit_class"))
+        result = await TOOLS[name](principal, args)
+    except ApiError as err:
+        if err.code in MCP_TOOL_ERRORS:
+            return _tool_error(err)
+        if err.status >= 500:
+            log.error("tool %s failed: %s", name, err)
+        raise _rpc_error(err) from None
+    except JsonRpcError:
+        raise
+    except Exception:
+        log.exception("tool %s failed", name)
+        request_id = info.request_id if info else None
+        raise JsonRpcError(code=JSONRPC_INTERNAL, message="Internal error; report the request_id if it persists.",
+                           data={"error": "internal_error", "request_id": request_id}) from None
+    return _tool_result(result)
+
+
+async def _search(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    return await library.search(p, query=args["query"], mode=args.get("mode", "hybrid"),
+                                limit=args.get("limit", 10))
+
+
+async def _get_item(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    try:
+        item_id = uuid.UUID(args["item_id"])
+    except ValueError:
+        raise ApiError(400, "invalid_body", "item_id must be a UUID.") from None
+    return await library.get_item(p, item_id)
+
+
+async def _list_recent(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    return {"items": await library.list_recent(p, args.get("limit", 20))}
+
+
+async def _add(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    has_url, has_text = "url" in args, "text" in args
+    if has_url == has_text:
+        raise ApiError(400, "invalid_body", "Give exactly one of url or text.")
+    return await ingest(
+        p, kind="url" if has_url else "text", url=args.get("url"), text=args.get("text"), title=args.get("title"),
+        in_kb=args.get("in_kb", True), auto_transform=args.get("auto_transform", False),
+    )
+
+
+TOOLS = {"search_knowledge_base": _search, "get_item": _get_item, "list_recent": _list_recent,
+         "add_to_knowledge": _add}
+
+METHODS = {"initialize": initialize, "ping": ping, "tools/list": tools_list, "tools/call": tools_call,
+           "server/discover": server_discover}
+
+
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(json.dumps(body), status_code=status, media_type="application/json", headers=headers)
+
+
+def _transport_error(status: int, code: int, err: ApiError, headers: dict[str, str] | None = None) -> Response:
+    return _json({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": err.message or err.code,
+                                                            "data": err.body()}}, status, headers)
+
+
+def _origin_allowed(origin: str) -> bool:
+    settings = get_settings()
+    allowed = {o.rstrip("/").lower() for o in settings.allowed_origins}
+    base = urlsplit(settings.base_url)
+    allowed.add(f"{base.scheme}://{base.netloc}".lower())
+    return origin.rstrip("/").lower() in allowed
 
 
 async def endpoint(request: Request) -> Response:
+    """The MCP streamable-HTTP endpoint (stateless: no sessions, no GET stream)."""
     if request.method != "POST":
         return Response(status_code=405, headers={"Allow": "POST"})
-    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32601, "message": "not yet"}})
+    info = context.current()
+    origin = request.headers.get("origin")
+    if origin and not _origin_allowed(origin):
+        return _transport_error(403, JSONRPC_INVALID_REQUEST,
+                                ApiError(403, "forbidden_origin", f"Origin {origin} is not allowed."))
+    version = request.headers.get("mcp-protocol-version")
+    if version and version not in PROTOCOL_VERSIONS + PROBE_VERSIONS:
+        return _transport_error(400, JSONRPC_INVALID_REQUEST, ApiError(
+            400, "invalid_body", f"Unsupported MCP-Protocol-Version {version}; supported: "
+            f"{', '.join(PROTOCOL_VERSIONS)}."))
+    try:
+        token = parse_bearer(request.headers.get("authorization"))
+        async with session_scope() as s:
+            principal = await authenticate(s, token)
+    except ApiError as err:
+        return _transport_error(401, JSONRPC_INVALID_REQUEST, err, {"WWW-Authenticate": 'Bearer realm="lev"'})
+    if info is not None:
+        info.principal = principal
+    raw = (await request.body()).decode("utf-8", errors="replace")
+    if info is not None and not info.method:
+        info.method = _method_name(raw)
+    out = await async_dispatch(raw, methods=METHODS, context={"principal": principal})
+    if not out:
+        return Response(status_code=202)
+    accept = request.headers.get("accept", "")
+    if "text/event-stream" in accept and "application/json" not in accept and "*/*" not in accept:
+        return Response(f"event: message\ndata: {out}\n\n", media_type="text/event-stream",
+                        headers={"Cache-Control": "no-cache"})
+    return Response(out, media_type="application/json")
+
+
+def _method_name(raw: str) -> str:
+    try:
+        msg = json.loads(raw)
+    except ValueError:
+        return "invalid-json"
+    if isinstance(msg, dict) and isinstance(msg.get("method"), str):
+        return msg["method"][:100]
+    return "batch" if isinstance(msg, list) else "invalid"
