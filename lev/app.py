@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -50,6 +51,8 @@ def to_api_error(exc: Exception) -> ApiError:
         return ApiError(401, "missing_bearer_token", "Send Authorization: Bearer <token>.")
     if isinstance(exc, BadRequestProblem):
         return ApiError(400, "invalid_body", str(exc.detail or "The request failed validation."))
+    if isinstance(exc, UnicodeDecodeError):  # Connexion decodes JSON bodies before validating them
+        return ApiError(400, "invalid_body", "The request body is not UTF-8 encoded JSON.")
     if isinstance(exc, ProblemException):
         status = exc.status or 500
         if status == 415:
@@ -78,6 +81,20 @@ async def handle_error(_request: ConnexionRequest, exc: Exception) -> ConnexionR
 
 
 _LIMIT_CLASS: dict[str, str | None] = {}
+_ROUTES: list[tuple[re.Pattern[str], str]] = []
+
+
+def route_template(path: str) -> str:
+    """The documented route a path matches (`/api/v1/items/{id}`), for the activity log; else the raw path."""
+    if not _ROUTES:
+        for op in operations().values():
+            template = "/api/v1" + op["path"]
+            pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
+            _ROUTES.append((re.compile(f"^{pattern}$"), template))
+    for pattern, template in _ROUTES:
+        if pattern.match(path):
+            return template
+    return path[:200]
 
 
 def limit_class(operation_id: str | None) -> str | None:
@@ -212,12 +229,7 @@ class LevMiddleware:
             rt = runtime.get_runtime()
         except RuntimeError:
             return
-        method = info.method
-        if not method:
-            op_id = scope.get("extensions", {}).get("connexion_routing", {}).get("operation_id")
-            op = operations().get(op_id or "")
-            route = ("/api/v1" + op["path"]) if op else scope.get("path", "")[:200]
-            method = f"{scope.get('method', '')} {route}"
+        method = info.method or f"{scope.get('method', '')} {route_template(scope.get('path', ''))}"
         p = info.principal
         rt.activity.record({
             "ts": clock.now(),

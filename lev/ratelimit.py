@@ -22,6 +22,11 @@ from lev.settings import Settings
 WRITE_CLASSES = frozenset({"ingest", "delete", "bulk", "mcp_write"})
 
 
+def _window(item: RateLimitItem) -> str:
+    unit = item.GRANULARITY.name
+    return unit if item.multiples == 1 else f"{item.multiples} {unit}s"
+
+
 class Limiter:
     """Checks a token against its class's hourly limit and, for writes, its monthly write cap."""
 
@@ -56,7 +61,7 @@ class Limiter:
             if not allowed:
                 retry = max(1, reset)
                 err = ApiError(429, "rate_limited",
-                               f"Rate limit of {item.amount} per {item.GRANULARITY.name} for this token is used up; "
+                               f"Rate limit of {item.amount} calls per {_window(item)} for this token is used up; "
                                f"retry in {retry} s.", retry_after_sec=retry)
                 err.headers = {**headers, "Retry-After": str(retry)}
                 raise err
