@@ -34,6 +34,7 @@ typecheck: $(DEV_STAMP)
 
 test: $(DEV_STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/pytest -q tests contract_tests -p no:cacheprovider
 
 contract: $(DEV_STAMP)

@@ -59,14 +59,11 @@ async def delete(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
 async def bulk_delete(body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     require(p, "write")
-    wanted: list[Any] = []
+    try:
+        wanted = list(dict.fromkeys(parse_uuid(raw) for raw in body["ids"]))
+    except ApiError:
+        raise ApiError(400, "invalid_body", "ids must be UUIDs.") from None
     not_found_ids: list[str] = []
-    for raw in body["ids"]:
-        try:
-            wanted.append(parse_uuid(raw))
-        except ApiError:
-            not_found_ids.append(str(raw))
-    wanted = list(dict.fromkeys(wanted))
     async with session_scope() as s:
         deleted = set(await item_store.delete_visible(s, p.scope, wanted))
     not_found_ids += [str(i) for i in wanted if i not in deleted]

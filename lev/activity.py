@@ -31,6 +31,8 @@ class ActivityWriter:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="lev-activity")
 
     def record(self, entry: dict[str, Any]) -> None:
+        # A NUL (e.g. from a request path with %00) would make PostgreSQL refuse the whole batch.
+        entry = {k: v.replace("\x00", "\ufffd") if isinstance(v, str) else v for k, v in entry.items()}
         try:
             self.queue.put_nowait(entry)
         except asyncio.QueueFull:

@@ -89,10 +89,10 @@ def route_template(path: str) -> str:
     if not _ROUTES:
         for op in operations().values():
             template = "/api/v1" + op["path"]
-            pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
-            _ROUTES.append((re.compile(f"^{pattern}$"), template))
-    for pattern, template in _ROUTES:
-        if pattern.match(path):
+            regex = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
+            _ROUTES.append((re.compile(f"^{regex}$"), template))
+    for compiled, template in _ROUTES:
+        if compiled.match(path):
             return template
     return path[:200]
 

@@ -14,7 +14,7 @@ from typing import Any
 from lev import runtime
 from lev.chunking import chunk_text, embed_input
 from lev.embedder import get_embedder
-from lev.errors import ApiError, ingest_failed, invalid_body
+from lev.errors import ingest_failed, invalid_body
 from lev.policy import Principal, require
 from lev.webfetch import UnsupportedMedia, canonical_url, classify_media_url, fetch_page
 from store import contents as content_store
@@ -45,6 +45,9 @@ async def ingest(
 ) -> dict[str, Any]:
     """Add a text snippet or a URL to the caller's library; returns the Ingest result."""
     require(principal, "write")
+    for name, value in (("url", url), ("text", text), ("title", title)):
+        if value is not None and "\x00" in value:  # PostgreSQL text cannot hold NUL
+            raise invalid_body(f"{name} must not contain NUL characters.")
     title = title.strip() or None if title else None
     if kind == "text":
         if url is not None:
@@ -127,7 +130,7 @@ async def _ingest_url(principal: Principal, url: str, title: str | None, in_kb: 
         raise ingest_failed("only http and https URLs can be ingested")
     media = classify_media_url(url)
     if media is not None:
-        raise _media_not_supported(media)
+        return await _ingest_media_url(principal, url, media, title, in_kb, auto_transform)
     try:
         canonical = canonical_url(url)
     except ValueError:
@@ -145,7 +148,7 @@ async def _ingest_url(principal: Principal, url: str, title: str | None, in_kb: 
     try:
         page = await fetch_page(url)
     except UnsupportedMedia as exc:
-        raise _media_not_supported(exc.kind) from None
+        return await _ingest_media_url(principal, url, exc.kind, title, in_kb, auto_transform)
     result = await _store_new(
         principal, kind="url", title=title or page.title, body=page.text, url=url, canonical=canonical,
         metadata={**page.metadata, "final_url": page.url, "content_type": page.content_type},
@@ -156,6 +159,9 @@ async def _ingest_url(principal: Principal, url: str, title: str | None, in_kb: 
     return result
 
 
-def _media_not_supported(kind: str) -> ApiError:
-    what = {"youtube": "YouTube videos", "pdf": "PDF files", "audio": "audio files", "video": "video files"}[kind]
-    return ingest_failed(f"{what} cannot be ingested by URL yet; upload the file instead")
+async def _ingest_media_url(principal: Principal, url: str, kind: str, title: str | None, in_kb: bool,
+                            auto_transform: bool) -> dict[str, Any]:
+    """YouTube, PDF, audio and video URLs go to the upload/media pipeline (lev.media_ingest)."""
+    from lev.media_ingest import ingest_media_url
+
+    return await ingest_media_url(principal, url, kind, title=title, in_kb=in_kb, auto_transform=auto_transform)

@@ -28,6 +28,8 @@ async def search(principal: Principal, *, query: str, mode: str = "hybrid", limi
     query = (query or "").strip()
     if not query:
         raise invalid_body("The search query must not be empty.")
+    if "\x00" in query:  # PostgreSQL text cannot hold NUL
+        raise invalid_body("The search query must not contain NUL characters.")
     if mode not in search_store.MODES:
         raise invalid_body("mode must be hybrid, semantic or keyword.")
     if not 1 <= limit <= 50:

@@ -42,6 +42,8 @@ async def create(session: AsyncSession, scope: Scope, name: str) -> dict[str, An
     clean = name.strip()
     if not clean or len(clean) > 200:
         raise ApiError(400, "invalid_body", "name must be 1-200 characters after trimming.")
+    if "\x00" in clean:  # PostgreSQL text cannot hold NUL
+        raise ApiError(400, "invalid_body", "name must not contain NUL characters.")
     folder_id = uuid.uuid4()
     try:
         async with session.begin_nested():

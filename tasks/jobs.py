@@ -64,5 +64,44 @@ async def transform_item(_ctx: dict[str, Any], item_id: str) -> int:
     return len(produced)
 
 
-FUNCTIONS: list[Any] = [process_content, transform_item]
-CRONS: list[Any] = []
+async def extract_document(_ctx: dict[str, Any], content_id: str) -> int:
+    """Extract (OCR) and embed a queued PDF or image upload (lev.media_ingest)."""
+    from lev.media_ingest import run_extract_document
+
+    return await run_extract_document(content_id)
+
+
+async def transcribe_content(_ctx: dict[str, Any], content_id: str, user_id: str) -> int:
+    """Transcribe queued audio, video or YouTube content and charge the user's quota (lev.media_ingest)."""
+    from lev.media_ingest import run_transcription
+
+    return await run_transcription(content_id, user_id)
+
+
+async def drain_object_deletions(_ctx: dict[str, Any]) -> int:
+    """Delete stored objects queued by item deletes and expired uploads; retried every minute until gone."""
+    from lev.media_ingest import drain_object_deletions as drain
+
+    return await drain()
+
+
+async def expire_uploads(_ctx: dict[str, Any]) -> int:
+    """Forget uploads never finalized within 24 h and delete their objects."""
+    from lev.media_ingest import expire_uploads as expire
+
+    return await expire()
+
+
+def _crons() -> list[Any]:
+    from arq import cron
+
+    return [
+        cron(drain_object_deletions, minute=set(range(60)), second={30},  # type: ignore[arg-type]
+             run_at_startup=True),
+        cron(expire_uploads, minute={7, 37}, run_at_startup=False),  # type: ignore[arg-type]
+    ]
+
+
+FUNCTIONS: list[Any] = [process_content, transform_item, extract_document, transcribe_content,
+                        drain_object_deletions, expire_uploads]
+CRONS: list[Any] = _crons()

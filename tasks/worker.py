@@ -40,7 +40,8 @@ def job_functions() -> list[Any]:
 def cron_jobs() -> list[Any]:
     from tasks import jobs
 
-    return [cron(purge_activity, hour={3}, minute={17}, run_at_startup=False), *jobs.CRONS]
+    purge = cron(purge_activity, hour={3}, minute={17}, run_at_startup=False)  # type: ignore[arg-type]
+    return [purge, *jobs.CRONS]
 
 
 async def _startup(ctx: dict[str, Any]) -> None:
@@ -58,7 +59,7 @@ def make_worker(redis_url: str, *, own_runtime: bool) -> Worker:
         redis_settings=RedisSettings.from_dsn(redis_url),
         queue_name=QUEUE,
         on_startup=_startup if own_runtime else None,
-        on_shutdown=_shutdown if own_runtime else None,
+        on_shutdown=_shutdown if own_runtime else None,  # type: ignore[arg-type]
         handle_signals=own_runtime,
         max_jobs=4,
         job_timeout=3600,

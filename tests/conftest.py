@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.stack import Admin, Api, LiveServer, User, new_user
+from tests.transcribe_stub import TranscribeStub
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -41,8 +42,17 @@ def admin(data_dir: Path) -> Iterator[Admin]:
 
 
 @pytest.fixture(scope="session")
-def server(data_dir: Path, admin: Admin) -> Iterator[LiveServer]:
-    srv = LiveServer(data_dir, {"LEV_RATE_LIMITS": "off", "LEV_ALLOW_PRIVATE_URLS": "true"}).start()
+def transcribe_stub() -> Iterator[TranscribeStub]:
+    """The transcription provider stand-in (OpenAI API on loopback) the session server talks to."""
+    stub = TranscribeStub()
+    yield stub
+    stub.close()
+
+
+@pytest.fixture(scope="session")
+def server(data_dir: Path, admin: Admin, transcribe_stub: TranscribeStub) -> Iterator[LiveServer]:
+    srv = LiveServer(data_dir, {"LEV_RATE_LIMITS": "off", "LEV_ALLOW_PRIVATE_URLS": "true",
+                                "LEV_TRANSCRIBE_URL": transcribe_stub.url}).start()
     yield srv
     srv.stop()
 

@@ -3,7 +3,7 @@
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-url = context.config.get_main_option("sqlalchemy.url")
+url = context.config.get_main_option("sqlalchemy.url") or ""
 connectable = create_engine(url, poolclass=pool.NullPool)
 with connectable.connect() as connection:
     connection.exec_driver_sql("SELECT pg_advisory_lock(727001)")

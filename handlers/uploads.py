@@ -1,0 +1,38 @@
+"""The upload handshake: POST /uploads/signed-url, PUT /uploads/put/{path}, POST /uploads/finalize(-document)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from handlers import principal
+from lev import media_ingest
+
+
+async def signed_url(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    p = principal(token_info)
+    result = await media_ingest.signed_url(p, mime=body["mime"], size=body["size"], filename=body["filename"])
+    return result, 200
+
+
+async def put_object(path: str, expires: str | None = None, size: str | None = None, mime: str | None = None,
+                     sig: str | None = None) -> tuple[dict[str, Any], int]:
+    """The local store's signed PUT. No bearer: the HMAC signature in the query is the credential.
+
+    The body is not declared as a handler argument, so Connexion never reads it; it is streamed
+    from the request to disk with a hard cap.
+    """
+    from connexion import request
+
+    result = await media_ingest.receive_upload(
+        path, expires=expires, size=size, mime=mime, sig=sig, content_type=request.headers.get("content-type"),
+        content_length=request.headers.get("content-length"), chunks=request.stream(),
+    )
+    return result, 200
+
+
+async def finalize(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    return await media_ingest.finalize(principal(token_info), body, "finalize"), 200
+
+
+async def finalize_document(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    return await media_ingest.finalize(principal(token_info), body, "finalize-document"), 200
