@@ -18,8 +18,9 @@ from store.db import session_scope
 
 def search_params() -> search_store.SearchParams:
     s = get_settings()
-    return search_store.SearchParams(candidates=s.search_candidates, rrf_k=s.search_rrf_k,
-                                     semantic_weight=s.search_semantic_weight, ef_search=s.hnsw_ef_search)
+    return search_store.SearchParams(candidates=s.search_candidates, semantic_weight=s.search_semantic_weight,
+                                     k1=s.search_bm25_k1, b=s.search_bm25_b, prune_df=s.search_bm25_prune_df,
+                                     ef_search=s.hnsw_ef_search, exact_scan_max_chunks=s.search_exact_scan_max_chunks)
 
 
 async def search(principal: Principal, *, query: str, mode: str = "hybrid", limit: int = 10,

@@ -65,11 +65,14 @@ class Settings(BaseSettings):
     s3_access_key: str | None = None
     s3_secret_key: str | None = None
 
-    # search tuning (bench/ tunes these; see bench/RESULTS.md)
+    # search tuning (tuned on SciFact train, reported on test: bench/LAB_NOTES.md, bench/RESULTS.md)
     search_candidates: int = 100
-    search_rrf_k: int = 60
-    search_semantic_weight: float = 0.5
-    hnsw_ef_search: int = 100
+    search_semantic_weight: float = 0.6
+    search_bm25_k1: float = 1.2
+    search_bm25_b: float = 0.6
+    search_bm25_prune_df: float = 0.03
+    hnsw_ef_search: int = 40
+    search_exact_scan_max_chunks: int = 5000
 
     @property
     def limits_on(self) -> bool:

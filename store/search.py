@@ -1,16 +1,21 @@
-"""Search over chunks: semantic (pgvector HNSW), keyword (PostgreSQL full text) and hybrid (fusion).
+"""Search over chunks: semantic (pgvector HNSW), keyword (BM25 in SQL) and hybrid (normalised linear blend).
 
 The caller's scope (user, folders, kb_only) and `in_kb` are applied inside the SQL, before any limit.
+Keyword scoring is BM25 over the postings kept by migration 0002; bench/LAB_NOTES.md explains the
+choices and bench/RESULTS.md has the measurements behind the default parameters.
 """
 
 from __future__ import annotations
 
+import math
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import exists, func, select, text
+from sqlalchemy import exists, select, text
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.policy import Scope
@@ -23,9 +28,80 @@ MODES = ("hybrid", "semantic", "keyword")
 @dataclass(frozen=True)
 class SearchParams:
     candidates: int = 100
-    rrf_k: int = 60
-    semantic_weight: float = 0.5
-    ef_search: int = 100
+    semantic_weight: float = 0.6
+    k1: float = 1.2
+    b: float = 0.6
+    prune_df: float = 0.03
+    keep_rarest: int = 3
+    ef_search: int = 40
+    exact_scan_max_chunks: int = 5000  # below this many visible chunks, scan exactly instead of HNSW
+
+
+_KEYWORD_SQL = """
+WITH q AS MATERIALIZED (
+  SELECT * FROM lev_bm25_query(:q, :k1, :b, :prune, :keep)
+), cand AS (
+  SELECT p.chunk_id
+    FROM q JOIN lev_postings p ON p.lexeme = q.lexeme
+   WHERE q.sel AND p.content_id IN ({scope})
+   GROUP BY p.chunk_id
+   ORDER BY sum(q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl)) DESC
+   LIMIT :depth
+)
+SELECT cand.chunk_id,
+       (SELECT sum(q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl))
+          FROM q JOIN lev_postings p ON p.lexeme = q.lexeme AND p.chunk_id = cand.chunk_id) AS score
+  FROM cand
+ ORDER BY score DESC, cand.chunk_id
+ LIMIT :limit
+"""
+
+_SEMANTIC_SQL = """
+SELECT c.id AS chunk_id, 1 - (c.embedding <=> CAST(:qvec AS vector)) AS score
+  FROM chunks c
+ WHERE c.content_id IN ({scope})
+ ORDER BY (c.embedding <=> CAST(:qvec AS vector)) {exact}
+ LIMIT :limit
+"""
+
+# Candidates: top-depth BM25 (pruned posting lists) and top-depth nearest neighbours; both scores are then
+# computed exactly for every candidate, min-max normalised over the union, and blended with weight w on cosine.
+_HYBRID_SQL = """
+WITH q AS MATERIALIZED (
+  SELECT * FROM lev_bm25_query(:q, :k1, :b, :prune, :keep)
+), kw AS (
+  SELECT p.chunk_id
+    FROM q JOIN lev_postings p ON p.lexeme = q.lexeme
+   WHERE q.sel AND p.content_id IN ({scope})
+   GROUP BY p.chunk_id
+   ORDER BY sum(q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl)) DESC
+   LIMIT :depth
+), vec AS (
+  SELECT c.id AS chunk_id
+    FROM chunks c
+   WHERE c.content_id IN ({scope})
+   ORDER BY (c.embedding <=> CAST(:qvec AS vector)) {exact}
+   LIMIT :depth
+), cand AS MATERIALIZED (
+  SELECT chunk_id FROM kw UNION SELECT chunk_id FROM vec
+), scored AS MATERIALIZED (
+  SELECT c.id AS chunk_id,
+         1 - (c.embedding <=> CAST(:qvec AS vector)) AS cos,
+         (SELECT sum(q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl))
+            FROM q JOIN lev_postings p ON p.lexeme = q.lexeme AND p.chunk_id = c.id) AS bm25
+    FROM cand JOIN chunks c ON c.id = cand.chunk_id
+), norm AS (
+  SELECT *, min(cos) OVER () AS cmin, max(cos) OVER () AS cmax,
+            min(coalesce(bm25, 0)) OVER () AS bmin, max(coalesce(bm25, 0)) OVER () AS bmax
+    FROM scored
+)
+SELECT chunk_id, cos, bm25,
+       :w * coalesce((cos - cmin) / nullif(cmax - cmin, 0), 0)
+     + (1 - :w) * coalesce((coalesce(bm25, 0) - bmin) / nullif(bmax - bmin, 0), 0) AS score
+  FROM norm
+ ORDER BY score DESC, chunk_id
+ LIMIT :limit
+"""
 
 
 def _visible_contents(scope: Scope, folder_id: uuid.UUID | None) -> Any:
@@ -38,44 +114,50 @@ def _visible_contents(scope: Scope, folder_id: uuid.UUID | None) -> Any:
     )
     if folder_id is not None:
         q = q.where(exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id == folder_id))
-    return q.cte("vis")
+    return q
 
 
-async def _semantic(session: AsyncSession, vis: Any, qvec: np.ndarray, n: int) -> list[tuple[uuid.UUID, float]]:
-    dist = chunks.c.embedding.cosine_distance(qvec)
-    in_scope = chunks.c.content_id.in_(select(vis.c.content_id))
-    rows = (await session.execute(
-        select(chunks.c.id, dist.label("d")).where(in_scope).order_by(dist).limit(n)
-    )).all()
-    if len(rows) < n:
-        # The HNSW scan filters after the index; a small scope can leave it short. Exact scan instead.
-        exact = (await session.execute(
-            select(chunks.c.id, dist.label("d")).where(in_scope).order_by(dist + 0).limit(n)
-        )).all()
-        if len(exact) > len(rows):
-            rows = exact
-    return [(r.id, 1.0 - float(r.d)) for r in rows]
+def _scope_sql(scope: Scope, folder_id: uuid.UUID | None) -> str:
+    """The visible-content subquery as SQL text (only UUIDs and booleans are inlined, rendered by SQLAlchemy)."""
+    q = select(user_items.c.content_id).where(visible(scope), user_items.c.in_kb.is_(True),
+                                              user_items.c.status == "ready")
+    if folder_id is not None:
+        q = q.where(exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id == folder_id))
+    return str(q.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}))
 
 
-async def _keyword(session: AsyncSession, vis: Any, query: str, n: int) -> list[tuple[uuid.UUID, float]]:
-    tsq = func.websearch_to_tsquery("english", query)
-    rank = func.ts_rank_cd(chunks.c.tsv, tsq, 32)
-    rows = (await session.execute(
-        select(chunks.c.id, rank.label("r"))
-        .where(chunks.c.tsv.op("@@")(tsq), chunks.c.content_id.in_(select(vis.c.content_id)))
-        .order_by(rank.desc(), chunks.c.id).limit(n)
-    )).all()
-    return [(r.id, float(r.r)) for r in rows]
+_ESTIMATES: dict[tuple[Scope, uuid.UUID | None], tuple[float, int]] = {}
+_ESTIMATE_TTL = 30.0
 
 
-def fuse(semantic: list[tuple[uuid.UUID, float]], keyword: list[tuple[uuid.UUID, float]], k: int,
-         semantic_weight: float) -> list[tuple[uuid.UUID, float]]:
-    """Weighted Reciprocal Rank Fusion of two ranked lists."""
-    scores: dict[uuid.UUID, float] = {}
-    for weight, ranked in ((semantic_weight, semantic), (1.0 - semantic_weight, keyword)):
-        for rank, (cid, _) in enumerate(ranked, start=1):
-            scores[cid] = scores.get(cid, 0.0) + weight / (k + rank)
-    return sorted(scores.items(), key=lambda kv: (-kv[1], str(kv[0])))
+async def _visible_chunks(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None) -> tuple[int, int]:
+    """(estimated visible chunks, estimated total chunks), cached briefly: only used to pick a scan strategy."""
+    total = int((await session.execute(text(
+        "SELECT greatest(n_chunks, 1) FROM lev_bm25_stats"))).scalar_one())
+    key = (scope, folder_id)
+    hit = _ESTIMATES.get(key)
+    if hit and time.monotonic() - hit[0] < _ESTIMATE_TTL:
+        return hit[1], total
+    n = int((await session.execute(text(
+        f"SELECT count(*) FROM chunks c WHERE c.content_id IN ({_scope_sql(scope, folder_id)})"))).scalar_one())
+    if len(_ESTIMATES) > 10_000:
+        _ESTIMATES.clear()
+    _ESTIMATES[key] = (time.monotonic(), n)
+    return n, total
+
+
+async def _plan_vector_scan(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None, depth: int,
+                            p: SearchParams) -> str:
+    """Exact scan for small scopes; otherwise HNSW with ef_search raised for the scope's selectivity.
+
+    pgvector filters after the index scan, so a selective scope needs a larger candidate pool.
+    """
+    visible_n, total = await _visible_chunks(session, scope, folder_id)
+    if visible_n <= p.exact_scan_max_chunks:
+        return "+ 0"
+    ef = min(1000, max(p.ef_search, depth, math.ceil(1.5 * depth * total / max(visible_n, 1))))
+    await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef)}"))
+    return ""
 
 
 async def search(
@@ -84,50 +166,55 @@ async def search(
 ) -> list[dict[str, Any]]:
     """Top `limit` chunks visible to `scope` for `query`, as result objects (DESIGN.md §4)."""
     p = params or SearchParams()
-    await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(max(p.ef_search, limit))}"))
-    vis = _visible_contents(scope, folder_id)
-    qvec = np.asarray(query_vector, dtype=np.float32) if query_vector is not None else None
     depth = max(p.candidates, limit)
-    sem: list[tuple[uuid.UUID, float]] = []
-    kw: list[tuple[uuid.UUID, float]] = []
-    if mode in ("hybrid", "semantic"):
-        assert qvec is not None
-        sem = await _semantic(session, vis, qvec, depth if mode == "hybrid" else limit)
-    if mode in ("hybrid", "keyword"):
-        kw = await _keyword(session, vis, query, depth if mode == "hybrid" else limit)
-    if mode == "semantic":
-        ranked = sem[:limit]
-    elif mode == "keyword":
-        ranked = kw[:limit]
+    scope_sql = _scope_sql(scope, folder_id)
+    qvec = None if query_vector is None else str(np.asarray(query_vector, dtype=np.float32).tolist())
+    bm25 = {"q": query, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest}
+    sem: dict[uuid.UUID, float] = {}
+    kw: dict[uuid.UUID, float] = {}
+    if mode == "keyword":
+        rows = (await session.execute(text(_KEYWORD_SQL.format(scope=scope_sql)),
+                                      {**bm25, "depth": depth, "limit": limit})).all()
+        ranked = [(r.chunk_id, float(r.score)) for r in rows]
+        kw = dict(ranked)
+    elif mode == "semantic":
+        exact = await _plan_vector_scan(session, scope, folder_id, limit, p)
+        rows = (await session.execute(text(_SEMANTIC_SQL.format(scope=scope_sql, exact=exact)),
+                                      {"qvec": qvec, "limit": limit})).all()
+        ranked = [(r.chunk_id, float(r.score)) for r in rows]
+        sem = dict(ranked)
     else:
-        ranked = fuse(sem, kw, p.rrf_k, p.semantic_weight)[:limit]
+        exact = await _plan_vector_scan(session, scope, folder_id, depth, p)
+        rows = (await session.execute(text(_HYBRID_SQL.format(scope=scope_sql, exact=exact)),
+                                      {**bm25, "qvec": qvec, "w": p.semantic_weight, "depth": depth,
+                                       "limit": limit})).all()
+        ranked = [(r.chunk_id, float(r.score)) for r in rows]
+        sem = {r.chunk_id: float(r.cos) for r in rows}
+        kw = {r.chunk_id: float(r.bm25) for r in rows if r.bm25 is not None}
     if not ranked:
         return []
-    return await _details(session, vis, ranked, dict(sem), dict(kw), qvec, mode)
+    return await _details(session, _visible_contents(scope, folder_id).cte("vis"), ranked, sem, kw, mode)
 
 
 async def _details(session: AsyncSession, vis: Any, ranked: list[tuple[uuid.UUID, float]],
-                   sem: dict[uuid.UUID, float], kw: dict[uuid.UUID, float], qvec: np.ndarray | None,
-                   mode: str) -> list[dict[str, Any]]:
+                   sem: dict[uuid.UUID, float], kw: dict[uuid.UUID, float], mode: str) -> list[dict[str, Any]]:
     ids = [cid for cid, _ in ranked]
-    cols = [chunks.c.id, chunks.c.text, vis.c.item_id, vis.c.item_title, vis.c.item_url]
-    if qvec is not None and mode == "hybrid":
-        cols.append((1 - chunks.c.embedding.cosine_distance(qvec)).label("sim"))
     rows = {r.id: r for r in (await session.execute(
-        select(*cols).join(vis, vis.c.content_id == chunks.c.content_id).where(chunks.c.id.in_(ids))
+        select(chunks.c.id, chunks.c.text, vis.c.item_id, vis.c.item_title, vis.c.item_url)
+        .join(vis, vis.c.content_id == chunks.c.content_id).where(chunks.c.id.in_(ids))
     ))}
     out = []
     for cid, score in ranked:
         r = rows.get(cid)
         if r is None:
             continue
-        similarity = sem.get(cid)
-        if similarity is None and mode == "hybrid":
-            similarity = float(r.sim)
         out.append({
             "chunk_id": str(cid), "item_id": str(r.item_id), "title": r.item_title, "url": r.item_url,
-            "text": r.text, "score": float(score),
-            "similarity": None if mode == "keyword" else similarity,
+            "text": r.text, "score": score,
+            "similarity": None if mode == "keyword" else sem.get(cid),
             "keyword_rank": None if mode == "semantic" else kw.get(cid),
         })
     return out
+
+
+

@@ -1,0 +1,60 @@
+"""BM25 statistics stay exact under ingest and delete; both vector-scan strategies respect the scope."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from tests.stack import LiveServer
+
+CHECK = """
+SELECT
+ (SELECT count(*) FROM chunks) = s.n_chunks AND
+ (SELECT coalesce(sum(bm25_dl), 0) FROM chunks) = s.total_len AS totals_ok,
+ (SELECT count(*) FROM (SELECT u.lexeme, count(*) AS df FROM chunks c, unnest(c.tsv) u GROUP BY 1
+                        EXCEPT SELECT lexeme, df FROM lev_bm25_terms) x) AS df_missing,
+ (SELECT count(*) FROM (SELECT lexeme, df FROM lev_bm25_terms
+                        EXCEPT SELECT u.lexeme, count(*) FROM chunks c, unnest(c.tsv) u GROUP BY 1) x) AS df_extra,
+ (SELECT count(*) FROM lev_postings) = (SELECT count(*) FROM chunks c, unnest(c.tsv)) AS postings_ok
+FROM lev_bm25_stats s
+"""
+
+
+def test_bm25_statistics_exact_after_ingest_and_delete(server, api, user, admin) -> None:
+    c = api(user.token(write=True))
+    ids = [c.post("/api/v1/ingest", json={"kind": "text", "text": f"Porcupine quills number {i} thousand, "
+                                                                 f"and porcupines climb trees.",
+                                          "auto_transform": False}).json()["user_item_id"] for i in range(4)]
+    row = admin.sql(CHECK)[0]
+    assert row.totals_ok and row.df_missing == 0 and row.df_extra == 0 and row.postings_ok
+    for i in ids[:2]:
+        assert c.delete(f"/api/v1/items/{i}").status_code == 200
+    row = admin.sql(CHECK)[0]
+    assert row.totals_ok and row.df_missing == 0 and row.df_extra == 0 and row.postings_ok
+    res = c.get("/api/v1/search", params={"q": "porcupine quills", "mode": "keyword", "limit": 10}).json()
+    assert {r["item_id"] for r in res["results"]} == set(ids[2:])
+    scores = [r["keyword_rank"] for r in res["results"]]
+    assert all(s > 0 for s in scores) and scores == sorted(scores, reverse=True)
+
+
+def test_hnsw_path_respects_scope(data_dir: Path, user) -> None:
+    srv = LiveServer(data_dir, {"LEV_SEARCH_EXACT_SCAN_MAX_CHUNKS": "0", "LEV_RATE_LIMITS": "off"},
+                     log_name="hnsw").start()
+    try:
+        f = user.folder("Birds")
+        tok = user.token(write=True, folders=[f])
+        scoped = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {tok}"}, timeout=60)
+        whole = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {user.token(write=True)}"},
+                             timeout=60)
+        mine = scoped.post("/api/v1/ingest", json={"kind": "text", "text": "Puffins nest in burrows on sea cliffs.",
+                                                   "auto_transform": False}).json()["user_item_id"]
+        outside = whole.post("/api/v1/ingest", json={"kind": "text", "text": "Puffins dive for sand eels at sea.",
+                                                     "auto_transform": False}).json()["user_item_id"]
+        for mode in ("semantic", "hybrid"):
+            got = scoped.get("/api/v1/search", params={"q": "puffins", "mode": mode}).json()["results"]
+            assert [r["item_id"] for r in got] == [mine], mode
+            got = whole.get("/api/v1/search", params={"q": "puffin burrows", "mode": mode, "limit": 50}).json()
+            assert {mine, outside} <= {r["item_id"] for r in got["results"]}, mode
+    finally:
+        srv.stop()
