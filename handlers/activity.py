@@ -6,8 +6,7 @@ from typing import Any
 
 from handlers import principal
 from lev import context
-from lev.errors import ApiError
-from lev.policy import parse_uuid, require_whole_library
+from lev.policy import parse_uuid_field, require_whole_library
 from store import activity as activity_store
 from store.db import session_scope
 
@@ -16,12 +15,7 @@ async def list_entries(token_info: dict[str, Any], token_id: str | None = None, 
                        page: int = 1, per_page: int = 50) -> dict[str, Any]:
     p = principal(token_info)
     require_whole_library(p, "read the activity log")
-    tid = None
-    if token_id is not None:
-        try:
-            tid = parse_uuid(token_id)
-        except ApiError:
-            raise ApiError(400, "invalid_body", "token_id must be a UUID.") from None
+    tid = parse_uuid_field(token_id, "token_id")
     async with session_scope() as s:
         entries, total = await activity_store.list_for_user(s, p.user_id, token_id=tid, surface=surface, page=page,
                                                             per_page=per_page)

@@ -7,7 +7,7 @@ from typing import Any
 from handlers import principal
 from lev import context, library
 from lev.errors import ApiError, not_found
-from lev.policy import check_membership_targets, folder_visible, parse_uuid, require
+from lev.policy import check_membership_targets, folder_visible, parse_uuid, parse_uuid_field, require
 from store import folders as folder_store
 from store import items as item_store
 from store.db import session_scope
@@ -22,14 +22,9 @@ async def list_items(
     per_page: int = 50,
 ) -> dict[str, Any]:
     p = principal(token_info)
-    fid = None
-    if folder_id is not None:
-        try:
-            fid = parse_uuid(folder_id)
-        except ApiError:
-            raise ApiError(400, "invalid_body", "folder_id must be a UUID.") from None
-        if not folder_visible(p.scope, fid):
-            raise not_found()
+    fid = parse_uuid_field(folder_id, "folder_id")
+    if fid is not None and not folder_visible(p.scope, fid):
+        raise not_found()
     async with session_scope() as s:
         if fid is not None and not await folder_store.owned_ids(s, p.user_id, [fid]):
             raise not_found()

@@ -6,18 +6,10 @@ from typing import Any
 
 from handlers import principal
 from lev.library import search as run_search
-from lev.policy import parse_uuid
+from lev.policy import parse_uuid_field
 
 
 async def search(token_info: dict[str, Any], q: str, mode: str = "hybrid", limit: int = 10,
                  folder_id: str | None = None) -> dict[str, Any]:
     p = principal(token_info)
-    fid = None
-    if folder_id is not None:
-        from lev.errors import ApiError
-
-        try:
-            fid = parse_uuid(folder_id)
-        except ApiError:
-            raise ApiError(400, "invalid_body", "folder_id must be a UUID.") from None
-    return await run_search(p, query=q, mode=mode, limit=limit, folder_id=fid)
+    return await run_search(p, query=q, mode=mode, limit=limit, folder_id=parse_uuid_field(folder_id, "folder_id"))

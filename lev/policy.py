@@ -151,3 +151,13 @@ def parse_uuid(value: str) -> uuid.UUID:
         return uuid.UUID(str(value))
     except (ValueError, AttributeError, TypeError):
         raise ApiError(400, "invalid_id", f"{value!r} is not a valid UUID.") from None
+
+
+def parse_uuid_field(value: str | None, name: str) -> uuid.UUID | None:
+    """An optional UUID from a query parameter or body field, or 400 invalid_body naming it."""
+    if value is None:
+        return None
+    try:
+        return uuid.UUID(str(value))
+    except (ValueError, AttributeError, TypeError):
+        raise ApiError(400, "invalid_body", f"{name} must be a UUID.") from None

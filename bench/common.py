@@ -1,0 +1,103 @@
+"""Shared benchmark plumbing: a fresh Lev on its own embedded stack, a token, percentiles, machine facts."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tests.stack import Admin, LiveServer, new_user
+
+ROOT = Path(__file__).resolve().parent.parent
+SCIFACT = Path(os.environ.get("LEV_BENCH_SCIFACT", ROOT.parent / "shared" / "bench" / "scifact"))
+
+
+@dataclass
+class Lev:
+    """A running Lev with one pro user and a whole-library write token (no write cap)."""
+
+    server: LiveServer
+    admin: Admin
+    token: str
+    user_id: Any
+    data_dir: Path
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def stop(self) -> None:
+        from lev.embedded import stop_redis
+
+        self.server.stop()
+        self.admin.close()
+        stop_redis(self.data_dir)
+
+
+def start_lev(env: dict[str, str] | None = None) -> Lev:
+    """Start `lev serve` on a fresh data dir with the hourly limits off (unless `env` says otherwise)."""
+    from lev.embedded import resolve_urls
+    from store import db
+
+    data_dir = Path(tempfile.mkdtemp(prefix="levbench-", dir="/tmp"))
+    os.environ["LEV_DATA_DIR"] = str(data_dir)
+    db_url, _ = resolve_urls(None, None, data_dir)
+    db.migrate(db_url)
+    admin = Admin(db_url)
+    server = LiveServer(data_dir, {"LEV_RATE_LIMITS": "off", "LEV_ALLOW_PRIVATE_URLS": "true", **(env or {})},
+                        log_name="bench").start(timeout=300)
+    user = new_user(admin)
+    token = user.token(write=True, write_cap=0, kb_only=True, name="bench")
+    return Lev(server, admin, token, user.id, data_dir)
+
+
+def cleanup(lev: Lev) -> None:
+    lev.stop()
+    shutil.rmtree(lev.data_dir, ignore_errors=True)
+
+
+def pct(values: list[float]) -> dict[str, float]:
+    """p50/p95/p99 (and count) of a list of milliseconds."""
+    a = np.asarray(values, dtype=float)
+    return {"n": int(a.size), "p50": float(np.percentile(a, 50)), "p95": float(np.percentile(a, 95)),
+            "p99": float(np.percentile(a, 99))}
+
+
+def fmt_pct(p: dict[str, float]) -> str:
+    return f"{p['p50']:.1f} / {p['p95']:.1f} / {p['p99']:.1f}"
+
+
+def machine() -> str:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kb = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f"{kb / 1024 / 1024:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return f"{platform.machine()}, {os.cpu_count()} cores ({cpu}), {mem} RAM, Python {platform.python_version()}"
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True).stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
