@@ -62,8 +62,10 @@ def start_lev(env: dict[str, str] | None = None) -> Lev:
 
 
 def cleanup(lev: Lev) -> None:
+    """Stop the servers; the data dir (with the server log) is kept when LEV_BENCH_KEEP is set."""
     lev.stop()
-    shutil.rmtree(lev.data_dir, ignore_errors=True)
+    if not os.environ.get("LEV_BENCH_KEEP"):
+        shutil.rmtree(lev.data_dir, ignore_errors=True)
 
 
 def pct(values: list[float]) -> dict[str, float]:

@@ -45,11 +45,12 @@ async def add_chunks(session: AsyncSession, content_id: uuid.UUID, title: str | 
                      vectors: list[Any]) -> int:
     if not bodies:
         return 0
-    await session.execute(insert(chunks), [
+    # One multi-row INSERT statement, so the BM25 maintenance trigger fires once per content.
+    await session.execute(insert(chunks).values([
         {"id": uuid.uuid4(), "content_id": content_id, "ord": i, "title": title, "text": body,
          "embedding": np.asarray(vec, dtype=np.float32)}
         for i, (body, vec) in enumerate(zip(bodies, vectors, strict=True))
-    ])
+    ]))
     return len(bodies)
 
 

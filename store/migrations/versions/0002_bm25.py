@@ -51,11 +51,14 @@ CREATE TABLE lev_bm25_stats (
 INSERT INTO lev_bm25_stats DEFAULT VALUES;
 
 -- Statement-level maintenance (transition tables: one pass per INSERT/COPY/DELETE/UPDATE
--- statement). Lexemes are upserted in sorted order so concurrent writers lock term rows in
--- the same order (no deadlocks); writers do serialise on the single stats row.
+-- statement). Writers serialise on the single stats row, which each firing locks first.
 CREATE OR REPLACE FUNCTION lev_bm25_maintain() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+  -- Lock the stats row first: chunk writers serialise here, before touching any term row, so term
+  -- locks are never taken in conflicting orders (a transaction may fire this trigger several times,
+  -- e.g. for FK-cascaded deletes of several contents).
+  PERFORM 1 FROM lev_bm25_stats FOR UPDATE;
   IF TG_OP IN ('DELETE', 'UPDATE') THEN
     DELETE FROM lev_postings p
      USING (SELECT u.lexeme, o.id FROM old_rows o, unnest(o.tsv) u) d
