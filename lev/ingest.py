@@ -118,10 +118,20 @@ async def _after_store(status: str, content_id: uuid.UUID, item_id: uuid.UUID, a
         await runtime.enqueue("transform_item", str(item_id))
 
 
+def title_from_text(text: str, limit: int = 80) -> str:
+    """A snippet's title when none is given: its first line, cut at a word boundary."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if len(first) <= limit:
+        return first
+    cut = first[:limit].rsplit(" ", 1)[0]
+    return (cut or first[:limit]) + "…"
+
+
 async def _ingest_text(principal: Principal, text: str, title: str | None, in_kb: bool,
                        auto_transform: bool) -> dict[str, Any]:
-    return await _store_new(principal, kind="text", title=title, body=text, url=None, canonical=None, metadata={},
-                            in_kb=in_kb, auto_transform=auto_transform)
+    metadata = {} if title else {"title_from_text": True}
+    return await _store_new(principal, kind="text", title=title or title_from_text(text), body=text, url=None,
+                            canonical=None, metadata=metadata, in_kb=in_kb, auto_transform=auto_transform)
 
 
 async def _ingest_url(principal: Principal, url: str, title: str | None, in_kb: bool,

@@ -173,3 +173,14 @@ def test_auto_transform_outputs_appear(server, api, user) -> None:
     no_tf = ingest(c, kind="text", text="no transform please", auto_transform=False).json()["user_item_id"]
     time.sleep(1.5)
     assert c.get(f"/api/v1/items/{no_tf}").json()["outputs"] == []
+
+
+def test_text_snippet_without_title_gets_one_from_its_first_line(server, api, user) -> None:
+    c = api(user.token(write=True))
+    long_line = "word " * 40
+    a = c.post("/api/v1/ingest", json={"kind": "text", "text": "Buy oat milk\nand bread", "auto_transform": False})
+    b = c.post("/api/v1/ingest", json={"kind": "text", "text": long_line, "auto_transform": False})
+    ta = c.get(f"/api/v1/items/{a.json()['user_item_id']}").json()
+    tb = c.get(f"/api/v1/items/{b.json()['user_item_id']}").json()
+    assert ta["title"] == "Buy oat milk" and ta["metadata"]["title_from_text"] is True
+    assert tb["title"].endswith("…") and len(tb["title"]) <= 81
