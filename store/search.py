@@ -69,17 +69,19 @@ SELECT c.id AS chunk_id, 1 - (c.embedding <=> CAST(:qvec AS vector)) AS score
 _HYBRID_SQL = """
 WITH q AS MATERIALIZED (
   SELECT * FROM lev_bm25_query(:q, :k1, :b, :prune, :keep)
+), vis AS MATERIALIZED (
+  {scope}
 ), kw AS (
   SELECT p.chunk_id
     FROM q JOIN lev_postings p ON p.lexeme = q.lexeme
-   WHERE q.sel AND p.content_id IN ({scope})
+   WHERE q.sel AND p.content_id IN (SELECT content_id FROM vis)
    GROUP BY p.chunk_id
    ORDER BY sum(q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl)) DESC
    LIMIT :depth
 ), vec AS (
   SELECT c.id AS chunk_id
     FROM chunks c
-   WHERE c.content_id IN ({scope})
+   WHERE c.content_id IN (SELECT content_id FROM vis)
    ORDER BY (c.embedding <=> CAST(:qvec AS vector)) {exact}
    LIMIT :depth
 ), cand AS MATERIALIZED (
@@ -104,11 +106,13 @@ SELECT chunk_id, cos, bm25,
 """
 
 
-def _visible_contents(scope: Scope, folder_id: uuid.UUID | None) -> Any:
+def _visible_contents(scope: Scope, folder_id: uuid.UUID | None, chunk_ids: list[uuid.UUID]) -> Any:
+    """For each content of the given chunks, the newest visible item holding it (title and URL for results)."""
     q = (
         select(user_items.c.content_id, user_items.c.id.label("item_id"), user_items.c.title.label("item_title"),
                user_items.c.url.label("item_url"))
-        .where(visible(scope), user_items.c.in_kb.is_(True), user_items.c.status == "ready")
+        .where(visible(scope), user_items.c.in_kb.is_(True), user_items.c.status == "ready",
+               user_items.c.content_id.in_(select(chunks.c.content_id).where(chunks.c.id.in_(chunk_ids))))
         .distinct(user_items.c.content_id)
         .order_by(user_items.c.content_id, user_items.c.created_at.desc())
     )
@@ -193,7 +197,8 @@ async def search(
         kw = {r.chunk_id: float(r.bm25) for r in rows if r.bm25 is not None}
     if not ranked:
         return []
-    return await _details(session, _visible_contents(scope, folder_id).cte("vis"), ranked, sem, kw, mode)
+    vis = _visible_contents(scope, folder_id, [cid for cid, _ in ranked]).cte("vis")
+    return await _details(session, vis, ranked, sem, kw, mode)
 
 
 async def _details(session: AsyncSession, vis: Any, ranked: list[tuple[uuid.UUID, float]],
