@@ -69,19 +69,17 @@ SELECT c.id AS chunk_id, 1 - (c.embedding <=> CAST(:qvec AS vector)) AS score
 _HYBRID_SQL = """
 WITH q AS MATERIALIZED (
   SELECT * FROM lev_bm25_query(:q, :k1, :b, :prune, :keep)
-), vis AS MATERIALIZED (
-  {scope}
 ), kw AS (
   SELECT p.chunk_id
     FROM q JOIN lev_postings p ON p.lexeme = q.lexeme
-   WHERE q.sel AND p.content_id IN (SELECT content_id FROM vis)
+   WHERE q.sel AND p.content_id IN ({scope})
    GROUP BY p.chunk_id
    ORDER BY sum(q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl)) DESC
    LIMIT :depth
 ), vec AS (
   SELECT c.id AS chunk_id
     FROM chunks c
-   WHERE c.content_id IN (SELECT content_id FROM vis)
+   WHERE c.content_id IN ({scope})
    ORDER BY (c.embedding <=> CAST(:qvec AS vector)) {exact}
    LIMIT :depth
 ), cand AS MATERIALIZED (
