@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -37,12 +38,20 @@ async def search(principal: Principal, *, query: str, mode: str = "hybrid", limi
         raise invalid_body("limit must be between 1 and 50.")
     if folder_id is not None and not folder_visible(principal.scope, folder_id):
         raise not_found()
-    vector = await embed_query(query) if mode != "keyword" else None
-    async with session_scope() as s:
-        if folder_id is not None and not await folder_store.owned_ids(s, principal.user_id, [folder_id]):
-            raise not_found()
-        results = await search_store.search(s, principal.scope, query=query, query_vector=vector, mode=mode,
-                                            limit=limit, folder_id=folder_id, params=search_params())
+    # The query is embedded in a worker thread while the database plans and finds keyword candidates.
+    vector = asyncio.ensure_future(embed_query(query)) if mode != "keyword" else None
+    try:
+        async with session_scope() as s:
+            if folder_id is not None and not await folder_store.owned_ids(s, principal.user_id, [folder_id]):
+                raise not_found()
+            results = await search_store.search(s, principal.scope, query=query, query_vector=vector, mode=mode,
+                                                limit=limit, folder_id=folder_id, params=search_params())
+    finally:
+        if vector is not None:
+            if not vector.done():
+                vector.cancel()
+            elif not vector.cancelled():
+                vector.exception()  # mark it retrieved: an error raised above takes precedence
     context.note_results(len(results), query)
     return {"mode": mode, "results": results}
 

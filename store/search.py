@@ -7,20 +7,23 @@ choices and bench/RESULTS.md has the measurements behind the default parameters.
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from sqlalchemy import exists, select, text
+from sqlalchemy import exists, literal_column, select, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.policy import Scope
 from store.items import visible
-from store.models import chunks, item_folders, user_items
+from store.models import item_folders, user_items
 
 MODES = ("hybrid", "semantic", "keyword")
 
@@ -35,189 +38,235 @@ class SearchParams:
     keep_rarest: int = 3
     ef_search: int = 40
     exact_scan_max_chunks: int = 5000  # below this many visible chunks, scan exactly instead of HNSW
+    probe_min_share: float = 0.2  # scopes covering at least this share of all chunks are probed per candidate
 
 
-_KEYWORD_SQL = """
-WITH q AS MATERIALIZED (
-  SELECT * FROM lev_bm25_query(:q, :k1, :b, :prune, :keep)
-), cand AS (
-  SELECT p.chunk_id
+_Q = "q AS MATERIALIZED (SELECT * FROM lev_bm25_query(:q, :k1, :b, :prune, :keep))"
+_BM25 = "sum(q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl))"
+
+# Keyword candidates: the sum over the pruned ("sel") terms' posting lists, top `depth` by that partial score.
+# `s` is exact for the sel terms, so rescoring only has to add the other query terms. The scope is applied
+# either to the postings before grouping ({inner}: small scopes, a cheap IN list) or lazily to the ranked groups
+# ({outer}: one index probe per group until `depth` pass, for scopes covering much of the corpus). The lazy form
+# first ranks only the top :over groups (a bounded heap sort); only if fewer than `depth` of those pass does it
+# rank them all. Either way the result is the first `depth` visible groups in (score, chunk_id) order.
+_KW_RANKED = f"""
+  SELECT p.chunk_id, p.content_id, {_BM25} AS s
     FROM q JOIN lev_postings p ON p.lexeme = q.lexeme
-   WHERE q.sel AND p.content_id IN ({scope})
-   GROUP BY p.chunk_id
-   ORDER BY sum(q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl)) DESC
-   LIMIT :depth
-)
-SELECT cand.chunk_id,
-       (SELECT sum(q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl))
-          FROM q JOIN lev_postings p ON p.lexeme = q.lexeme AND p.chunk_id = cand.chunk_id) AS score
-  FROM cand
- ORDER BY score DESC, cand.chunk_id
- LIMIT :limit
+   WHERE q.sel {{inner}}
+   GROUP BY p.chunk_id, p.content_id
+   ORDER BY s DESC, p.chunk_id
 """
+_KW_CAND = f"""
+kw_top AS MATERIALIZED (
+  SELECT o.chunk_id, o.s FROM ({_KW_RANKED} LIMIT :over) o WHERE {{outer}} LIMIT :depth
+), cand AS (
+  SELECT chunk_id, s FROM kw_top WHERE (SELECT count(*) FROM kw_top) >= :depth
+  UNION ALL
+  SELECT * FROM (
+    SELECT o.chunk_id, o.s FROM ({_KW_RANKED} OFFSET 0) o WHERE {{outer}} LIMIT :depth
+  ) kw_all WHERE (SELECT count(*) FROM kw_top) < :depth
+)"""
+
+
+def _rest(chunk: str) -> str:
+    """BM25 contribution of the query terms that were not used for candidates (common terms), for one chunk."""
+    return (f"coalesce((SELECT {_BM25} FROM q JOIN lev_postings p ON p.lexeme = q.lexeme AND p.chunk_id = {chunk}"
+            " WHERE NOT q.sel), 0)")
+
+
+# Every statement ends with `ranked` (chunk_id, cos, bm25, score; at most :limit rows) and this: the chunk's
+# text and, for its content, the newest item visible to the caller ({item}: a correlated, per-scope subquery).
+_DETAILS = """
+SELECT r.chunk_id, r.cos, r.bm25, r.score, c.text, v.item_id, v.item_title, v.item_url
+  FROM ranked r
+  JOIN chunks c ON c.id = r.chunk_id
+ CROSS JOIN LATERAL ({item}) v
+ ORDER BY r.score DESC, r.chunk_id
+"""
+
+_KEYWORD_SQL = f"""
+WITH {_Q}, {_KW_CAND}, ranked AS (
+  SELECT chunk_id, NULL::float8 AS cos, score AS bm25, score
+    FROM (SELECT cand.chunk_id, cand.s + {_rest("cand.chunk_id")} AS score FROM cand) k
+   ORDER BY score DESC, chunk_id
+   LIMIT :limit
+)""" + _DETAILS
+
+_KW_CAND_SQL = f"WITH {_Q}, {_KW_CAND} SELECT chunk_id, s FROM cand"
 
 _SEMANTIC_SQL = """
-SELECT c.id AS chunk_id, 1 - (c.embedding <=> CAST(:qvec AS vector)) AS score
-  FROM chunks c
- WHERE c.content_id IN ({scope})
- ORDER BY (c.embedding <=> CAST(:qvec AS vector)) {exact}
- LIMIT :limit
-"""
-
-# Candidates: top-depth BM25 (pruned posting lists) and top-depth nearest neighbours; both scores are then
-# computed exactly for every candidate, min-max normalised over the union, and blended with weight w on cosine.
-_HYBRID_SQL = """
-WITH q AS MATERIALIZED (
-  SELECT * FROM lev_bm25_query(:q, :k1, :b, :prune, :keep)
-), kw AS (
-  SELECT p.chunk_id
-    FROM q JOIN lev_postings p ON p.lexeme = q.lexeme
-   WHERE q.sel AND p.content_id IN ({scope})
-   GROUP BY p.chunk_id
-   ORDER BY sum(q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl)) DESC
-   LIMIT :depth
-), vec AS (
-  SELECT c.id AS chunk_id
+WITH ranked AS (
+  SELECT c.id AS chunk_id, 1 - (c.embedding <=> CAST(:qvec AS vector)) AS cos, NULL::float8 AS bm25,
+         1 - (c.embedding <=> CAST(:qvec AS vector)) AS score
     FROM chunks c
-   WHERE c.content_id IN ({scope})
+   WHERE {filter}
    ORDER BY (c.embedding <=> CAST(:qvec AS vector)) {exact}
+   LIMIT :limit
+)""" + _DETAILS
+
+# Hybrid, second statement: the keyword candidates (ids and sel-term scores, found while the query was being
+# embedded) and the top-depth nearest neighbours; both scores made exact for every candidate of the union,
+# min-max normalised over it and blended with weight w on cosine.
+_HYBRID_SQL = f"""
+WITH {_Q}, kw AS (
+  SELECT * FROM unnest(CAST(:kw_ids AS uuid[]), CAST(:kw_s AS float8[])) AS k(chunk_id, s)
+), vec AS MATERIALIZED (
+  SELECT c.id AS chunk_id, 1 - (c.embedding <=> CAST(:qvec AS vector)) AS cos
+    FROM chunks c
+   WHERE {{filter}}
+   ORDER BY (c.embedding <=> CAST(:qvec AS vector)) {{exact}}
    LIMIT :depth
-), cand AS MATERIALIZED (
-  SELECT chunk_id FROM kw UNION SELECT chunk_id FROM vec
 ), scored AS MATERIALIZED (
-  SELECT c.id AS chunk_id,
-         1 - (c.embedding <=> CAST(:qvec AS vector)) AS cos,
-         (SELECT sum(q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl))
-            FROM q JOIN lev_postings p ON p.lexeme = q.lexeme AND p.chunk_id = c.id) AS bm25
-    FROM cand JOIN chunks c ON c.id = cand.chunk_id
+  SELECT coalesce(kw.chunk_id, vec.chunk_id) AS chunk_id,
+         coalesce(vec.cos, (SELECT 1 - (c.embedding <=> CAST(:qvec AS vector)) FROM chunks c
+                             WHERE c.id = kw.chunk_id)) AS cos,
+         CASE WHEN kw.chunk_id IS NOT NULL THEN kw.s + {_rest("kw.chunk_id")}
+              ELSE (SELECT {_BM25} FROM q JOIN lev_postings p ON p.lexeme = q.lexeme AND p.chunk_id = vec.chunk_id)
+         END AS bm25
+    FROM kw FULL JOIN vec ON vec.chunk_id = kw.chunk_id
 ), norm AS (
   SELECT *, min(cos) OVER () AS cmin, max(cos) OVER () AS cmax,
             min(coalesce(bm25, 0)) OVER () AS bmin, max(coalesce(bm25, 0)) OVER () AS bmax
     FROM scored
-)
-SELECT chunk_id, cos, bm25,
-       :w * coalesce((cos - cmin) / nullif(cmax - cmin, 0), 0)
-     + (1 - :w) * coalesce((coalesce(bm25, 0) - bmin) / nullif(bmax - bmin, 0), 0) AS score
-  FROM norm
- ORDER BY score DESC, chunk_id
- LIMIT :limit
-"""
+), ranked AS (
+  SELECT chunk_id, cos, bm25,
+         :w * coalesce((cos - cmin) / nullif(cmax - cmin, 0), 0)
+       + (1 - :w) * coalesce((coalesce(bm25, 0) - bmin) / nullif(bmax - bmin, 0), 0) AS score
+    FROM norm
+   ORDER BY score DESC, chunk_id
+   LIMIT :limit
+)""" + _DETAILS
 
 
-def _visible_contents(scope: Scope, folder_id: uuid.UUID | None, chunk_ids: list[uuid.UUID]) -> Any:
-    """For each content of the given chunks, the newest visible item holding it (title and URL for results)."""
-    q = (
-        select(user_items.c.content_id, user_items.c.id.label("item_id"), user_items.c.title.label("item_title"),
-               user_items.c.url.label("item_url"))
-        .where(visible(scope), user_items.c.in_kb.is_(True), user_items.c.status == "ready",
-               user_items.c.content_id.in_(select(chunks.c.content_id).where(chunks.c.id.in_(chunk_ids))))
-        .distinct(user_items.c.content_id)
-        .order_by(user_items.c.content_id, user_items.c.created_at.desc())
-    )
-    if folder_id is not None:
-        q = q.where(exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id == folder_id))
-    return q
+@lru_cache(maxsize=4096)
+def _item_sql(scope: Scope, folder_id: uuid.UUID | None) -> str:
+    """The newest item visible to the caller that holds content `c.content_id` (correlated subquery)."""
+    q: Any = (select(user_items.c.id.label("item_id"), user_items.c.title.label("item_title"),
+                     user_items.c.url.label("item_url"))
+              .where(user_items.c.content_id == literal_column("c.content_id"), *_visible_where(scope, folder_id))
+              .order_by(user_items.c.created_at.desc()).limit(1))
+    return _sql(q)
 
 
+@lru_cache(maxsize=4096)
 def _scope_sql(scope: Scope, folder_id: uuid.UUID | None) -> str:
     """The visible-content subquery as SQL text (only UUIDs and booleans are inlined, rendered by SQLAlchemy)."""
-    q = select(user_items.c.content_id).where(visible(scope), user_items.c.in_kb.is_(True),
-                                              user_items.c.status == "ready")
+    q = select(user_items.c.content_id).where(*_visible_where(scope, folder_id))
+    return _sql(q)
+
+
+@lru_cache(maxsize=4096)
+def _probe_sql(scope: Scope, folder_id: uuid.UUID | None, content_col: str) -> str:
+    """'The content in `content_col` is visible': a correlated probe, evaluated row by row (never hashed whole)."""
+    q: Any = (select(literal_column("true")).select_from(user_items)
+         .where(user_items.c.content_id == literal_column(content_col), *_visible_where(scope, folder_id)).limit(1))
+    return f"({_sql(q)})"
+
+
+def _visible_where(scope: Scope, folder_id: uuid.UUID | None) -> list[Any]:
+    conds: list[Any] = [visible(scope), user_items.c.in_kb.is_(True), user_items.c.status == "ready"]
     if folder_id is not None:
-        q = q.where(exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id == folder_id))
+        conds.append(exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id == folder_id))
+    return conds
+
+
+def _sql(q: Any) -> str:
     return str(q.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}))
 
 
-_ESTIMATES: dict[tuple[Scope, uuid.UUID | None], tuple[float, int]] = {}
+_ESTIMATES: dict[tuple[Scope, uuid.UUID | None], tuple[float, int, int]] = {}
 _ESTIMATE_TTL = 30.0
 
 
 async def _visible_chunks(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None) -> tuple[int, int]:
-    """(estimated visible chunks, estimated total chunks), cached briefly: only used to pick a scan strategy."""
-    total = int((await session.execute(text(
-        "SELECT greatest(n_chunks, 1) FROM lev_bm25_stats"))).scalar_one())
+    """(visible chunks, all chunks), cached briefly per scope: only used to pick a scan strategy."""
     key = (scope, folder_id)
     hit = _ESTIMATES.get(key)
     if hit and time.monotonic() - hit[0] < _ESTIMATE_TTL:
-        return hit[1], total
-    n = int((await session.execute(text(
-        f"SELECT count(*) FROM chunks c WHERE c.content_id IN ({_scope_sql(scope, folder_id)})"))).scalar_one())
+        return hit[1], hit[2]
+    row = (await session.execute(text(
+        f"SELECT (SELECT count(*) FROM chunks c WHERE c.content_id IN ({_scope_sql(scope, folder_id)})),"
+        " (SELECT greatest(n_chunks, 1) FROM lev_bm25_stats)"))).one()
     if len(_ESTIMATES) > 10_000:
         _ESTIMATES.clear()
-    _ESTIMATES[key] = (time.monotonic(), n)
-    return n, total
+    _ESTIMATES[key] = (time.monotonic(), int(row[0]), int(row[1]))
+    return int(row[0]), int(row[1])
 
 
-async def _plan_vector_scan(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None, depth: int,
-                            p: SearchParams) -> str:
-    """Exact scan for small scopes; otherwise HNSW with ef_search raised for the scope's selectivity.
+@dataclass(frozen=True)
+class _Plan:
+    kw_inner: str  # scope condition on postings before grouping ("" when probing)
+    kw_outer: str  # scope condition on ranked keyword groups ("true" when filtered before)
+    kw_over: int  # keyword groups ranked before probing (see _KW_CAND)
+    vec_filter: str
+    exact: str  # "+ 0" defeats the HNSW index: exact scan
 
-    pgvector filters after the index scan, so a selective scope needs a larger candidate pool.
+
+async def _plan(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None, depth: int, mode: str,
+                p: SearchParams) -> _Plan:
+    """How to apply the scope, from the share of the corpus it covers.
+
+    A scope covering a large share is probed per candidate (a few hundred index probes); a small one is
+    applied as an IN list first. Small scopes get an exact vector scan; larger ones HNSW with ef_search raised
+    for the scope's selectivity, since pgvector filters after the index scan.
     """
     visible_n, total = await _visible_chunks(session, scope, folder_id)
-    if visible_n <= p.exact_scan_max_chunks:
-        return "+ 0"
-    ef = min(1000, max(p.ef_search, depth, math.ceil(1.5 * depth * total / max(visible_n, 1))))
+    scope_sql = _scope_sql(scope, folder_id)
+    share = max(visible_n, 1) / total
+    if share >= p.probe_min_share:
+        kw = ("", _probe_sql(scope, folder_id, "o.content_id"), math.ceil(2 * depth / min(share, 1.0)))
+    else:
+        kw = (f"AND p.content_id IN ({scope_sql})", "true", depth)
+    if mode == "keyword" or visible_n <= p.exact_scan_max_chunks:
+        return _Plan(*kw, f"c.content_id IN ({scope_sql})", "+ 0")
+    ef = min(1000, max(p.ef_search, depth, math.ceil(1.5 * depth / share)))
     await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef)}"))
-    return ""
+    return _Plan(*kw, _probe_sql(scope, folder_id, "c.content_id"), "")
+
+
+def _vec_literal(vector: list[float]) -> str:
+    return str(np.asarray(vector, dtype=np.float32).tolist())
 
 
 async def search(
-    session: AsyncSession, scope: Scope, *, query: str, query_vector: list[float] | None, mode: str, limit: int,
-    folder_id: uuid.UUID | None = None, params: SearchParams | None = None,
+    session: AsyncSession, scope: Scope, *, query: str, query_vector: list[float] | Awaitable[list[float]] | None,
+    mode: str, limit: int, folder_id: uuid.UUID | None = None, params: SearchParams | None = None,
 ) -> list[dict[str, Any]]:
-    """Top `limit` chunks visible to `scope` for `query`, as result objects (DESIGN.md §4)."""
+    """Top `limit` chunks visible to `scope` for `query`, as result objects (DESIGN.md §4).
+
+    `query_vector` may still be computing (an awaitable): planning and the keyword candidates run meanwhile.
+    """
     p = params or SearchParams()
     depth = max(p.candidates, limit)
-    scope_sql = _scope_sql(scope, folder_id)
-    qvec = None if query_vector is None else str(np.asarray(query_vector, dtype=np.float32).tolist())
-    bm25 = {"q": query, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest}
-    sem: dict[uuid.UUID, float] = {}
-    kw: dict[uuid.UUID, float] = {}
+    plan = await _plan(session, scope, folder_id, limit if mode == "semantic" else depth, mode, p)
+    bm25 = {"q": query, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,
+            "over": plan.kw_over}
+    item = _item_sql(scope, folder_id)
     if mode == "keyword":
-        rows = (await session.execute(text(_KEYWORD_SQL.format(scope=scope_sql)),
-                                      {**bm25, "depth": depth, "limit": limit})).all()
-        ranked = [(r.chunk_id, float(r.score)) for r in rows]
-        kw = dict(ranked)
+        rows = (await session.execute(text(_KEYWORD_SQL.format(inner=plan.kw_inner, outer=plan.kw_outer, item=item)),
+                                      {**bm25, "limit": limit})).all()
     elif mode == "semantic":
-        exact = await _plan_vector_scan(session, scope, folder_id, limit, p)
-        rows = (await session.execute(text(_SEMANTIC_SQL.format(scope=scope_sql, exact=exact)),
+        qvec = _vec_literal(await _resolve(query_vector))
+        rows = (await session.execute(text(_SEMANTIC_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=item)),
                                       {"qvec": qvec, "limit": limit})).all()
-        ranked = [(r.chunk_id, float(r.score)) for r in rows]
-        sem = dict(ranked)
     else:
-        exact = await _plan_vector_scan(session, scope, folder_id, depth, p)
-        rows = (await session.execute(text(_HYBRID_SQL.format(scope=scope_sql, exact=exact)),
-                                      {**bm25, "qvec": qvec, "w": p.semantic_weight, "depth": depth,
-                                       "limit": limit})).all()
-        ranked = [(r.chunk_id, float(r.score)) for r in rows]
-        sem = {r.chunk_id: float(r.cos) for r in rows}
-        kw = {r.chunk_id: float(r.bm25) for r in rows if r.bm25 is not None}
-    if not ranked:
-        return []
-    vis = _visible_contents(scope, folder_id, [cid for cid, _ in ranked]).cte("vis")
-    return await _details(session, vis, ranked, sem, kw, mode)
+        cand = (await session.execute(text(_KW_CAND_SQL.format(inner=plan.kw_inner, outer=plan.kw_outer)),
+                                      bm25)).all()
+        qvec = _vec_literal(await _resolve(query_vector))
+        rows = (await session.execute(text(_HYBRID_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=item)),
+                                      {**bm25, "qvec": qvec, "w": p.semantic_weight, "limit": limit,
+                                       "kw_ids": [r.chunk_id for r in cand], "kw_s": [float(r.s) for r in cand]})
+                ).all()
+    return [{
+        "chunk_id": str(r.chunk_id), "item_id": str(r.item_id), "title": r.item_title, "url": r.item_url,
+        "text": r.text, "score": float(r.score),
+        "similarity": None if mode == "keyword" else float(r.cos),
+        "keyword_rank": None if mode == "semantic" or r.bm25 is None else float(r.bm25),
+    } for r in rows]
 
 
-async def _details(session: AsyncSession, vis: Any, ranked: list[tuple[uuid.UUID, float]],
-                   sem: dict[uuid.UUID, float], kw: dict[uuid.UUID, float], mode: str) -> list[dict[str, Any]]:
-    ids = [cid for cid, _ in ranked]
-    rows = {r.id: r for r in (await session.execute(
-        select(chunks.c.id, chunks.c.text, vis.c.item_id, vis.c.item_title, vis.c.item_url)
-        .join(vis, vis.c.content_id == chunks.c.content_id).where(chunks.c.id.in_(ids))
-    ))}
-    out = []
-    for cid, score in ranked:
-        r = rows.get(cid)
-        if r is None:
-            continue
-        out.append({
-            "chunk_id": str(cid), "item_id": str(r.item_id), "title": r.item_title, "url": r.item_url,
-            "text": r.text, "score": score,
-            "similarity": None if mode == "keyword" else sem.get(cid),
-            "keyword_rank": None if mode == "semantic" else kw.get(cid),
-        })
-    return out
-
-
-
+async def _resolve(vector: list[float] | Awaitable[list[float]] | None) -> list[float]:
+    if vector is None:
+        raise ValueError("semantic and hybrid search need a query vector")
+    return await vector if inspect.isawaitable(vector) else vector

@@ -85,3 +85,53 @@ def test_concurrent_ingest_and_delete_never_deadlock(server, api, user, admin) -
         assert set(deletes) == {200} and {s for s, _ in more} == {200}
     row = admin.sql(CHECK)[0]
     assert row.totals_ok and row.df_missing == 0 and row.df_extra == 0 and row.postings_ok
+
+
+def test_scope_strategies_agree(server, api, user, admin) -> None:
+    """Probing the scope per ranked candidate and filtering postings by it first rank the same chunks, on the
+    bounded fast path (few candidates) and on its full-ranking fallback (fewer matches than candidates)."""
+    import random
+    import uuid
+
+    from lev.embedder import LocalEmbedder
+    from lev.policy import Scope
+    from store import search as search_store
+    from tests.stack import new_user
+
+    other = new_user(admin)
+    folder = user.folder("Seabirds")
+    clients = [api(user.token(write=True, folders=[folder])), api(user.token(write=True)),
+               api(other.token(write=True))]
+    words = ["gannet", "puffin", "tern", "cormorant", "shag", "kittiwake", "razorbill", "fulmar"]
+    rnd = random.Random(3)
+    owned: dict[str, set[str]] = {"folder": set(), "user": set(), "other": set()}
+    for i in range(30):
+        text = f"Colony count {i}: " + " ".join(rnd.choice(words) for _ in range(rnd.randint(5, 40)))
+        who = i % 3
+        r = clients[who].post("/api/v1/ingest", json={"kind": "text", "text": text, "auto_transform": False})
+        assert r.status_code == 200, r.text
+        item = r.json()["user_item_id"]
+        owned[("folder", "user", "other")[who]].add(item)
+        if who == 0:
+            owned["user"].add(item)
+    scopes = {"folder": Scope(user.id, frozenset({uuid.UUID(folder)}), kb_only=True),
+              "user": Scope(user.id, None, kb_only=True), "other": Scope(other.id, None, kb_only=True)}
+    emb = LocalEmbedder()
+    seen_fast = False
+    for q in ("puffin colony", "gannet tern shag", "fulmar"):
+        vec = emb.embed_query(q)
+        for name, scope in scopes.items():
+            for mode in search_store.MODES:
+                for candidates, exact_max in ((2, 0), (100, 0), (100, 10**6)):
+                    results = []
+                    for probe_share in (0.0, 2.0):  # always probe / never probe
+                        params = search_store.SearchParams(candidates=candidates, probe_min_share=probe_share,
+                                                           exact_scan_max_chunks=exact_max)
+                        results.append(admin.run(lambda s, sc=scope, m=mode, p=params, qq=q, v=vec: search_store.search(
+                            s, sc, query=qq, query_vector=v, mode=m, limit=5, params=p)))
+                    probed, filtered = results
+                    assert [(r["chunk_id"], round(r["score"], 9)) for r in probed] == \
+                        [(r["chunk_id"], round(r["score"], 9)) for r in filtered], (q, name, mode, candidates)
+                    assert probed and {r["item_id"] for r in probed} <= owned[name], (q, name, mode)
+                    seen_fast |= candidates == 2 and mode != "semantic" and len(probed) >= 2
+    assert seen_fast
