@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 import os
 import threading
+import warnings
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -81,6 +83,66 @@ def _load_model() -> SentenceTransformer:
     return _model
 
 
+_query_lock = threading.Lock()
+_query_fn: Callable[[str], list[float]] | None = None
+
+
+def _query_encoder() -> Callable[[str], list[float]]:
+    """One text -> its embedding through a traced, frozen TorchScript copy of the model (built once).
+
+    Same weights and maths as `encode` (mean pooling over the tokens, then L2 norm), but the forward pass runs as
+    one graph: about half the time of eager mode for a short query, and it holds the GIL far less, so it overlaps
+    well with the event loop. Traced for batch size 1 without padding, which is the only way it is called.
+    """
+    global _query_fn
+    if _query_fn is not None:
+        return _query_fn
+    with _query_lock:
+        if _query_fn is None:
+            import torch
+
+            st = _load_model()
+            transformer: Any = st[0]
+            bert = transformer.auto_model.eval()
+
+            class _Pooled(torch.nn.Module):
+                def __init__(self) -> None:
+                    super().__init__()
+                    self.bert = bert
+
+                def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+                    out = self.bert(input_ids=input_ids, attention_mask=attention_mask, return_dict=False)[0]
+                    mask = attention_mask.unsqueeze(-1).to(out.dtype)
+                    pooled = (out * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                    return torch.nn.functional.normalize(pooled, dim=1)
+
+            # Its own tokenizer, configured once: sharing the batch path's would flip its truncation and padding
+            # state between concurrent calls.
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
+            tok.no_padding()
+            tok.enable_truncation(LOCAL_MAX_SEQ_LENGTH)
+
+            def encode(text: str) -> tuple[torch.Tensor, torch.Tensor]:
+                ids = torch.tensor([tok.encode(text.strip()).ids], dtype=torch.long)
+                return ids, torch.ones_like(ids)
+
+            with warnings.catch_warnings(), torch.inference_mode():
+                warnings.simplefilter("ignore")  # tracer notes on shape-dependent branches not taken at batch 1
+                traced = torch.jit.trace(_Pooled().eval(), encode(PROBE_TEXT), check_trace=False)
+                frozen = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
+
+            def embed_one(text: str) -> list[float]:
+                ids, mask = encode(text)
+                with torch.inference_mode():
+                    row: list[float] = frozen(ids, mask)[0].tolist()
+                return row
+
+            _query_fn = embed_one
+    return _query_fn
+
+
 @lru_cache(maxsize=1)
 def tokenizer() -> Tokenizer:
     """The MiniLM wordpiece tokenizer (from the package's tokenizer.json), for chunk sizing."""
@@ -120,7 +182,7 @@ class LocalEmbedder:
         return rows
 
     def embed_query(self, text: str) -> list[float]:
-        return self.embed([text])[0]
+        return _query_encoder()(text)
 
 
 class EmbeddingServiceError(RuntimeError):

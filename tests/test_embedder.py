@@ -129,6 +129,19 @@ def test_local_embedder_is_loaded_once_across_threads(local: LocalEmbedder) -> N
     assert mod._model is mod._load_model()
 
 
+def test_local_query_path_matches_the_batch_path(local: LocalEmbedder) -> None:
+    """embed_query runs a traced graph; it must give the same vectors as `embed` at every length."""
+    texts = ["x", "cat on a mat", "  padded with spaces\n", "Ünïcode — naïve café 東京",
+             "vitamin D deficiency and the risk of fractures in older adults " * 3,
+             "a long document that is truncated at 256 wordpieces " * 80]
+    batch = local.embed(texts)
+    for text, expected in zip(texts, batch, strict=True):
+        got = local.embed_query(text)
+        assert len(got) == 384
+        assert max(abs(a - b) for a, b in zip(got, expected, strict=True)) < 1e-5, text
+    assert cos(local.embed_query(texts[1]), batch[2]) < 0.99  # different texts really differ
+
+
 def test_tokenizer_counts_without_truncation() -> None:
     tok = tokenizer()
     enc = tok.encode("Hello world")
