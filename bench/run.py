@@ -24,6 +24,9 @@ def write_results() -> Path:
         f = HERE / "results" / f"{part}.md"
         if f.exists():
             sections.append(f.read_text().strip())
+    tuning = HERE / "TUNING.md"  # the hand-kept profiling record, after the generated sections
+    if tuning.exists():
+        sections.append(tuning.read_text().strip())
     out = HERE / "RESULTS.md"
     out.write_text("# Lev benchmark results\n\n"
                    "Written by `make bench` (each part by `make bench-PART`); every figure beside its baseline,\n"
