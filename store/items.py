@@ -86,15 +86,18 @@ async def list_items(
     if in_kb is not None:
         conds.append(user_items.c.in_kb.is_(in_kb))
     where = and_(*conds)
-    total = int((await session.execute(select(func.count()).select_from(user_items).where(where))).scalar_one())
+    count = select(func.count()).select_from(user_items).where(where)
     q = (
-        select(*_SUMMARY_COLS, _folder_ids(scope).label("folder_ids"))
+        select(*_SUMMARY_COLS, _folder_ids(scope).label("folder_ids"), count.scalar_subquery().label("total"))
         .where(where)
         .order_by(user_items.c.created_at.desc(), user_items.c.id.desc())
         .limit(per_page)
         .offset((page - 1) * per_page)
     )
-    return [shape_summary(r) for r in await session.execute(q)], total
+    rows = (await session.execute(q)).all()  # the total rides along (computed once), saving a round trip
+    if rows:
+        return [shape_summary(r) for r in rows], int(rows[0].total)
+    return [], int((await session.execute(count)).scalar_one())
 
 
 async def recent(session: AsyncSession, scope: Scope, limit: int) -> list[dict[str, Any]]:

@@ -182,6 +182,8 @@ def test_item_list_pagination_filters_and_total(server, api, user) -> None:
     for page in (1, 2, 3):
         seen += [i["id"] for i in c.get("/api/v1/items", params={"per_page": 3, "page": page}).json()["items"]]
     assert len(set(seen)) == 9 and set(ids) <= set(seen)
+    past = c.get("/api/v1/items", params={"per_page": 3, "page": 5}).json()  # past the end: no rows, same total
+    assert past["items"] == [] and past["total"] == 9
     assert c.get("/api/v1/items", params={"folder_id": f}).json()["total"] == 3
     assert c.get("/api/v1/items", params={"archived": "true"}).json()["total"] == 1
     assert c.get("/api/v1/items", params={"in_kb": "false"}).json()["total"] == 1
