@@ -31,7 +31,7 @@ from lev.ingest import ingest
 from lev.openapi import mcp_tools
 from lev.policy import Principal, authenticate, parse_bearer, require
 from lev.settings import get_settings
-from store.db import session_scope
+from store.db import read_scope
 
 log = logging.getLogger("lev.mcp")
 
@@ -213,7 +213,7 @@ async def endpoint(request: Request) -> Response:
             f"{', '.join(PROTOCOL_VERSIONS)}."))
     try:
         token = parse_bearer(request.headers.get("authorization"))
-        async with session_scope() as s:
+        async with read_scope() as s:
             principal = await authenticate(s, token)
     except ApiError as err:
         return _transport_error(401, JSONRPC_INVALID_REQUEST, err, {"WWW-Authenticate": 'Bearer realm="lev"'})

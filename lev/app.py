@@ -106,9 +106,9 @@ def limit_class(operation_id: str | None) -> str | None:
 
 async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
     """Connexion's bearer hook: authenticate, then apply the operation's rate-limit class."""
-    from store.db import session_scope
+    from store.db import read_scope
 
-    async with session_scope() as s:
+    async with read_scope() as s:
         principal = await authenticate(s, token)
     info = context.current()
     if info is not None:

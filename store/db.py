@@ -46,6 +46,16 @@ async def session_scope() -> AsyncIterator[AsyncSession]:
         yield session
 
 
+@asynccontextmanager
+async def read_scope() -> AsyncIterator[AsyncSession]:
+    """A session for reads that need no transaction (one statement, e.g. authentication): autocommit, so no
+    BEGIN and COMMIT round trips."""
+    async with engine().connect() as conn:
+        auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        async with AsyncSession(bind=auto) as session:
+            yield session
+
+
 def migrate(url: str) -> None:
     """Apply every Alembic migration (sync; run at start-up and by `lev migrate`)."""
     from alembic import command
