@@ -160,7 +160,8 @@ def _scope_sql(scope: Scope, folder_id: uuid.UUID | None) -> str:
 def _probe_sql(scope: Scope, folder_id: uuid.UUID | None, content_col: str) -> str:
     """'The content in `content_col` is visible': a correlated probe, evaluated row by row (never hashed whole)."""
     q: Any = (select(literal_column("true")).select_from(user_items)
-         .where(user_items.c.content_id == literal_column(content_col), *_visible_where(scope, folder_id)).limit(1))
+              .where(user_items.c.content_id == literal_column(content_col), *_visible_where(scope, folder_id))
+              .limit(1))
     return f"({_sql(q)})"
 
 
