@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lev import clock, context, runtime
 from lev.errors import ApiError
-from lev.openapi import connexion_spec, operations
+from lev.openapi import OperationResolver, connexion_spec, operations
 from lev.policy import Principal, authenticate
 from lev.settings import Settings, get_settings
 
@@ -163,7 +163,8 @@ class LevMiddleware:
         request_id = uuid.uuid4().hex
         path: str = scope.get("path", "")
         surface = "mcp" if path.startswith("/api/mcp") else "rest"
-        info = context.RequestInfo(request_id=request_id, surface=surface)
+        info = context.RequestInfo(request_id=request_id, surface=surface,
+                                   base_url=context.served_base_url(scope.get("scheme", "http"), scope.get("server")))
         context.set_current(info)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         status_holder = {"status": 500, "started": False}
@@ -273,6 +274,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
         connexion_spec(),
         base_path="/api/v1",
         pythonic_params=True,
+        resolver=OperationResolver(),
         swagger_ui_options=SwaggerUIOptions(swagger_ui=False, serve_spec=False),
         strict_validation=True,
         validate_responses=False,
