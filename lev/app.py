@@ -14,13 +14,15 @@ from ipaddress import ip_address, ip_network
 from typing import Any
 
 from connexion import AsyncApp
+from connexion.datastructures import MediaTypeDict
 from connexion.exceptions import BadRequestProblem, OAuthProblem, ProblemException, Unauthorized
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.options import SwaggerUIOptions
+from connexion.validators import VALIDATOR_MAP, JSONRequestBodyValidator
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lev import clock, context, runtime
+from lev import clock, context, jsonguard, runtime
 from lev.errors import ApiError
 from lev.openapi import OperationResolver, connexion_spec, operations
 from lev.policy import Principal, authenticate
@@ -78,6 +80,24 @@ def to_api_error(exc: Exception) -> ApiError:
 
 async def handle_error(_request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     return _error_response(to_api_error(exc))
+
+
+class GuardedJSONBody(JSONRequestBodyValidator):
+    """Connexion's JSON body validator with our parser: hostile JSON is a 400, never a crash (lev.jsonguard)."""
+
+    async def _parse(self, stream: Any, scope: Scope) -> Any:
+        raw = b"".join([message async for message in stream])
+        if not raw:
+            return None
+        try:
+            return jsonguard.loads(raw)
+        except jsonguard.BadJson as exc:
+            raise BadRequestProblem(detail=str(exc)) from None
+
+
+def _validator_map() -> dict[str, Any]:
+    bodies = MediaTypeDict({**VALIDATOR_MAP["body"], "*/*json": GuardedJSONBody})
+    return {**VALIDATOR_MAP, "body": bodies}
 
 
 _LIMIT_CLASS: dict[str, str | None] = {}
@@ -148,6 +168,40 @@ def _client_ip(scope: Scope, headers: dict[str, str], trusted: list[str]) -> str
     return str(peer)
 
 
+async def _read_body(receive: Receive, cap: int) -> bytes:
+    """The whole request body, or 413 file_too_large past `cap` bytes."""
+    parts: list[bytes] = []
+    size = 0
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        part = message.get("body", b"")
+        size += len(part)
+        if size > cap:
+            raise ApiError(413, "file_too_large", f"Request bodies are limited to {cap} bytes.", maxBytes=cap)
+        parts.append(part)
+        more = message.get("more_body", False)
+    return b"".join(parts)
+
+
+def _with_body(scope: Scope, body: bytes, receive: Receive) -> tuple[Scope, Receive]:
+    """The scope with a Content-Length for `body` (and no Transfer-Encoding), and a receive replaying it."""
+    raw = [(k, v) for k, v in scope.get("headers", []) if k.lower() not in (b"content-length", b"transfer-encoding")]
+    raw.append((b"content-length", str(len(body)).encode()))
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return {**scope, "headers": raw}, replay
+
+
 class LevMiddleware:
     """Outermost layer: request id, body-size cap, response headers, activity log."""
 
@@ -187,6 +241,16 @@ class LevMiddleware:
         declared = headers.get("content-length")
         if not exempt and declared and declared.isdigit() and int(declared) > cap:
             too_big = True
+        elif not exempt and declared is None and "chunked" in headers.get("transfer-encoding", "").lower():
+            # Connexion sees a body only through Content-Length: read the chunked body here (under the cap)
+            # and hand it on with its length.
+            try:
+                body = await _read_body(receive, cap)
+            except ApiError as err:
+                await self._send_error(err, send_wrapper)
+                self._log(scope, headers, info, status_holder["status"], started)
+                return
+            scope, receive = _with_body(scope, body, receive)
         received = 0
 
         async def receive_wrapper() -> Message:
@@ -278,6 +342,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
         swagger_ui_options=SwaggerUIOptions(swagger_ui=False, serve_spec=False),
         strict_validation=True,
         validate_responses=False,
+        validator_map=_validator_map(),
     )
     from handlers import mcp as mcp_handler
 
