@@ -83,6 +83,19 @@ async def set_items_status(session: AsyncSession, content_id: uuid.UUID, **value
                           .values(updated_at=_now(), **values))
 
 
+async def mark_failed_if_processing(session: AsyncSession, content_id: uuid.UUID, reason: str, *,
+                                    transcription: bool) -> bool:
+    """Mark a content still `processing` (and its items) failed with `reason`; False if it had moved on."""
+    done = (await session.execute(
+        update(contents).where(contents.c.id == content_id, contents.c.status == "processing")
+        .values(status="failed", error=reason[:1000]).returning(contents.c.id))).first()
+    if done is None:
+        return False
+    extra = {"transcription_status": "failed"} if transcription else {}
+    await set_items_status(session, content_id, status="failed", error=reason[:1000], **extra)
+    return True
+
+
 async def item_for_transform(session: AsyncSession, item_id: uuid.UUID) -> dict[str, Any] | None:
     row = (await session.execute(
         select(user_items.c.id, user_items.c.title, contents.c.text, contents.c.transcript)
