@@ -88,7 +88,7 @@ def route_template(path: str) -> str:
     """The documented route a path matches (`/api/v1/items/{id}`), for the activity log; else the raw path."""
     if not _ROUTES:
         for op in operations().values():
-            template = "/api/v1" + op["path"]
+            template = op["path"]
             regex = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
             _ROUTES.append((re.compile(f"^{regex}$"), template))
     for compiled, template in _ROUTES:
@@ -272,7 +272,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
     app = AsyncApp(__name__, lifespan=lifespan)
     app.add_api(
         connexion_spec(),
-        base_path="/api/v1",
+        base_path="",
         pythonic_params=True,
         resolver=OperationResolver(),
         swagger_ui_options=SwaggerUIOptions(swagger_ui=False, serve_spec=False),
