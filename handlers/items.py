@@ -76,11 +76,14 @@ async def add_item_to_folders(id_: str, body: dict[str, Any], token_info: dict[s
         raise ApiError(400, "invalid_body", "folder_ids must be UUIDs.") from None
     async with session_scope() as s:
         await item_store.require_visible(s, p.scope, item_id)
-        owned = await folder_store.owned_ids(s, p.user_id, targets)
+        # Folders are locked before the item (the order of folder deletes), so neither can vanish before the
+        # insert: a concurrent delete that won is a 404, never a foreign-key error.
+        owned = await folder_store.owned_ids(s, p.user_id, targets, lock=True)
         missing = [str(f) for f in targets if f not in owned]
         if missing:
             raise ApiError(404, "folder_not_found", "Some target folders do not exist.", missing=missing)
         check_membership_targets(p, targets)
+        await item_store.require_visible(s, p.scope, item_id, lock=True)
         await item_store.add_memberships(s, item_id, targets)
         folder_ids = await item_store.visible_folder_ids(s, p.scope, item_id)
     return {"item_id": str(item_id), "folder_ids": folder_ids}

@@ -492,7 +492,8 @@ async def _share_existing(principal: Principal, canonical: str, url: str, title:
     async with session_scope() as s:
         row = (await s.execute(select(contents.c.id, contents.c.kind, contents.c.title, contents.c.status,
                                       contents.c.transcript, contents.c.mime)
-                               .where(contents.c.canonical_url == canonical))).first()
+                               .where(contents.c.canonical_url == canonical)
+                               .with_for_update(read=True, key_share=True))).first()
         if row is None:
             return None
         if row.status == "failed":
