@@ -194,10 +194,14 @@ def _transport_error(status: int, code: int, err: ApiError, headers: dict[str, s
 
 
 def _origin_allowed(origin: str) -> bool:
+    """LEV_ALLOWED_ORIGINS plus the service's own origin (LEV_BASE_URL, else the address served, where a
+    loopback address also stands for `localhost`)."""
     settings = get_settings()
     allowed = {o.rstrip("/").lower() for o in settings.allowed_origins}
-    base = urlsplit(settings.base_url)
+    base = urlsplit(context.base_url())
     allowed.add(f"{base.scheme}://{base.netloc}".lower())
+    if not settings.base_url and base.hostname in {"127.0.0.1", "::1"}:
+        allowed.add(f"{base.scheme}://localhost{f':{base.port}' if base.port else ''}")
     return origin.rstrip("/").lower() in allowed
 
 

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lev import clock, context, logs, metrics, runtime
 from lev.errors import ApiError, infrastructure_error
-from lev.openapi import connexion_spec, operations
+from lev.openapi import OperationResolver, connexion_spec, operations
 from lev.policy import Principal, authenticate
 from lev.settings import Settings, get_settings
 
@@ -95,7 +95,7 @@ def route_template(path: str) -> str:
     """The documented route a path matches (`/api/v1/items/{id}`), for the activity log; else the raw path."""
     if not _ROUTES:
         for op in operations().values():
-            template = "/api/v1" + op["path"]
+            template = op["path"]
             regex = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
             _ROUTES.append((re.compile(f"^{regex}$"), template))
         _TEMPLATES.update(t for _, t in _ROUTES)
@@ -187,7 +187,8 @@ class LevMiddleware:
         request_id = uuid.uuid4().hex
         path: str = scope.get("path", "")
         surface = "mcp" if path.startswith("/api/mcp") else "ops" if path in OPS_PATHS else "rest"
-        info = context.RequestInfo(request_id=request_id, surface=surface)
+        info = context.RequestInfo(request_id=request_id, surface=surface,
+                                   base_url=context.served_base_url(scope.get("scheme", "http"), scope.get("server")))
         context.set_current(info)
         logs.new_context(request_id=request_id)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
@@ -312,8 +313,9 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
     app = AsyncApp(__name__, lifespan=lifespan)
     app.add_api(
         connexion_spec(),
-        base_path="/api/v1",
+        base_path="",
         pythonic_params=True,
+        resolver=OperationResolver(),
         swagger_ui_options=SwaggerUIOptions(swagger_ui=False, serve_spec=False),
         strict_validation=True,
         validate_responses=False,

@@ -17,7 +17,8 @@ class Settings(BaseSettings):
     database_url: str | None = None
     redis_url: str | None = None
     data_dir: Path = Path("./.lev")
-    base_url: str = "http://127.0.0.1:8080"
+    # the public URL (behind a proxy); unset: the address each request was actually served on
+    base_url: str | None = None
     allow_private_urls: bool = False
     # CIDR networks URL ingest may reach even with allow_private_urls off (e.g. an intranet wiki)
     private_url_allowlist: list[str] = Field(default_factory=list)
