@@ -18,7 +18,7 @@ from jsonschema.exceptions import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lev import __version__, context, jsonguard, library
+from lev import __version__, context, jsonguard, library, logs
 from lev.app import apply_limits
 from lev.errors import (
     JSONRPC_INTERNAL,
@@ -27,6 +27,7 @@ from lev.errors import (
     JSONRPC_PARSE_ERROR,
     MCP_TOOL_ERRORS,
     ApiError,
+    infrastructure_error,
 )
 from lev.ingest import ingest
 from lev.openapi import mcp_tools
@@ -139,7 +140,10 @@ async def tools_call(ctx: dict[str, Any], name: Any = None, arguments: Any = Non
         raise _rpc_error(err) from None
     except JsonRpcError:
         raise
-    except Exception:
+    except Exception as exc:
+        unavailable = infrastructure_error(exc)
+        if unavailable is not None:
+            raise _rpc_error(unavailable) from None
         log.exception("tool %s failed", name)
         request_id = info.request_id if info else None
         raise JsonRpcError(code=JSONRPC_INTERNAL, message="Internal error; report the request_id if it persists.",
@@ -224,6 +228,7 @@ async def endpoint(request: Request) -> Response:
         return _transport_error(401, JSONRPC_INVALID_REQUEST, err, {"WWW-Authenticate": 'Bearer realm="lev"'})
     if info is not None:
         info.principal = principal
+    logs.bind(user_id=principal.user_id, token_id=principal.token_id)
     body = await request.body()
     try:
         document = jsonguard.loads(body)

@@ -32,6 +32,12 @@ class Settings(BaseSettings):
     llm_model: str = "gpt-4o-mini"
 
     workers_inline: bool = True
+    # operations (docs/operations.md)
+    log_level: str = "info"
+    log_format: str = "json"  # "json" (one object per line) or "console"
+    metrics_dir: Path | None = None  # shared by the processes of one machine; default <data_dir>/metrics
+    shutdown_grace_sec: float = 30.0  # SIGTERM: how long in-flight requests and the current job may finish
+    job_max_tries: int = 3  # a job whose worker dies (or that times out) this often marks its item failed
     embedder: str = "local"
     embed_url: str | None = None
     embed_api_key: str | None = None

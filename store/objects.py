@@ -58,6 +58,8 @@ class ObjectStore(Protocol):
 
     async def delete(self, path: str) -> None: ...
 
+    async def ping(self) -> None: ...
+
 
 def safe_filename(filename: str) -> str:
     """A filename reduced to `[A-Za-z0-9._-]`, no leading dots, at most 120 characters."""
@@ -211,6 +213,12 @@ class LocalObjectStore:
             await asyncio.to_thread(shutil.copyfile, source, copy)
         return copy
 
+    async def ping(self) -> None:
+        """Raise unless the store's directory can be written."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not os.access(self.root, os.W_OK):
+            raise PermissionError(f"{self.root} is not writable")
+
     async def delete(self, path: str) -> None:
         target = self._file(path)
         target.unlink(missing_ok=True)
@@ -308,6 +316,10 @@ class S3ObjectStore:
     async def delete(self, path: str) -> None:
         check_path(path)
         await asyncio.to_thread(self._client.delete_object, Bucket=self.bucket, Key=path)
+
+    async def ping(self) -> None:
+        """Raise unless the bucket answers."""
+        await asyncio.to_thread(self._client.head_bucket, Bucket=self.bucket)
 
 
 @lru_cache(maxsize=1)
