@@ -170,6 +170,53 @@ def cmd_activity_clear(args: argparse.Namespace) -> None:
     print(f"{_run(go)} activity entries deleted", file=sys.stderr)
 
 
+async def _with_url(fn: Callable[[str], Awaitable[Any]]) -> Any:
+    """Run `fn(database_url)` with the engine open and no migration (backup and restore leave the schema be)."""
+    from lev.embedded import resolve_urls
+    from store import db
+
+    settings = get_settings()
+    db_url, _ = await asyncio.to_thread(resolve_urls, settings.database_url, settings.redis_url, settings.data_dir)
+    db.init_engine(db_url, pool_size=2)
+    try:
+        return await fn(db_url)
+    finally:
+        await db.dispose_engine()
+
+
+def cmd_backup(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from lev.backup import BackupError, backup
+
+    try:
+        manifest = asyncio.run(_with_url(lambda url: backup(Path(args.path), url)))
+    except BackupError as exc:
+        _die(str(exc))
+        return
+    objects = sum(o["bytes"] for o in manifest["objects"])
+    print(f"backup written to {args.path}: database {manifest['database']['bytes']} bytes, "
+          f"{len(manifest['objects'])} objects ({objects} bytes), {manifest['counts'].get('user_items', 0)} items",
+          file=sys.stderr)
+    if manifest["missing_objects"]:
+        print(f"warning: {len(manifest['missing_objects'])} objects were deleted during the backup",
+              file=sys.stderr)
+
+
+def cmd_restore(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from lev.backup import BackupError, restore
+
+    try:
+        manifest = asyncio.run(_with_url(lambda url: restore(Path(args.path), url)))
+    except BackupError as exc:
+        _die(str(exc))
+        return
+    print(f"restored {args.path} (taken {manifest['created_at']}): {manifest['counts'].get('user_items', 0)} "
+          f"items, {len(manifest['objects'])} objects", file=sys.stderr)
+
+
 def cmd_migrate(_args: argparse.Namespace) -> None:
     async def go(_s: Any) -> None:
         return None
@@ -219,6 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(fn=cmd_serve)
     sub.add_parser("worker", help="run the background job worker").set_defaults(fn=cmd_worker)
     sub.add_parser("migrate", help="apply database migrations").set_defaults(fn=cmd_migrate)
+    b = sub.add_parser("backup", help="write a consistent database dump, the stored objects and a manifest to PATH")
+    b.add_argument("path")
+    b.set_defaults(fn=cmd_backup)
+    b = sub.add_parser("restore", help="restore a backup from PATH into an empty database and object store")
+    b.add_argument("path")
+    b.set_defaults(fn=cmd_restore)
 
     user = sub.add_parser("user").add_subparsers(dest="sub", required=True)
     u = user.add_parser("create", help="create a user; prints the user id")
