@@ -31,7 +31,7 @@ from lev.errors import (
 )
 from lev.ingest import ingest
 from lev.openapi import mcp_tools
-from lev.policy import Principal, authenticate, parse_bearer, require
+from lev.policy import Principal, authenticate, parse_bearer, parse_uuid_field, require
 from lev.settings import get_settings
 from store.db import read_scope
 
@@ -175,6 +175,7 @@ async def _add(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
     return await ingest(
         p, kind="url" if has_url else "text", url=args.get("url"), text=args.get("text"), title=args.get("title"),
         in_kb=args.get("in_kb", True), auto_transform=args.get("auto_transform", False),
+        folder_id=parse_uuid_field(args.get("folder_id"), "folder_id"),
     )
 
 
