@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lev import clock, context, runtime
 from lev.errors import ApiError
-from lev.openapi import OperationResolver, connexion_spec, operations
+from lev.openapi import OperationResolver, connexion_spec, operations, validator_map
 from lev.policy import Principal, authenticate
 from lev.settings import Settings, get_settings
 
@@ -76,8 +76,11 @@ def to_api_error(exc: Exception) -> ApiError:
     return ApiError(500, "internal_error", "Unexpected server error; report the request_id if it persists.")
 
 
-async def handle_error(_request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
-    return _error_response(to_api_error(exc))
+async def handle_error(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+    err = to_api_error(exc)
+    if err.status == 405:  # RFC 9110: a 405 names the methods the route has
+        err.headers["Allow"] = ", ".join(allowed_methods(request.url.path))
+    return _error_response(err)
 
 
 _LIMIT_CLASS: dict[str, str | None] = {}
@@ -95,6 +98,12 @@ def route_template(path: str) -> str:
         if compiled.match(path):
             return template
     return path[:200]
+
+
+def allowed_methods(path: str) -> list[str]:
+    """The documented methods of the route `path` matches (the MCP route answers its own 405s)."""
+    template = route_template(path)
+    return sorted({op["method"] for op in operations().values() if op["path"] == template})
 
 
 def limit_class(operation_id: str | None) -> str | None:
@@ -275,13 +284,17 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
         base_path="",
         pythonic_params=True,
         resolver=OperationResolver(),
+        validator_map=validator_map(),
         swagger_ui_options=SwaggerUIOptions(swagger_ui=False, serve_spec=False),
         strict_validation=True,
         validate_responses=False,
     )
     from handlers import mcp as mcp_handler
+    from handlers import spec as spec_handler
 
     app.add_url_rule("/api/mcp", "mcp", mcp_handler.endpoint, methods=["GET", "POST", "DELETE"])
+    app.add_url_rule("/api/v1/docs", "docs", spec_handler.api_docs, methods=["GET"])
+    app.add_url_rule("/api/v1/docs/redoc.standalone.js", "redoc", spec_handler.redoc_js, methods=["GET"])
     for exc_type in (ApiError, ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_type, handle_error)
     return LevMiddleware(app, settings)
