@@ -17,14 +17,16 @@ from jsonschema.exceptions import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lev import __version__, context, library
+from lev import __version__, context, jsonguard, library, logs
 from lev.app import apply_limits
 from lev.errors import (
     JSONRPC_INTERNAL,
     JSONRPC_INVALID_PARAMS,
     JSONRPC_INVALID_REQUEST,
+    JSONRPC_PARSE_ERROR,
     MCP_TOOL_ERRORS,
     ApiError,
+    infrastructure_error,
 )
 from lev.ingest import ingest
 from lev.openapi import mcp_tools
@@ -137,7 +139,10 @@ async def tools_call(ctx: dict[str, Any], name: Any = None, arguments: Any = Non
         raise _rpc_error(err) from None
     except JsonRpcError:
         raise
-    except Exception:
+    except Exception as exc:
+        unavailable = infrastructure_error(exc)
+        if unavailable is not None:
+            raise _rpc_error(unavailable) from None
         log.exception("tool %s failed", name)
         request_id = info.request_id if info else None
         raise JsonRpcError(code=JSONRPC_INTERNAL, message="Internal error; report the request_id if it persists.",
@@ -221,10 +226,24 @@ async def endpoint(request: Request) -> Response:
         return _transport_error(401, JSONRPC_INVALID_REQUEST, err, {"WWW-Authenticate": 'Bearer realm="lev"'})
     if info is not None:
         info.principal = principal
-    raw = (await request.body()).decode("utf-8", errors="replace")
-    if info is not None and not info.method:
-        info.method = _method_name(raw)
-    out = await async_dispatch(raw, methods=METHODS, context={"principal": principal})
+    logs.bind(user_id=principal.user_id, token_id=principal.token_id)
+    body = await request.body()
+    try:
+        document = jsonguard.loads(body)
+    except jsonguard.BadJson as exc:
+        if info is not None and not info.method:
+            info.method = _method_name(exc.document) if exc.parsed else "invalid-json"
+        out = _refusal(exc)
+    else:
+        if info is not None and not info.method:
+            info.method = _method_name(document)
+        try:
+            out = await async_dispatch(body.decode("utf-8"), methods=METHODS, context={"principal": principal})
+        except Exception:  # a bug: still a JSON-RPC answer, never a REST body
+            log.exception("MCP dispatch failed")
+            out = json.dumps({"jsonrpc": "2.0", "id": _request_id(document), "error": {
+                "code": JSONRPC_INTERNAL, "message": "Internal error; report the request_id if it persists.",
+                "data": {"error": "internal_error", "request_id": info.request_id if info else None}}})
     if not out:
         return Response(status_code=202)
     accept = request.headers.get("accept", "")
@@ -234,11 +253,25 @@ async def endpoint(request: Request) -> Response:
     return Response(out, media_type="application/json")
 
 
-def _method_name(raw: str) -> str:
-    try:
-        msg = json.loads(raw)
-    except ValueError:
-        return "invalid-json"
+def _request_id(document: Any) -> Any:
+    """The id of a single JSON-RPC request (for answering one we refuse), else null."""
+    if isinstance(document, dict):
+        req_id = document.get("id")
+        if isinstance(req_id, (str, int)) and not isinstance(req_id, bool):
+            return req_id
+    return None
+
+
+def _refusal(exc: jsonguard.BadJson) -> str:
+    """The JSON-RPC error for a body lev.jsonguard refused: -32700 if it is not JSON at all, else -32602."""
+    code, prefix = (JSONRPC_INVALID_PARAMS, "Invalid params") if exc.parsed else (JSONRPC_PARSE_ERROR, "Parse error")
+    message = f"{prefix}: {exc}"
+    return json.dumps({"jsonrpc": "2.0", "id": _request_id(exc.document) if exc.parsed else None,
+                       "error": {"code": code, "message": message,
+                                 "data": {"error": "invalid_body", "message": message}}})
+
+
+def _method_name(msg: Any) -> str:
     if isinstance(msg, dict) and isinstance(msg.get("method"), str):
         return msg["method"][:100]
     return "batch" if isinstance(msg, list) else "invalid"

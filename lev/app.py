@@ -14,21 +14,31 @@ from ipaddress import ip_address, ip_network
 from typing import Any
 
 from connexion import AsyncApp
+from connexion.datastructures import MediaTypeDict
 from connexion.exceptions import BadRequestProblem, OAuthProblem, ProblemException, Unauthorized
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.options import SwaggerUIOptions
+from connexion.validators import VALIDATOR_MAP
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lev import clock, context, runtime
-from lev.errors import ApiError
-from lev.openapi import OperationResolver, connexion_spec, operations, validator_map
+from lev import clock, context, jsonguard, logs, metrics, runtime
+from lev.errors import ApiError, infrastructure_error
+from lev.openapi import (
+    ContractJSONBodyValidator,
+    ContractParameterValidator,
+    OperationResolver,
+    connexion_spec,
+    operations,
+)
 from lev.policy import Principal, authenticate
 from lev.settings import Settings, get_settings
 
 log = logging.getLogger("lev")
+request_log = logs.get_logger("lev.request")
 
 UPLOAD_PUT_PREFIX = "/api/v1/uploads/put/"
+OPS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 def _error_response(err: ApiError) -> ConnexionResponse:
@@ -47,6 +57,10 @@ def to_api_error(exc: Exception) -> ApiError:
     """The one mapping from any exception to the contract's error bodies."""
     if isinstance(exc, ApiError):
         return exc
+    unavailable = infrastructure_error(exc)
+    if unavailable is not None:
+        log.warning("dependency unavailable: %s: %s", type(exc).__name__, str(exc).splitlines()[0][:200])
+        return unavailable
     if isinstance(exc, (OAuthProblem, Unauthorized)):
         return ApiError(401, "missing_bearer_token", "Send Authorization: Bearer <token>.")
     if isinstance(exc, BadRequestProblem):
@@ -83,8 +97,27 @@ async def handle_error(request: ConnexionRequest, exc: Exception) -> ConnexionRe
     return _error_response(err)
 
 
+class GuardedJSONBody(ContractJSONBodyValidator):
+    """The contract's JSON body validator with our parser: hostile JSON is a 400, never a crash (lev.jsonguard)."""
+
+    async def _parse(self, stream: Any, scope: Scope) -> Any:
+        raw = b"".join([message async for message in stream])
+        if not raw:
+            return None
+        try:
+            return jsonguard.loads(raw)
+        except jsonguard.BadJson as exc:
+            raise BadRequestProblem(detail=str(exc)) from None
+
+
+def _validator_map() -> dict[str, Any]:
+    bodies = MediaTypeDict({**VALIDATOR_MAP["body"], "*/*json": GuardedJSONBody})
+    return {**VALIDATOR_MAP, "parameter": ContractParameterValidator, "body": bodies}
+
+
 _LIMIT_CLASS: dict[str, str | None] = {}
 _ROUTES: list[tuple[re.Pattern[str], str]] = []
+_TEMPLATES: set[str] = set()
 
 
 def route_template(path: str) -> str:
@@ -94,6 +127,7 @@ def route_template(path: str) -> str:
             template = op["path"]
             regex = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
             _ROUTES.append((re.compile(f"^{regex}$"), template))
+        _TEMPLATES.update(t for _, t in _ROUTES)
     for compiled, template in _ROUTES:
         if compiled.match(path):
             return template
@@ -104,6 +138,16 @@ def allowed_methods(path: str) -> list[str]:
     """The documented methods of the route `path` matches (the MCP route answers its own 405s)."""
     template = route_template(path)
     return sorted({op["method"] for op in operations().values() if op["path"] == template})
+
+
+def metric_route(method: str, path: str) -> str:
+    """A bounded route label for metrics: the documented template, the MCP or ops path, else `other`."""
+    if path in OPS_PATHS or path == "/api/mcp":
+        return f"{method} {path}"
+    if path.startswith(UPLOAD_PUT_PREFIX):
+        return f"{method} {UPLOAD_PUT_PREFIX}{{path}}"
+    template = route_template(path)
+    return f"{method} {template}" if template != path[:200] or path in _TEMPLATES else "other"
 
 
 def limit_class(operation_id: str | None) -> str | None:
@@ -122,6 +166,7 @@ async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
     info = context.current()
     if info is not None:
         info.principal = principal
+    logs.bind(user_id=principal.user_id, token_id=principal.token_id)
     op_id = None
     if request is not None:
         op_id = request.scope.get("extensions", {}).get("connexion_routing", {}).get("operation_id")
@@ -130,7 +175,12 @@ async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
 
 
 async def apply_limits(principal: Principal, limit_cls: str | None) -> None:
-    headers = await runtime.get_runtime().limiter.check(principal, limit_cls)
+    try:
+        headers = await runtime.get_runtime().limiter.check(principal, limit_cls)
+    except ApiError as err:
+        if err.code == "rate_limited":
+            metrics.count_refusal(str(err.extra.get("limit") or limit_cls))
+        raise
     info = context.current()
     if info is not None:
         info.headers.update(headers)
@@ -157,6 +207,40 @@ def _client_ip(scope: Scope, headers: dict[str, str], trusted: list[str]) -> str
     return str(peer)
 
 
+async def _read_body(receive: Receive, cap: int) -> bytes:
+    """The whole request body, or 413 file_too_large past `cap` bytes."""
+    parts: list[bytes] = []
+    size = 0
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        part = message.get("body", b"")
+        size += len(part)
+        if size > cap:
+            raise ApiError(413, "file_too_large", f"Request bodies are limited to {cap} bytes.", maxBytes=cap)
+        parts.append(part)
+        more = message.get("more_body", False)
+    return b"".join(parts)
+
+
+def _with_body(scope: Scope, body: bytes, receive: Receive) -> tuple[Scope, Receive]:
+    """The scope with a Content-Length for `body` (and no Transfer-Encoding), and a receive replaying it."""
+    raw = [(k, v) for k, v in scope.get("headers", []) if k.lower() not in (b"content-length", b"transfer-encoding")]
+    raw.append((b"content-length", str(len(body)).encode()))
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return {**scope, "headers": raw}, replay
+
+
 class LevMiddleware:
     """Outermost layer: request id, body-size cap, response headers, activity log."""
 
@@ -171,10 +255,11 @@ class LevMiddleware:
         started = time.perf_counter()
         request_id = uuid.uuid4().hex
         path: str = scope.get("path", "")
-        surface = "mcp" if path.startswith("/api/mcp") else "rest"
+        surface = "mcp" if path.startswith("/api/mcp") else "ops" if path in OPS_PATHS else "rest"
         info = context.RequestInfo(request_id=request_id, surface=surface,
                                    base_url=context.served_base_url(scope.get("scheme", "http"), scope.get("server")))
         context.set_current(info)
+        logs.new_context(request_id=request_id)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         status_holder = {"status": 500, "started": False}
         cap = self.settings.max_body_bytes
@@ -196,6 +281,16 @@ class LevMiddleware:
         declared = headers.get("content-length")
         if not exempt and declared and declared.isdigit() and int(declared) > cap:
             too_big = True
+        elif not exempt and declared is None and "chunked" in headers.get("transfer-encoding", "").lower():
+            # Connexion sees a body only through Content-Length: read the chunked body here (under the cap)
+            # and hand it on with its length.
+            try:
+                body = await _read_body(receive, cap)
+            except ApiError as err:
+                await self._send_error(err, send_wrapper)
+                self._log(scope, headers, info, status_holder["status"], started)
+                return
+            scope, receive = _with_body(scope, body, receive)
         received = 0
 
         async def receive_wrapper() -> Message:
@@ -235,12 +330,24 @@ class LevMiddleware:
 
     def _log(self, scope: Scope, headers: dict[str, str], info: context.RequestInfo, status: int,
              started: float) -> None:
+        elapsed = time.perf_counter() - started
+        path = scope.get("path", "")
+        p = info.principal
+        route = metric_route(scope.get("method", ""), path)
+        try:
+            metrics.observe_request(route, info.surface, status, elapsed)
+        except Exception:  # metrics must never fail a request
+            log.exception("could not record request metrics")
+        if path in OPS_PATHS:
+            return  # probes and scrapes: neither the activity log nor a request line
+        request_log.info("request", route=route, surface=info.surface, status=status,
+                         latency_ms=round(elapsed * 1000, 3), user_id=str(p.user_id) if p else None,
+                         token_id=str(p.token_id) if p else None)
         try:
             rt = runtime.get_runtime()
         except RuntimeError:
             return
-        method = info.method or f"{scope.get('method', '')} {route_template(scope.get('path', ''))}"
-        p = info.principal
+        method = info.method or f"{scope.get('method', '')} {route_template(path)}"
         rt.activity.record({
             "ts": clock.now(),
             "user_id": p.user_id if p else None,
@@ -251,7 +358,7 @@ class LevMiddleware:
             "ip": _client_ip(scope, headers, self.settings.trusted_proxies),
             "user_agent": (headers.get("user-agent") or "")[:500] or None,
             "result_count": info.result_count,
-            "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+            "latency_ms": round(elapsed * 1000, 3),
             "query": (info.query or None) and info.query[:1000],
             "request_id": info.request_id,
         })
@@ -263,6 +370,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
+        metrics.configure(settings)
         rt = await runtime.start(settings)
         worker = None
         if settings.workers_inline:
@@ -274,9 +382,12 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
             yield
         finally:
             if worker is not None:
-                await worker.close()
+                from tasks.worker import stop_gracefully
+
+                await stop_gracefully(worker, settings.shutdown_grace_sec)
                 task.cancel()
             await runtime.stop()
+            metrics.mark_process_dead()
 
     app = AsyncApp(__name__, lifespan=lifespan)
     app.add_api(
@@ -284,10 +395,10 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
         base_path="",
         pythonic_params=True,
         resolver=OperationResolver(),
-        validator_map=validator_map(),
         swagger_ui_options=SwaggerUIOptions(swagger_ui=False, serve_spec=False),
         strict_validation=True,
         validate_responses=False,
+        validator_map=_validator_map(),
     )
     from handlers import mcp as mcp_handler
     from handlers import spec as spec_handler
@@ -295,6 +406,11 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
     app.add_url_rule("/api/mcp", "mcp", mcp_handler.endpoint, methods=["GET", "POST", "DELETE"])
     app.add_url_rule("/api/v1/docs", "docs", spec_handler.api_docs, methods=["GET"])
     app.add_url_rule("/api/v1/docs/redoc.standalone.js", "redoc", spec_handler.redoc_js, methods=["GET"])
+    from handlers import ops
+
+    app.add_url_rule("/healthz", "healthz", ops.healthz, methods=["GET"])
+    app.add_url_rule("/readyz", "readyz", ops.readyz, methods=["GET"])
+    app.add_url_rule("/metrics", "metrics", ops.metrics_text, methods=["GET"])
     for exc_type in (ApiError, ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_type, handle_error)
     return LevMiddleware(app, settings)

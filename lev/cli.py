@@ -203,6 +203,53 @@ def cmd_activity_clear(args: argparse.Namespace) -> None:
     print(f"{_run(go)} activity entries deleted", file=sys.stderr)
 
 
+async def _with_url(fn: Callable[[str], Awaitable[Any]]) -> Any:
+    """Run `fn(database_url)` with the engine open and no migration (backup and restore leave the schema be)."""
+    from lev.embedded import resolve_urls
+    from store import db
+
+    settings = get_settings()
+    db_url, _ = await asyncio.to_thread(resolve_urls, settings.database_url, settings.redis_url, settings.data_dir)
+    db.init_engine(db_url, pool_size=2)
+    try:
+        return await fn(db_url)
+    finally:
+        await db.dispose_engine()
+
+
+def cmd_backup(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from lev.backup import BackupError, backup
+
+    try:
+        manifest = asyncio.run(_with_url(lambda url: backup(Path(args.path), url)))
+    except BackupError as exc:
+        _die(str(exc))
+        return
+    objects = sum(o["bytes"] for o in manifest["objects"])
+    print(f"backup written to {args.path}: database {manifest['database']['bytes']} bytes, "
+          f"{len(manifest['objects'])} objects ({objects} bytes), {manifest['counts'].get('user_items', 0)} items",
+          file=sys.stderr)
+    if manifest["missing_objects"]:
+        print(f"warning: {len(manifest['missing_objects'])} objects were deleted during the backup",
+              file=sys.stderr)
+
+
+def cmd_restore(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from lev.backup import BackupError, restore
+
+    try:
+        manifest = asyncio.run(_with_url(lambda url: restore(Path(args.path), url)))
+    except BackupError as exc:
+        _die(str(exc))
+        return
+    print(f"restored {args.path} (taken {manifest['created_at']}): {manifest['counts'].get('user_items', 0)} "
+          f"items, {len(manifest['objects'])} objects", file=sys.stderr)
+
+
 def cmd_migrate(_args: argparse.Namespace) -> None:
     async def go(_s: Any) -> None:
         return None
@@ -243,6 +290,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     _quiet_libraries()
     settings = get_settings()
     settings.workers_inline = args.workers_inline
+    _setup_observability()
     lev = os.path.relpath(sys.argv[0]) if os.path.sep in sys.argv[0] else "lev"
     if not lev.endswith("lev"):
         lev = "lev"
@@ -256,12 +304,23 @@ def cmd_serve(args: argparse.Namespace) -> None:
                 print(banner(f"http://{host}:{port}", str(settings.data_dir.resolve()), lev), file=sys.stderr,
                       flush=True)
 
-    config = uvicorn.Config(create_app(settings), host=args.host, port=args.port, log_level="info", lifespan="on",
-                            proxy_headers=False)
+    # SIGTERM/SIGINT: uvicorn stops accepting, lets in-flight requests finish (bounded), then runs the lifespan
+    # shutdown, which lets the inline worker's current jobs finish (bounded) and re-queues the rest.
+    config = uvicorn.Config(create_app(settings), host=args.host, port=args.port, lifespan="on", proxy_headers=False,
+                            log_config=None, access_log=False,
+                            timeout_graceful_shutdown=int(settings.shutdown_grace_sec))
     try:
         Server(config).run()
-    finally:  # Ctrl-C: uvicorn has shut down; stop the embedded Redis if we started it (pgserver stops itself)
+    finally:  # then stop the embedded Redis if this process started it (pgserver stops its PostgreSQL itself)
         stop_started_redis()
+
+
+def _setup_observability() -> None:
+    from lev import logs, metrics
+
+    settings = get_settings()
+    logs.configure(settings.log_level, settings.log_format)
+    metrics.configure(settings)
 
 
 def cmd_worker(_args: argparse.Namespace) -> None:
@@ -269,6 +328,7 @@ def cmd_worker(_args: argparse.Namespace) -> None:
     from tasks.worker import run_worker
 
     _quiet_libraries()
+    _setup_observability()
     try:
         run_worker()
     finally:
@@ -295,6 +355,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(fn=cmd_serve)
     command(sub, "worker", "run the background job worker").set_defaults(fn=cmd_worker)
     command(sub, "migrate", "apply database migrations").set_defaults(fn=cmd_migrate)
+    b = command(sub, "backup", "write a consistent database dump, the stored objects and a manifest to PATH")
+    b.add_argument("path", help="a new directory for the backup")
+    b.set_defaults(fn=cmd_backup)
+    b = command(sub, "restore", "restore a backup from PATH into an empty database and object store")
+    b.add_argument("path", help="a directory written by `lev backup`")
+    b.set_defaults(fn=cmd_restore)
     st = command(sub, "settings", "list every LEV_ setting with its value and default (secrets masked)")
     st.add_argument("--markdown", action="store_true", help="a Markdown table of names, defaults and meanings")
     st.set_defaults(fn=cmd_settings)

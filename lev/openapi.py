@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from connexion.datastructures import MediaTypeDict
 from connexion.exceptions import BadRequestProblem
 from connexion.json_schema import format_error_with_path
 from connexion.resolver import Resolution, Resolver
 from connexion.spec import OpenAPISpecification
-from connexion.validators import VALIDATOR_MAP, JSONRequestBodyValidator, ParameterValidator
+from connexion.validators import JSONRequestBodyValidator, ParameterValidator
 from inflection import underscore
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
@@ -157,8 +156,3 @@ class ContractJSONBodyValidator(JSONRequestBodyValidator):
         error = best_match(_branch_errors(e, body) for e, m in zip(errors, mapped, strict=True) if m is None)
         raise BadRequestProblem(detail=f"{error.message}{format_error_with_path(exception=error)}")
 
-
-def validator_map() -> dict[str, Any]:
-    """Connexion's validators with ours for parameters and JSON bodies."""
-    return {**VALIDATOR_MAP, "parameter": ContractParameterValidator,
-            "body": MediaTypeDict({**VALIDATOR_MAP["body"], "*/*json": ContractJSONBodyValidator})}

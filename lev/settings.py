@@ -47,6 +47,17 @@ class Settings(BaseSettings):
 
     workers_inline: bool = True
     """Run the job worker inside `lev serve` (`lev serve --no-workers-inline` and `lev worker` split them)."""
+    # operations (docs/operations.md)
+    log_level: str = "info"
+    """Log level: debug, info, warning or error."""
+    log_format: str = "json"
+    """`json` (one object per line) or `console`."""
+    metrics_dir: Path | None = None
+    """Prometheus multiprocess directory shared by the processes of one machine; unset: <data_dir>/metrics."""
+    shutdown_grace_sec: float = 30.0
+    """On SIGTERM, how long in-flight requests and the current job may finish."""
+    job_max_tries: int = 3
+    """A job whose worker dies (or that times out) this often marks its item failed."""
     embedder: str = "local"
     """`local` (all-MiniLM-L6-v2 on CPU) or `openai` (an OpenAI-compatible embeddings API at LEV_EMBED_URL)."""
     embed_url: str | None = None

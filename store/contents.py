@@ -95,6 +95,19 @@ async def set_items_status(session: AsyncSession, content_id: uuid.UUID, **value
                           .values(updated_at=_now(), **values))
 
 
+async def mark_failed_if_processing(session: AsyncSession, content_id: uuid.UUID, reason: str, *,
+                                    transcription: bool) -> bool:
+    """Mark a content still `processing` (and its items) failed with `reason`; False if it had moved on."""
+    done = (await session.execute(
+        update(contents).where(contents.c.id == content_id, contents.c.status == "processing")
+        .values(status="failed", error=reason[:1000]).returning(contents.c.id))).first()
+    if done is None:
+        return False
+    extra = {"transcription_status": "failed"} if transcription else {}
+    await set_items_status(session, content_id, status="failed", error=reason[:1000], **extra)
+    return True
+
+
 async def item_for_transform(session: AsyncSession, item_id: uuid.UUID, *,
                              lock: bool = False) -> dict[str, Any] | None:
     """The item's title and text; with `lock`, the item cannot be deleted before the transaction ends."""
