@@ -37,6 +37,7 @@ class Settings(BaseSettings):
     log_format: str = "json"  # "json" (one object per line) or "console"
     metrics_dir: Path | None = None  # shared by the processes of one machine; default <data_dir>/metrics
     shutdown_grace_sec: float = 30.0  # SIGTERM: how long in-flight requests and the current job may finish
+    worker_heartbeat_sec: float = 3.0  # a worker silent for 5 heartbeats is dead: its jobs go to another worker
     job_max_tries: int = 3  # a job whose worker dies (or that times out) this often marks its item failed
     embedder: str = "local"
     embed_url: str | None = None

@@ -25,8 +25,7 @@ from lev.settings import get_settings
 
 log = logs.get_logger("lev.worker")
 
-HEARTBEAT_SEC = 3
-HEARTBEAT_TTL_SEC = 15
+HEARTBEATS_TO_DEATH = 5
 WORKER_KEY = "lev:worker:"
 CLAIM_KEY = "lev:claim:"
 IN_PROGRESS_KEY = "arq:in-progress:"
@@ -37,14 +36,16 @@ WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 async def heartbeat(redis: Any, stop: asyncio.Event) -> None:
     """Refresh this worker's liveness key and rescue dead workers' jobs until `stop` is set."""
+    every = get_settings().worker_heartbeat_sec
+    ttl_ms = int(every * HEARTBEATS_TO_DEATH * 1000)
     while not stop.is_set():
         try:
-            await redis.set(WORKER_KEY + WORKER_ID, b"1", ex=HEARTBEAT_TTL_SEC)
+            await redis.set(WORKER_KEY + WORKER_ID, b"1", px=ttl_ms)
             await rescue_orphans(redis)
         except Exception as exc:  # Redis restarting: keep trying, the jobs are still ours
             log.warning("heartbeat failed", error=type(exc).__name__)
         try:
-            await asyncio.wait_for(stop.wait(), HEARTBEAT_SEC)
+            await asyncio.wait_for(stop.wait(), every)
         except TimeoutError:
             pass
     try:
