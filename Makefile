@@ -9,18 +9,24 @@ export HF_HUB_OFFLINE := 1
 
 .PHONY: cluster test-cluster cluster-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load clean
 
+PIP := $(BIN)/pip install --disable-pip-version-check --progress-bar on
+
 $(BIN)/python:
+	@echo "==> [1/3] creating $(VENV) (first run only)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(PIP) --quiet --upgrade pip
 
 # torch first, pinned: 2.13.0 is the local CPU build (any other version pulls a multi-GB CUDA build).
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e .
+	@echo "==> [2/3] installing torch 2.13.0 (CPU build, a few minutes on the first run)"
+	$(PIP) torch==2.13.0
+	@echo "==> [3/3] installing Lev and its dependencies"
+	$(PIP) -e .
 	touch $@
 
 $(DEV_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/pip install --quiet -e '.[dev]'
+	@echo "==> installing the development tools (tests, linters)"
+	$(PIP) -e '.[dev]'
 	touch $@
 
 # The cluster's separate servers: Debian's redis-server and haproxy (PostgreSQL + pgvector comes from pgserver's

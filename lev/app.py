@@ -18,13 +18,19 @@ from connexion.datastructures import MediaTypeDict
 from connexion.exceptions import BadRequestProblem, OAuthProblem, ProblemException, Unauthorized
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.options import SwaggerUIOptions
-from connexion.validators import VALIDATOR_MAP, JSONRequestBodyValidator
+from connexion.validators import VALIDATOR_MAP
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lev import clock, context, jsonguard, logs, metrics, runtime
 from lev.errors import ApiError, infrastructure_error
-from lev.openapi import OperationResolver, connexion_spec, operations
+from lev.openapi import (
+    ContractJSONBodyValidator,
+    ContractParameterValidator,
+    OperationResolver,
+    connexion_spec,
+    operations,
+)
 from lev.policy import Principal, authenticate
 from lev.settings import Settings, get_settings
 
@@ -84,12 +90,15 @@ def to_api_error(exc: Exception) -> ApiError:
     return ApiError(500, "internal_error", "Unexpected server error; report the request_id if it persists.")
 
 
-async def handle_error(_request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
-    return _error_response(to_api_error(exc))
+async def handle_error(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+    err = to_api_error(exc)
+    if err.status == 405:  # RFC 9110: a 405 names the methods the route has
+        err.headers["Allow"] = ", ".join(allowed_methods(request.url.path))
+    return _error_response(err)
 
 
-class GuardedJSONBody(JSONRequestBodyValidator):
-    """Connexion's JSON body validator with our parser: hostile JSON is a 400, never a crash (lev.jsonguard)."""
+class GuardedJSONBody(ContractJSONBodyValidator):
+    """The contract's JSON body validator with our parser: hostile JSON is a 400, never a crash (lev.jsonguard)."""
 
     async def _parse(self, stream: Any, scope: Scope) -> Any:
         raw = b"".join([message async for message in stream])
@@ -103,7 +112,7 @@ class GuardedJSONBody(JSONRequestBodyValidator):
 
 def _validator_map() -> dict[str, Any]:
     bodies = MediaTypeDict({**VALIDATOR_MAP["body"], "*/*json": GuardedJSONBody})
-    return {**VALIDATOR_MAP, "body": bodies}
+    return {**VALIDATOR_MAP, "parameter": ContractParameterValidator, "body": bodies}
 
 
 _LIMIT_CLASS: dict[str, str | None] = {}
@@ -123,6 +132,12 @@ def route_template(path: str) -> str:
         if compiled.match(path):
             return template
     return path[:200]
+
+
+def allowed_methods(path: str) -> list[str]:
+    """The documented methods of the route `path` matches (the MCP route answers its own 405s)."""
+    template = route_template(path)
+    return sorted({op["method"] for op in operations().values() if op["path"] == template})
 
 
 def metric_route(method: str, path: str) -> str:
@@ -386,8 +401,11 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
         validator_map=_validator_map(),
     )
     from handlers import mcp as mcp_handler
+    from handlers import spec as spec_handler
 
     app.add_url_rule("/api/mcp", "mcp", mcp_handler.endpoint, methods=["GET", "POST", "DELETE"])
+    app.add_url_rule("/api/v1/docs", "docs", spec_handler.api_docs, methods=["GET"])
+    app.add_url_rule("/api/v1/docs/redoc.standalone.js", "redoc", spec_handler.redoc_js, methods=["GET"])
     from handlers import ops
 
     app.add_url_rule("/healthz", "healthz", ops.healthz, methods=["GET"])

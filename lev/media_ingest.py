@@ -132,9 +132,11 @@ async def receive_upload(path: str, *, expires: str | None, size: str | None, mi
         raise ApiError(403, "invalid_signature", f"The signed upload URL is not valid: {exc}.") from None
     assert size is not None and mime is not None
     declared = int(size)
-    if normalize_mime(content_type or "") != mime:
+    # application/octet-stream is "these bytes" (what generated clients send): the signature binds the type
+    if normalize_mime(content_type or "") not in (mime, "application/octet-stream"):
         raise ApiError(415, "unsupported_media_type",
-                       f"Send Content-Type: {mime} (the MIME type the upload URL was signed for).")
+                       f"Send Content-Type: {mime} (the MIME type the upload URL was signed for) or "
+                       "application/octet-stream.")
     if content_length and content_length.strip().isdigit() and int(content_length) > declared:
         raise ApiError(413, "file_too_large", f"This upload was signed for {declared} bytes.", maxBytes=declared)
     async with session_scope() as s:

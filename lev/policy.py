@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 import uuid
 from dataclasses import dataclass, field
@@ -145,19 +146,33 @@ def folder_visible(scope: Scope, folder_id: uuid.UUID) -> bool:
     return scope.folder_ids is None or folder_id in scope.folder_ids
 
 
+# The one accepted spelling of an id on every surface: the canonical 8-4-4-4-12 hex form (either case);
+# no braces, no `urn:uuid:`, no dash-less form. openapi.yaml and mcp_tools.json carry the same pattern.
+UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+_CANONICAL_UUID = re.compile(UUID_PATTERN)
+
+
+def canonical_uuid(value: object) -> uuid.UUID | None:
+    """The UUID spelled canonically in `value`, else None."""
+    if not isinstance(value, str) or not _CANONICAL_UUID.fullmatch(value):
+        return None
+    return uuid.UUID(value)
+
+
 def parse_uuid(value: str) -> uuid.UUID:
-    """A path UUID, or 400 invalid_id."""
-    try:
-        return uuid.UUID(str(value))
-    except (ValueError, AttributeError, TypeError):
-        raise ApiError(400, "invalid_id", f"{value!r} is not a valid UUID.") from None
+    """A path UUID in canonical form, or 400 invalid_id."""
+    parsed = canonical_uuid(value)
+    if parsed is None:
+        raise ApiError(400, "invalid_id", f"{str(value)[:100]!r} is not a UUID in canonical form "
+                       "(xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx).")
+    return parsed
 
 
 def parse_uuid_field(value: str | None, name: str) -> uuid.UUID | None:
     """An optional UUID from a query parameter or body field, or 400 invalid_body naming it."""
     if value is None:
         return None
-    try:
-        return uuid.UUID(str(value))
-    except (ValueError, AttributeError, TypeError):
-        raise ApiError(400, "invalid_body", f"{name} must be a UUID.") from None
+    parsed = canonical_uuid(value)
+    if parsed is None:
+        raise ApiError(400, "invalid_body", f"{name} must be a UUID in canonical form.")
+    return parsed
