@@ -84,13 +84,13 @@ class Limiter:
         return headers
 
     async def _count_write(self, principal: Principal, headers: dict[str, str]) -> None:
-        month = clock.month_key()
-        key = f"lev:writes:{principal.token_id}:{month}"
-        used = await self._redis.incr(key)
-        if used == 1:
-            await self._redis.expire(key, 40 * 86400)
-        if used > principal.write_cap:
-            await self._redis.decr(key)
+        from store import tokens as token_store
+        from store.db import session_scope
+
+        # In PostgreSQL, beside the data it guards: a crash of Redis (or of everything) cannot reset it.
+        async with session_scope() as s:
+            counted = await token_store.count_write(s, principal.token_id, clock.month_key(), principal.write_cap)
+        if not counted:
             retry = clock.seconds_to_month_end()
             err = ApiError(429, "rate_limited",
                            f"This token's monthly write cap of {principal.write_cap} is used up; it resets when "
