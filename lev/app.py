@@ -20,9 +20,9 @@ from connexion.options import SwaggerUIOptions
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lev import clock, context, runtime
+from lev import accounts, clock, context, runtime
 from lev.errors import ApiError
-from lev.openapi import connexion_spec, operations
+from lev.openapi import api_bases, connexion_spec, operations
 from lev.policy import Principal, authenticate
 from lev.settings import Settings, get_settings
 
@@ -37,7 +37,7 @@ def _error_response(err: ApiError) -> ConnexionResponse:
     headers = dict(err.headers)
     if err.status >= 500 and info is not None:
         body["request_id"] = info.request_id
-    if err.status == 401:
+    if err.code in ("missing_bearer_token", "invalid_token"):
         headers["WWW-Authenticate"] = 'Bearer realm="lev"'
     return ConnexionResponse(status_code=err.status, body=json.dumps(body), headers=headers,
                              content_type="application/json")
@@ -48,6 +48,9 @@ def to_api_error(exc: Exception) -> ApiError:
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, (OAuthProblem, Unauthorized)):
+        info = context.current()
+        if info is not None and info.surface == "web":
+            return accounts.not_signed_in()
         return ApiError(401, "missing_bearer_token", "Send Authorization: Bearer <token>.")
     if isinstance(exc, BadRequestProblem):
         return ApiError(400, "invalid_body", str(exc.detail or "The request failed validation."))
@@ -88,7 +91,7 @@ def route_template(path: str) -> str:
     """The documented route a path matches (`/api/v1/items/{id}`), for the activity log; else the raw path."""
     if not _ROUTES:
         for op in operations().values():
-            template = "/api/v1" + op["path"]
+            template = op["url"]
             regex = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
             _ROUTES.append((re.compile(f"^{regex}$"), template))
     for compiled, template in _ROUTES:
@@ -117,6 +120,22 @@ async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
     if request is not None:
         op_id = request.scope.get("extensions", {}).get("connexion_routing", {}).get("operation_id")
     await apply_limits(principal, limit_class(op_id))
+    return {"sub": str(principal.user_id), "principal": principal}
+
+
+async def session_info(cookie_value: str, request: Any = None) -> dict[str, Any]:
+    """Connexion's cookie hook: a signed-in browser session acts as its user (surface `web`); unsafe methods
+    need the session's X-CSRF-Token (403 csrf_failed)."""
+    from store.db import read_scope
+
+    async with read_scope() as s:
+        principal = await accounts.authenticate_session(s, cookie_value)
+    if request is not None:
+        accounts.check_csrf(principal, request.method, request.headers.get(accounts.CSRF_HEADER))
+    info = context.current()
+    if info is not None:
+        info.principal = principal
+        info.surface = "web"
     return {"sub": str(principal.user_id), "principal": principal}
 
 
@@ -162,10 +181,11 @@ class LevMiddleware:
         started = time.perf_counter()
         request_id = uuid.uuid4().hex
         path: str = scope.get("path", "")
-        surface = "mcp" if path.startswith("/api/mcp") else "rest"
-        info = context.RequestInfo(request_id=request_id, surface=surface)
-        context.set_current(info)
+        surface = "mcp" if path.startswith("/api/mcp") else "rest" if path.startswith("/api/v1") else "web"
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        info = context.RequestInfo(request_id=request_id, surface=surface,
+                                   ip=_client_ip(scope, headers, self.settings.trusted_proxies))
+        context.set_current(info)
         status_holder = {"status": 500, "started": False}
         cap = self.settings.max_body_bytes
 
@@ -233,12 +253,12 @@ class LevMiddleware:
         p = info.principal
         rt.activity.record({
             "ts": clock.now(),
-            "user_id": p.user_id if p else None,
+            "user_id": None if info.unlogged else p.user_id if p else info.user_id,
             "token_id": p.token_id if p else None,
             "surface": info.surface,
             "method": method[:300],
             "status": status,
-            "ip": _client_ip(scope, headers, self.settings.trusted_proxies),
+            "ip": info.ip,
             "user_agent": (headers.get("user-agent") or "")[:500] or None,
             "result_count": info.result_count,
             "latency_ms": round((time.perf_counter() - started) * 1000, 3),
@@ -269,17 +289,20 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
             await runtime.stop()
 
     app = AsyncApp(__name__, lifespan=lifespan)
-    app.add_api(
-        connexion_spec(),
-        base_path="/api/v1",
-        pythonic_params=True,
-        swagger_ui_options=SwaggerUIOptions(swagger_ui=False, serve_spec=False),
-        strict_validation=True,
-        validate_responses=False,
-    )
+    for base in api_bases():  # /api/v1 (REST) and /api (the account API): one document, two mounts
+        app.add_api(
+            connexion_spec(base),
+            base_path=base,
+            pythonic_params=True,
+            swagger_ui_options=SwaggerUIOptions(swagger_ui=False, serve_spec=False),
+            strict_validation=True,
+            validate_responses=False,
+        )
     from handlers import mcp as mcp_handler
+    from handlers import pages
 
     app.add_url_rule("/api/mcp", "mcp", mcp_handler.endpoint, methods=["GET", "POST", "DELETE"])
+    pages.add_routes(app)
     for exc_type in (ApiError, ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_type, handle_error)
     return LevMiddleware(app, settings)
