@@ -27,7 +27,7 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           negative_data_rejection]
 PASSWORD = "fuzzing password"
 
-schema = schemathesis.openapi.from_path(SPEC_PATH).include(path_regex="^/account")
+schema = schemathesis.openapi.from_path(SPEC_PATH).include(path_regex="^/api/account")
 schema.config.generation.update(max_examples=examples(), modes=["positive", "negative"],
                                 with_security_parameters=False)
 schema.config.phases.update(phases=["examples", "coverage", "fuzzing"])
@@ -53,7 +53,7 @@ _SESSION: dict[str, str] = {}
 def _session(base: str, path: str, email: str) -> dict[str, str]:
     """Session headers: a throwaway account for password changes (wrong current passwords count as failed
     sign-ins), else the shared account's session, signed in again after a case that may have ended it."""
-    if path == "/account/password":
+    if path == "/api/account/password":
         throwaway = f"fuzz{uuid.uuid4().hex[:8]}@example.com"
         r = httpx.post(f"{base}/api/account/signup", json={"email": throwaway, "password": PASSWORD})
     elif not _SESSION:
@@ -62,7 +62,7 @@ def _session(base: str, path: str, email: str) -> dict[str, str]:
         return dict(_SESSION)
     assert r.status_code in (200, 201), r.text
     headers = {"Cookie": f"lev_session={r.cookies['lev_session']}", "X-CSRF-Token": r.json()["csrf_token"]}
-    if path != "/account/password":
+    if path != "/api/account/password":
         _SESSION.update(headers)
     return headers
 
@@ -75,7 +75,7 @@ def test_account_operations_conform(case: Any, session_kind: str, server, accoun
     headers = _session(server.url, case.operation.path, account["email"]) if session_kind == "session" else {}
     case.headers = {k: v for k, v in (case.headers or {}).items() if k.lower() not in {"cookie", "x-csrf-token"}}
     try:
-        case.call_and_validate(base_url=f"{server.url}/api", checks=CHECKS, headers=headers)
+        case.call_and_validate(base_url=server.url, checks=CHECKS, headers=headers)
     finally:
-        if case.operation.path == "/account/logout":
+        if case.operation.path == "/api/account/logout":
             _SESSION.clear()

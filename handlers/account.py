@@ -28,7 +28,7 @@ def _signed_in(user: dict[str, Any], cookie: str, csrf: str, status: int) -> Res
     return body, status, {"Set-Cookie": accounts.cookie_header(cookie)}
 
 
-async def signup(body: dict[str, Any]) -> Response:
+async def sign_up(body: dict[str, Any]) -> Response:
     async with session_scope() as s:
         user = await accounts.signup(s, body["email"], body["password"])
         cookie, csrf = await accounts.start_session(s, user["id"])
@@ -36,7 +36,7 @@ async def signup(body: dict[str, Any]) -> Response:
     return _signed_in(user, cookie, csrf, 201)
 
 
-async def login(body: dict[str, Any]) -> Response:
+async def sign_in(body: dict[str, Any]) -> Response:
     async with session_scope() as s:
         user = await accounts.login(s, body["email"], body["password"], _client_ip())
         cookie, csrf = await accounts.start_session(s, user["id"])
@@ -44,7 +44,7 @@ async def login(body: dict[str, Any]) -> Response:
     return _signed_in(user, cookie, csrf, 200)
 
 
-async def logout(token_info: dict[str, Any]) -> Response:
+async def sign_out(token_info: dict[str, Any]) -> Response:
     p = principal(token_info)
     async with session_scope() as s:
         await accounts.end_session(s, p)
@@ -93,7 +93,7 @@ async def revoke_token(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
         return await accounts.revoke_token(s, p.user_id, token_id)
 
 
-async def list_activity(token_info: dict[str, Any], token_id: str | None = None, surface: str | None = None,
+async def list_account_activity(token_info: dict[str, Any], token_id: str | None = None, surface: str | None = None,
                         page: int = 1, per_page: int = 50) -> dict[str, Any]:
     p = principal(token_info)
     tid = parse_uuid_field(token_id, "token_id")
@@ -104,7 +104,7 @@ async def list_activity(token_info: dict[str, Any], token_id: str | None = None,
     return {"entries": entries, "total": total, "page": page, "per_page": per_page}
 
 
-async def clear_activity(token_info: dict[str, Any]) -> dict[str, Any]:
+async def clear_account_activity(token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     await runtime.get_runtime().activity.flush()  # entries still queued in this process go too
     async with session_scope() as s:

@@ -19,7 +19,7 @@ async def list_folders(token_info: dict[str, Any]) -> dict[str, Any]:
     return {"folders": found}
 
 
-async def create(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
+async def create_folder(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
     p = principal(token_info)
     require(p, "write")
     require_whole_library(p, "create folders")
@@ -27,7 +27,7 @@ async def create(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict
         return await folder_store.create(s, p.scope, body["name"]), 201
 
 
-async def delete(id_: str, token_info: dict[str, Any], cascade_items: bool = False) -> dict[str, Any]:
+async def delete_folder(id_: str, token_info: dict[str, Any], cascade_items: bool = False) -> dict[str, Any]:
     p = principal(token_info)
     folder_id = parse_uuid(id_)
     require(p, "write")
@@ -36,7 +36,7 @@ async def delete(id_: str, token_info: dict[str, Any], cascade_items: bool = Fal
         return await folder_store.delete_folder(s, p.scope, folder_id, cascade_items)
 
 
-async def rename(id_: str, body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
+async def rename_folder(id_: str, body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     folder_id = parse_uuid(id_)
     require(p, "write")

@@ -18,7 +18,7 @@ from jsonschema.exceptions import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lev import __version__, context, library
+from lev import __version__, context, library, logs
 from lev.app import apply_limits
 from lev.errors import (
     JSONRPC_INTERNAL,
@@ -26,6 +26,7 @@ from lev.errors import (
     JSONRPC_INVALID_REQUEST,
     MCP_TOOL_ERRORS,
     ApiError,
+    infrastructure_error,
 )
 from lev.ingest import ingest
 from lev.openapi import mcp_tools
@@ -138,7 +139,10 @@ async def tools_call(ctx: dict[str, Any], name: Any = None, arguments: Any = Non
         raise _rpc_error(err) from None
     except JsonRpcError:
         raise
-    except Exception:
+    except Exception as exc:
+        unavailable = infrastructure_error(exc)
+        if unavailable is not None:
+            raise _rpc_error(unavailable) from None
         log.exception("tool %s failed", name)
         request_id = info.request_id if info else None
         raise JsonRpcError(code=JSONRPC_INTERNAL, message="Internal error; report the request_id if it persists.",
@@ -190,10 +194,14 @@ def _transport_error(status: int, code: int, err: ApiError, headers: dict[str, s
 
 
 def _origin_allowed(origin: str) -> bool:
+    """LEV_ALLOWED_ORIGINS plus the service's own origin (LEV_BASE_URL, else the address served, where a
+    loopback address also stands for `localhost`)."""
     settings = get_settings()
     allowed = {o.rstrip("/").lower() for o in settings.allowed_origins}
-    base = urlsplit(settings.base_url)
+    base = urlsplit(context.base_url())
     allowed.add(f"{base.scheme}://{base.netloc}".lower())
+    if not settings.base_url and base.hostname in {"127.0.0.1", "::1"}:
+        allowed.add(f"{base.scheme}://localhost{f':{base.port}' if base.port else ''}")
     return origin.rstrip("/").lower() in allowed
 
 
@@ -219,6 +227,7 @@ async def endpoint(request: Request) -> Response:
         return _transport_error(401, JSONRPC_INVALID_REQUEST, err, {"WWW-Authenticate": 'Bearer realm="lev"'})
     if info is not None:
         info.principal = principal
+    logs.bind(user_id=principal.user_id, token_id=principal.token_id)
     raw = (await request.body()).decode("utf-8", errors="replace")
     if info is not None and not info.method:
         info.method = _method_name(raw)

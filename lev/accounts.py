@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev import clock, quota
+from lev import clock, context, quota
 from lev.errors import ApiError
 from lev.policy import Principal
 from lev.settings import get_settings
@@ -44,7 +44,7 @@ def _digest(value: str) -> bytes:
 def cookie_header(value: str | None) -> str:
     """The Set-Cookie value that starts (or, with None, ends) a browser session."""
     settings = get_settings()
-    secure = "; Secure" if settings.base_url.lower().startswith("https://") else ""
+    secure = "; Secure" if context.base_url().lower().startswith("https://") else ""
     if value is None:
         return f"{COOKIE_NAME}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax{secure}"
     return f"{COOKIE_NAME}={value}; Path=/; Max-Age={settings.session_days * 86400}; HttpOnly; SameSite=Lax{secure}"

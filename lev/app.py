@@ -20,15 +20,17 @@ from connexion.options import SwaggerUIOptions
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lev import accounts, clock, context, runtime
-from lev.errors import ApiError
-from lev.openapi import api_bases, connexion_spec, operations
+from lev import accounts, clock, context, logs, metrics, runtime
+from lev.errors import ApiError, infrastructure_error
+from lev.openapi import OperationResolver, connexion_spec, operations
 from lev.policy import Principal, authenticate
 from lev.settings import Settings, get_settings
 
 log = logging.getLogger("lev")
+request_log = logs.get_logger("lev.request")
 
 UPLOAD_PUT_PREFIX = "/api/v1/uploads/put/"
+OPS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 def _error_response(err: ApiError) -> ConnexionResponse:
@@ -47,6 +49,10 @@ def to_api_error(exc: Exception) -> ApiError:
     """The one mapping from any exception to the contract's error bodies."""
     if isinstance(exc, ApiError):
         return exc
+    unavailable = infrastructure_error(exc)
+    if unavailable is not None:
+        log.warning("dependency unavailable: %s: %s", type(exc).__name__, str(exc).splitlines()[0][:200])
+        return unavailable
     if isinstance(exc, (OAuthProblem, Unauthorized)):
         info = context.current()
         if info is not None and info.surface == "web":
@@ -85,19 +91,31 @@ async def handle_error(_request: ConnexionRequest, exc: Exception) -> ConnexionR
 
 _LIMIT_CLASS: dict[str, str | None] = {}
 _ROUTES: list[tuple[re.Pattern[str], str]] = []
+_TEMPLATES: set[str] = set()
 
 
 def route_template(path: str) -> str:
     """The documented route a path matches (`/api/v1/items/{id}`), for the activity log; else the raw path."""
     if not _ROUTES:
         for op in operations().values():
-            template = op["url"]
+            template = op["path"]
             regex = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
             _ROUTES.append((re.compile(f"^{regex}$"), template))
+        _TEMPLATES.update(t for _, t in _ROUTES)
     for compiled, template in _ROUTES:
         if compiled.match(path):
             return template
     return path[:200]
+
+
+def metric_route(method: str, path: str) -> str:
+    """A bounded route label for metrics: the documented template, the MCP or ops path, else `other`."""
+    if path in OPS_PATHS or path == "/api/mcp":
+        return f"{method} {path}"
+    if path.startswith(UPLOAD_PUT_PREFIX):
+        return f"{method} {UPLOAD_PUT_PREFIX}{{path}}"
+    template = route_template(path)
+    return f"{method} {template}" if template != path[:200] or path in _TEMPLATES else "other"
 
 
 def limit_class(operation_id: str | None) -> str | None:
@@ -116,6 +134,7 @@ async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
     info = context.current()
     if info is not None:
         info.principal = principal
+    logs.bind(user_id=principal.user_id, token_id=principal.token_id)
     op_id = None
     if request is not None:
         op_id = request.scope.get("extensions", {}).get("connexion_routing", {}).get("operation_id")
@@ -140,7 +159,12 @@ async def session_info(cookie_value: str, request: Any = None) -> dict[str, Any]
 
 
 async def apply_limits(principal: Principal, limit_cls: str | None) -> None:
-    headers = await runtime.get_runtime().limiter.check(principal, limit_cls)
+    try:
+        headers = await runtime.get_runtime().limiter.check(principal, limit_cls)
+    except ApiError as err:
+        if err.code == "rate_limited":
+            metrics.count_refusal(str(err.extra.get("limit") or limit_cls))
+        raise
     info = context.current()
     if info is not None:
         info.headers.update(headers)
@@ -181,11 +205,14 @@ class LevMiddleware:
         started = time.perf_counter()
         request_id = uuid.uuid4().hex
         path: str = scope.get("path", "")
-        surface = "mcp" if path.startswith("/api/mcp") else "rest" if path.startswith("/api/v1") else "web"
+        surface = ("mcp" if path.startswith("/api/mcp") else "ops" if path in OPS_PATHS
+                   else "rest" if path.startswith("/api/v1") else "web")
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         info = context.RequestInfo(request_id=request_id, surface=surface,
+                                   base_url=context.served_base_url(scope.get("scheme", "http"), scope.get("server")),
                                    ip=_client_ip(scope, headers, self.settings.trusted_proxies))
         context.set_current(info)
+        logs.new_context(request_id=request_id)
         status_holder = {"status": 500, "started": False}
         cap = self.settings.max_body_bytes
 
@@ -245,12 +272,24 @@ class LevMiddleware:
 
     def _log(self, scope: Scope, headers: dict[str, str], info: context.RequestInfo, status: int,
              started: float) -> None:
+        elapsed = time.perf_counter() - started
+        path = scope.get("path", "")
+        p = info.principal
+        route = metric_route(scope.get("method", ""), path)
+        try:
+            metrics.observe_request(route, info.surface, status, elapsed)
+        except Exception:  # metrics must never fail a request
+            log.exception("could not record request metrics")
+        if path in OPS_PATHS:
+            return  # probes and scrapes: neither the activity log nor a request line
+        request_log.info("request", route=route, surface=info.surface, status=status,
+                         latency_ms=round(elapsed * 1000, 3), user_id=str(p.user_id) if p else None,
+                         token_id=str(p.token_id) if p else None)
         try:
             rt = runtime.get_runtime()
         except RuntimeError:
             return
-        method = info.method or f"{scope.get('method', '')} {route_template(scope.get('path', ''))}"
-        p = info.principal
+        method = info.method or f"{scope.get('method', '')} {route_template(path)}"
         rt.activity.record({
             "ts": clock.now(),
             "user_id": None if info.unlogged else p.user_id if p else info.user_id,
@@ -261,7 +300,7 @@ class LevMiddleware:
             "ip": info.ip,
             "user_agent": (headers.get("user-agent") or "")[:500] or None,
             "result_count": info.result_count,
-            "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+            "latency_ms": round(elapsed * 1000, 3),
             "query": (info.query or None) and info.query[:1000],
             "request_id": info.request_id,
         })
@@ -273,6 +312,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
+        metrics.configure(settings)
         rt = await runtime.start(settings)
         worker = None
         if settings.workers_inline:
@@ -284,24 +324,32 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
             yield
         finally:
             if worker is not None:
-                await worker.close()
+                from tasks.worker import stop_gracefully
+
+                await stop_gracefully(worker, settings.shutdown_grace_sec)
                 task.cancel()
             await runtime.stop()
+            metrics.mark_process_dead()
 
     app = AsyncApp(__name__, lifespan=lifespan)
-    for base in api_bases():  # /api/v1 (REST) and /api (the account API): one document, two mounts
-        app.add_api(
-            connexion_spec(base),
-            base_path=base,
-            pythonic_params=True,
-            swagger_ui_options=SwaggerUIOptions(swagger_ui=False, serve_spec=False),
-            strict_validation=True,
-            validate_responses=False,
-        )
+    app.add_api(
+        connexion_spec(),
+        base_path="",
+        pythonic_params=True,
+        resolver=OperationResolver(),
+        swagger_ui_options=SwaggerUIOptions(swagger_ui=False, serve_spec=False),
+        strict_validation=True,
+        validate_responses=False,
+    )
     from handlers import mcp as mcp_handler
     from handlers import pages
 
     app.add_url_rule("/api/mcp", "mcp", mcp_handler.endpoint, methods=["GET", "POST", "DELETE"])
+    from handlers import ops
+
+    app.add_url_rule("/healthz", "healthz", ops.healthz, methods=["GET"])
+    app.add_url_rule("/readyz", "readyz", ops.readyz, methods=["GET"])
+    app.add_url_rule("/metrics", "metrics", ops.metrics_text, methods=["GET"])
     pages.add_routes(app)
     for exc_type in (ApiError, ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_type, handle_error)

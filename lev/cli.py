@@ -182,13 +182,25 @@ def cmd_serve(args: argparse.Namespace) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     settings = get_settings()
     settings.workers_inline = args.workers_inline
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info", lifespan="on",
-                proxy_headers=False)
+    _setup_observability()
+    # SIGTERM/SIGINT: uvicorn stops accepting, lets in-flight requests finish (bounded), then runs the lifespan
+    # shutdown, which lets the inline worker's current jobs finish (bounded) and re-queues the rest.
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, lifespan="on", proxy_headers=False,
+                log_config=None, access_log=False, timeout_graceful_shutdown=int(settings.shutdown_grace_sec))
+
+
+def _setup_observability() -> None:
+    from lev import logs, metrics
+
+    settings = get_settings()
+    logs.configure(settings.log_level, settings.log_format)
+    metrics.configure(settings)
 
 
 def cmd_worker(_args: argparse.Namespace) -> None:
     from tasks.worker import run_worker
 
+    _setup_observability()
     run_worker()
 
 

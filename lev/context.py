@@ -27,6 +27,7 @@ class RequestInfo:
     user_id: uuid.UUID | None = None  # for requests without a principal (sign-up, sign-in)
     unlogged: bool = False  # the entry is not written to the user's log (e.g. the request that clears it)
     headers: dict[str, str] = field(default_factory=dict)
+    base_url: str = ""
 
 
 _current: ContextVar[RequestInfo | None] = ContextVar("lev_request", default=None)
@@ -61,3 +62,22 @@ def forget_user() -> None:
     info = _current.get()
     if info is not None:
         info.unlogged = True
+
+
+def served_base_url(scheme: str, server: tuple[str, int | None] | None) -> str:
+    """`scheme://host:port` of the socket a request arrived on (ASGI `server`), IPv6 hosts bracketed."""
+    host, port = server if server else ("127.0.0.1", None)
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port}" if port else f"{scheme}://{host}"
+
+
+def base_url() -> str:
+    """The service's public base URL: `LEV_BASE_URL` when set, else the address this request was served on."""
+    from lev.settings import get_settings
+
+    configured = get_settings().base_url
+    if configured:
+        return configured.rstrip("/")
+    info = _current.get()
+    return info.base_url if info is not None and info.base_url else "http://127.0.0.1:8080"

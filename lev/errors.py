@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
+import redis.exceptions
+import sqlalchemy.exc
+
 # REST error code -> JSON-RPC code used on the MCP surface (spec "MCP error mapping" + DESIGN §4).
 JSONRPC_INVALID_REQUEST = -32600
 JSONRPC_METHOD_NOT_FOUND = -32601
@@ -26,6 +30,7 @@ MCP_CODES: dict[str, int] = {
     "payment_required": JSONRPC_CUSTOM,
     "rate_limited": JSONRPC_CUSTOM,
     "internal_error": JSONRPC_INTERNAL,
+    "unavailable": JSONRPC_INTERNAL,
 }
 
 # Errors an agent gets back as a tool result with isError: true rather than a JSON-RPC error.
@@ -71,3 +76,32 @@ def not_found() -> ApiError:
 def ingest_failed(message: str) -> ApiError:
     """The spec's 'descriptive error' for an unreachable or unsupported URL (400)."""
     return ApiError(400, "ingest_failed", message)
+
+
+UNAVAILABLE_RETRY_SEC = 5
+
+
+def unavailable(message: str, **extra: Any) -> ApiError:
+    """503: a part the service depends on (database, Redis, object store) cannot be reached right now."""
+    err = ApiError(503, "unavailable", message, retry_after_sec=UNAVAILABLE_RETRY_SEC, **extra)
+    err.headers = {"Retry-After": str(UNAVAILABLE_RETRY_SEC)}
+    return err
+
+
+def infrastructure_error(exc: BaseException) -> ApiError | None:
+    """503 `unavailable` when `exc` says the database or Redis cannot be reached (down, restarting, pool
+    exhausted); None for anything else, which stays a bug (500)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, (psycopg.OperationalError, psycopg.InterfaceError, sqlalchemy.exc.TimeoutError)) or (
+                isinstance(cur, sqlalchemy.exc.DBAPIError) and (
+                    cur.connection_invalidated or isinstance(cur, (sqlalchemy.exc.OperationalError,
+                                                                sqlalchemy.exc.InterfaceError)))):
+            return unavailable("The database is unavailable right now; retry shortly.", part="database")
+        if isinstance(cur, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+            return unavailable("The job queue and limiter store (Redis) is unavailable right now; retry shortly.",
+                               part="redis")
+        cur = cur.__cause__ or cur.__context__
+    return None

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import select, text
 
-from lev import clock, runtime
+from lev import clock, context, runtime
 from lev.errors import ApiError, ingest_failed, invalid_body
 from lev.media import (
     MAX_UPLOAD_BYTES,
@@ -105,7 +105,7 @@ async def signed_url(principal: Principal, *, mime: str, size: int, filename: st
         raise invalid_body("filename must not be blank.")
     store = get_object_store()
     path = store.new_path(str(principal.user_id), filename)
-    url = store.signed_put_url(path, size, mime, expires_in=SIGNED_URL_TTL_SEC)
+    url = store.signed_put_url(path, size, mime, expires_in=SIGNED_URL_TTL_SEC, base_url=context.base_url())
     now = clock.now()
     async with session_scope() as s:
         await upload_store.create(s, path=path, user_id=principal.user_id, mime=mime, size=size,
@@ -492,7 +492,8 @@ async def _share_existing(principal: Principal, canonical: str, url: str, title:
     async with session_scope() as s:
         row = (await s.execute(select(contents.c.id, contents.c.kind, contents.c.title, contents.c.status,
                                       contents.c.transcript, contents.c.mime)
-                               .where(contents.c.canonical_url == canonical))).first()
+                               .where(contents.c.canonical_url == canonical)
+                               .with_for_update(read=True, key_share=True))).first()
         if row is None:
             return None
         if row.status == "failed":

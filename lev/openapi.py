@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from connexion.resolver import Resolution, Resolver
 from connexion.spec import OpenAPISpecification
+from inflection import underscore
 from openapi_spec_validator import validate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,44 +38,34 @@ def spec_json() -> bytes:
     return json.dumps(load_spec(), indent=None, separators=(",", ":")).encode()
 
 
-def _base(spec: dict[str, Any], item: dict[str, Any]) -> str:
-    """The server URL a path item lives under: its own `servers` (the account API) or the document's."""
-    servers = item.get("servers") or spec.get("servers") or [{"url": ""}]
-    return str(servers[0]["url"]).rstrip("/")
-
-
-def api_bases() -> list[str]:
-    """The distinct base paths of the document, the document's own first (each becomes one Connexion API)."""
-    spec = load_spec()
-    bases = [_base(spec, {})]
-    for item in spec["paths"].values():
-        if _base(spec, item) not in bases:
-            bases.append(_base(spec, item))
-    return bases
-
-
-def connexion_spec(base: str | None = None) -> dict[str, Any]:
-    """A private copy for Connexion (whose own 3.0-only meta-schema check is disabled), limited to the paths
-    served under `base` (default: the document's server)."""
+def connexion_spec() -> dict[str, Any]:
+    """A private copy for Connexion, whose own (3.0-only) meta-schema check is disabled."""
     OpenAPISpecification._validate_spec = classmethod(lambda cls, spec: None)  # type: ignore[method-assign,assignment]
-    spec = copy.deepcopy(load_spec())
-    base = api_bases()[0] if base is None else base
-    spec["paths"] = {p: item for p, item in spec["paths"].items() if _base(spec, item) == base}
-    for item in spec["paths"].values():
-        item.pop("servers", None)
-    return spec
+    return copy.deepcopy(load_spec())
+
+
+def handler_name(operation: dict[str, Any]) -> str:
+    """The handler of an operation: `x-openapi-router-controller` plus the snake_case operationId
+    (`handlers.folders` + `listFolders` -> `handlers.folders.list_folders`)."""
+    return f"{operation['x-openapi-router-controller']}.{underscore(operation['operationId'])}"
+
+
+class OperationResolver(Resolver):
+    """Connexion's resolver for our clean operationIds; the routed operation keeps the spec's operationId."""
+
+    def resolve(self, operation: Any) -> Resolution:
+        op_id = operation.operation_id
+        name = f"{operation.router_controller}.{underscore(op_id)}"
+        return Resolution(self.resolve_function_from_operation_id(name), op_id)
 
 
 def operations() -> dict[str, dict[str, Any]]:
-    """operationId -> {method, path (relative to its server), url (the full path), operation} for every
-    operation in the document."""
-    spec = load_spec()
+    """operationId -> {method, path, operation} for every operation in the document."""
     out: dict[str, dict[str, Any]] = {}
-    for path, item in spec["paths"].items():
+    for path, item in load_spec()["paths"].items():
         for method, op in item.items():
             if method in {"get", "post", "put", "delete", "patch"}:
-                out[op["operationId"]] = {"method": method.upper(), "path": path, "url": _base(spec, item) + path,
-                                          "operation": op}
+                out[op["operationId"]] = {"method": method.upper(), "path": path, "operation": op}
     return out
 
 

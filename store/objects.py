@@ -47,7 +47,8 @@ class ObjectStore(Protocol):
 
     def new_path(self, user_id: str, filename: str) -> str: ...
 
-    def signed_put_url(self, path: str, size: int, mime: str, expires_in: int = 3600) -> str: ...
+    def signed_put_url(self, path: str, size: int, mime: str, expires_in: int = 3600,
+                       base_url: str | None = None) -> str: ...
 
     async def stat(self, path: str) -> int | None: ...
 
@@ -56,6 +57,8 @@ class ObjectStore(Protocol):
     async def local_copy(self, path: str) -> Path: ...
 
     async def delete(self, path: str) -> None: ...
+
+    async def ping(self) -> None: ...
 
 
 def safe_filename(filename: str) -> str:
@@ -124,9 +127,8 @@ def load_or_create_secret(data_dir: Path, configured: str | None = None) -> byte
 class LocalObjectStore:
     """Files under `root`; uploads arrive through the service's own signed PUT route."""
 
-    def __init__(self, root: Path, base_url: str, secret: bytes) -> None:
+    def __init__(self, root: Path, secret: bytes) -> None:
         self.root = Path(root)
-        self.base_url = base_url.rstrip("/")
         self._secret = secret
 
     def _file(self, path: str) -> Path:
@@ -139,12 +141,15 @@ class LocalObjectStore:
     def new_path(self, user_id: str, filename: str) -> str:
         return new_object_path(user_id, filename)
 
-    def signed_put_url(self, path: str, size: int, mime: str, expires_in: int = 3600) -> str:
+    def signed_put_url(self, path: str, size: int, mime: str, expires_in: int = 3600,
+                       base_url: str | None = None) -> str:
+        """The service's own PUT route under `base_url` (the public address the client reached)."""
         check_path(path)
         expires = int(time.time()) + expires_in
         query = urlencode({"expires": expires, "size": size, "mime": mime,
                            "sig": self._sign(path, size, mime, expires)})
-        return f"{self.base_url}/api/v1/uploads/put/{quote(path, safe='/')}?{query}"
+        base = (base_url or "http://127.0.0.1:8080").rstrip("/")
+        return f"{base}/api/v1/uploads/put/{quote(path, safe='/')}?{query}"
 
     def verify(self, path: str, size: int | str, mime: str, expires: int | str, sig: str) -> None:
         """Raise SignatureError unless the URL parameters are exactly what was signed and unexpired."""
@@ -208,6 +213,12 @@ class LocalObjectStore:
             await asyncio.to_thread(shutil.copyfile, source, copy)
         return copy
 
+    async def ping(self) -> None:
+        """Raise unless the store's directory can be written."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not os.access(self.root, os.W_OK):
+            raise PermissionError(f"{self.root} is not writable")
+
     async def delete(self, path: str) -> None:
         target = self._file(path)
         target.unlink(missing_ok=True)
@@ -238,7 +249,9 @@ class S3ObjectStore:
     def new_path(self, user_id: str, filename: str) -> str:
         return new_object_path(user_id, filename)
 
-    def signed_put_url(self, path: str, size: int, mime: str, expires_in: int = 3600) -> str:
+    def signed_put_url(self, path: str, size: int, mime: str, expires_in: int = 3600,
+                       base_url: str | None = None) -> str:
+        """A presigned S3 URL (`base_url`, the service's own address, plays no part)."""
         check_path(path)
         url: str = self._client.generate_presigned_url(
             "put_object",
@@ -304,6 +317,10 @@ class S3ObjectStore:
         check_path(path)
         await asyncio.to_thread(self._client.delete_object, Bucket=self.bucket, Key=path)
 
+    async def ping(self) -> None:
+        """Raise unless the bucket answers."""
+        await asyncio.to_thread(self._client.head_bucket, Bucket=self.bucket)
+
 
 @lru_cache(maxsize=1)
 def get_object_store() -> ObjectStore:
@@ -318,5 +335,4 @@ def get_object_store() -> ObjectStore:
     if kind != "local":
         raise RuntimeError(f"LEV_OBJECT_STORE must be 'local' or 's3', not {settings.object_store!r}")
     data_dir = Path(settings.data_dir)
-    return LocalObjectStore(data_dir / "objects", settings.base_url,
-                            load_or_create_secret(data_dir, settings.upload_secret))
+    return LocalObjectStore(data_dir / "objects", load_or_create_secret(data_dir, settings.upload_secret))
