@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -18,19 +17,20 @@ from jsonschema.exceptions import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lev import __version__, context, library, logs
+from lev import __version__, context, jsonguard, library, logs
 from lev.app import apply_limits
 from lev.errors import (
     JSONRPC_INTERNAL,
     JSONRPC_INVALID_PARAMS,
     JSONRPC_INVALID_REQUEST,
+    JSONRPC_PARSE_ERROR,
     MCP_TOOL_ERRORS,
     ApiError,
     infrastructure_error,
 )
 from lev.ingest import ingest
 from lev.openapi import mcp_tools
-from lev.policy import Principal, authenticate, parse_bearer, require
+from lev.policy import Principal, authenticate, parse_bearer, parse_uuid_field, require
 from lev.settings import get_settings
 from store.db import read_scope
 
@@ -156,10 +156,8 @@ async def _search(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _get_item(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
-    try:
-        item_id = uuid.UUID(args["item_id"])
-    except ValueError:
-        raise ApiError(400, "invalid_body", "item_id must be a UUID.") from None
+    item_id = parse_uuid_field(args["item_id"], "item_id")
+    assert item_id is not None
     return await library.get_item(p, item_id)
 
 
@@ -171,10 +169,12 @@ async def _add(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
     has_url, has_text = "url" in args, "text" in args
     if has_url == has_text:
         raise ApiError(400, "invalid_body", "Give exactly one of url or text.")
-    return await ingest(
+    result = await ingest(
         p, kind="url" if has_url else "text", url=args.get("url"), text=args.get("text"), title=args.get("title"),
         in_kb=args.get("in_kb", True), auto_transform=args.get("auto_transform", False),
+        folder_id=parse_uuid_field(args.get("folder_id"), "folder_id"),
     )
+    return {"status": result["status"], "item_id": result["user_item_id"], **result}
 
 
 TOOLS = {"search_knowledge_base": _search, "get_item": _get_item, "list_recent": _list_recent,
@@ -228,10 +228,23 @@ async def endpoint(request: Request) -> Response:
     if info is not None:
         info.principal = principal
     logs.bind(user_id=principal.user_id, token_id=principal.token_id)
-    raw = (await request.body()).decode("utf-8", errors="replace")
-    if info is not None and not info.method:
-        info.method = _method_name(raw)
-    out = await async_dispatch(raw, methods=METHODS, context={"principal": principal})
+    body = await request.body()
+    try:
+        document = jsonguard.loads(body)
+    except jsonguard.BadJson as exc:
+        if info is not None and not info.method:
+            info.method = _method_name(exc.document) if exc.parsed else "invalid-json"
+        out = _refusal(exc)
+    else:
+        if info is not None and not info.method:
+            info.method = _method_name(document)
+        try:
+            out = await async_dispatch(body.decode("utf-8"), methods=METHODS, context={"principal": principal})
+        except Exception:  # a bug: still a JSON-RPC answer, never a REST body
+            log.exception("MCP dispatch failed")
+            out = json.dumps({"jsonrpc": "2.0", "id": _request_id(document), "error": {
+                "code": JSONRPC_INTERNAL, "message": "Internal error; report the request_id if it persists.",
+                "data": {"error": "internal_error", "request_id": info.request_id if info else None}}})
     if not out:
         return Response(status_code=202)
     accept = request.headers.get("accept", "")
@@ -241,11 +254,25 @@ async def endpoint(request: Request) -> Response:
     return Response(out, media_type="application/json")
 
 
-def _method_name(raw: str) -> str:
-    try:
-        msg = json.loads(raw)
-    except ValueError:
-        return "invalid-json"
+def _request_id(document: Any) -> Any:
+    """The id of a single JSON-RPC request (for answering one we refuse), else null."""
+    if isinstance(document, dict):
+        req_id = document.get("id")
+        if isinstance(req_id, (str, int)) and not isinstance(req_id, bool):
+            return req_id
+    return None
+
+
+def _refusal(exc: jsonguard.BadJson) -> str:
+    """The JSON-RPC error for a body lev.jsonguard refused: -32700 if it is not JSON at all, else -32602."""
+    code, prefix = (JSONRPC_INVALID_PARAMS, "Invalid params") if exc.parsed else (JSONRPC_PARSE_ERROR, "Parse error")
+    message = f"{prefix}: {exc}"
+    return json.dumps({"jsonrpc": "2.0", "id": _request_id(exc.document) if exc.parsed else None,
+                       "error": {"code": code, "message": message,
+                                 "data": {"error": "invalid_body", "message": message}}})
+
+
+def _method_name(msg: Any) -> str:
     if isinstance(msg, dict) and isinstance(msg.get("method"), str):
         return msg["method"][:100]
     return "batch" if isinstance(msg, list) else "invalid"

@@ -14,15 +14,23 @@ from ipaddress import ip_address, ip_network
 from typing import Any
 
 from connexion import AsyncApp
+from connexion.datastructures import MediaTypeDict
 from connexion.exceptions import BadRequestProblem, OAuthProblem, ProblemException, Unauthorized
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.options import SwaggerUIOptions
+from connexion.validators import VALIDATOR_MAP
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lev import accounts, clock, context, logs, metrics, runtime
+from lev import accounts, clock, context, jsonguard, logs, metrics, runtime
 from lev.errors import ApiError, infrastructure_error
-from lev.openapi import OperationResolver, connexion_spec, operations
+from lev.openapi import (
+    ContractJSONBodyValidator,
+    ContractParameterValidator,
+    OperationResolver,
+    connexion_spec,
+    operations,
+)
 from lev.policy import Principal, authenticate
 from lev.settings import Settings, get_settings
 
@@ -85,8 +93,29 @@ def to_api_error(exc: Exception) -> ApiError:
     return ApiError(500, "internal_error", "Unexpected server error; report the request_id if it persists.")
 
 
-async def handle_error(_request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
-    return _error_response(to_api_error(exc))
+async def handle_error(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+    err = to_api_error(exc)
+    if err.status == 405:  # RFC 9110: a 405 names the methods the route has
+        err.headers["Allow"] = ", ".join(allowed_methods(request.url.path))
+    return _error_response(err)
+
+
+class GuardedJSONBody(ContractJSONBodyValidator):
+    """The contract's JSON body validator with our parser: hostile JSON is a 400, never a crash (lev.jsonguard)."""
+
+    async def _parse(self, stream: Any, scope: Scope) -> Any:
+        raw = b"".join([message async for message in stream])
+        if not raw:
+            return None
+        try:
+            return jsonguard.loads(raw)
+        except jsonguard.BadJson as exc:
+            raise BadRequestProblem(detail=str(exc)) from None
+
+
+def _validator_map() -> dict[str, Any]:
+    bodies = MediaTypeDict({**VALIDATOR_MAP["body"], "*/*json": GuardedJSONBody})
+    return {**VALIDATOR_MAP, "parameter": ContractParameterValidator, "body": bodies}
 
 
 _LIMIT_CLASS: dict[str, str | None] = {}
@@ -106,6 +135,12 @@ def route_template(path: str) -> str:
         if compiled.match(path):
             return template
     return path[:200]
+
+
+def allowed_methods(path: str) -> list[str]:
+    """The documented methods of the route `path` matches (the MCP route answers its own 405s)."""
+    template = route_template(path)
+    return sorted({op["method"] for op in operations().values() if op["path"] == template})
 
 
 def metric_route(method: str, path: str) -> str:
@@ -191,6 +226,40 @@ def _client_ip(scope: Scope, headers: dict[str, str], trusted: list[str]) -> str
     return str(peer)
 
 
+async def _read_body(receive: Receive, cap: int) -> bytes:
+    """The whole request body, or 413 file_too_large past `cap` bytes."""
+    parts: list[bytes] = []
+    size = 0
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        part = message.get("body", b"")
+        size += len(part)
+        if size > cap:
+            raise ApiError(413, "file_too_large", f"Request bodies are limited to {cap} bytes.", maxBytes=cap)
+        parts.append(part)
+        more = message.get("more_body", False)
+    return b"".join(parts)
+
+
+def _with_body(scope: Scope, body: bytes, receive: Receive) -> tuple[Scope, Receive]:
+    """The scope with a Content-Length for `body` (and no Transfer-Encoding), and a receive replaying it."""
+    raw = [(k, v) for k, v in scope.get("headers", []) if k.lower() not in (b"content-length", b"transfer-encoding")]
+    raw.append((b"content-length", str(len(body)).encode()))
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return {**scope, "headers": raw}, replay
+
+
 class LevMiddleware:
     """Outermost layer: request id, body-size cap, response headers, activity log."""
 
@@ -233,6 +302,16 @@ class LevMiddleware:
         declared = headers.get("content-length")
         if not exempt and declared and declared.isdigit() and int(declared) > cap:
             too_big = True
+        elif not exempt and declared is None and "chunked" in headers.get("transfer-encoding", "").lower():
+            # Connexion sees a body only through Content-Length: read the chunked body here (under the cap)
+            # and hand it on with its length.
+            try:
+                body = await _read_body(receive, cap)
+            except ApiError as err:
+                await self._send_error(err, send_wrapper)
+                self._log(scope, headers, info, status_holder["status"], started)
+                return
+            scope, receive = _with_body(scope, body, receive)
         received = 0
 
         async def receive_wrapper() -> Message:
@@ -340,11 +419,15 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
         swagger_ui_options=SwaggerUIOptions(swagger_ui=False, serve_spec=False),
         strict_validation=True,
         validate_responses=False,
+        validator_map=_validator_map(),
     )
     from handlers import mcp as mcp_handler
     from handlers import pages
+    from handlers import spec as spec_handler
 
     app.add_url_rule("/api/mcp", "mcp", mcp_handler.endpoint, methods=["GET", "POST", "DELETE"])
+    app.add_url_rule("/api/v1/docs", "docs", spec_handler.api_docs, methods=["GET"])
+    app.add_url_rule("/api/v1/docs/redoc.standalone.js", "redoc", spec_handler.redoc_js, methods=["GET"])
     from handlers import ops
 
     app.add_url_rule("/healthz", "healthz", ops.healthz, methods=["GET"])

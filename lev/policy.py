@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -27,6 +28,7 @@ class Scope:
     user_id: uuid.UUID
     folder_ids: frozenset[uuid.UUID] | None  # None = whole library
     kb_only: bool = False
+    token_id: uuid.UUID | None = None  # a folder-scoped token also sees the unfiled items it created
 
     @property
     def is_unscoped(self) -> bool:
@@ -48,10 +50,18 @@ class Principal:
     write_cap: int
     tier: str
     extra: dict[str, object] = field(default_factory=dict, compare=False)
+    file_into: uuid.UUID | None = field(default=None, compare=False)  # the ingest request's folder_id
 
     @property
     def scope(self) -> Scope:
-        return Scope(self.user_id, None if self.is_unscoped else self.folder_ids, self.kb_only)
+        if self.is_unscoped:
+            return Scope(self.user_id, None, self.kb_only)
+        return Scope(self.user_id, self.folder_ids, self.kb_only, self.token_id)
+
+    @property
+    def new_item_folder(self) -> uuid.UUID | None:
+        """The folder a new item is filed into: the one asked for at ingest, else the scope-size-1 folder."""
+        return self.file_into or self.single_folder
 
     @property
     def single_folder(self) -> uuid.UUID | None:
@@ -142,23 +152,48 @@ def check_membership_targets(principal: Principal, folder_ids: list[uuid.UUID]) 
         )
 
 
+def filing_target(principal: Principal, folder_id: uuid.UUID | None) -> Principal:
+    """The principal that files new items into `folder_id` (ingest's optional folder_id), or 403 forbidden_scope
+    when that folder is outside a folder-scoped token's scope."""
+    if folder_id is None:
+        return principal
+    if not principal.is_unscoped and folder_id not in principal.folder_ids:
+        raise ApiError(403, "forbidden_scope", "folder_id is outside this token's scope.",
+                       out_of_scope=[str(folder_id)])
+    return replace(principal, file_into=folder_id)
+
+
 def folder_visible(scope: Scope, folder_id: uuid.UUID) -> bool:
     return scope.folder_ids is None or folder_id in scope.folder_ids
 
 
+# The one accepted spelling of an id on every surface: the canonical 8-4-4-4-12 hex form (either case);
+# no braces, no `urn:uuid:`, no dash-less form. openapi.yaml and mcp_tools.json carry the same pattern.
+UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+_CANONICAL_UUID = re.compile(UUID_PATTERN)
+
+
+def canonical_uuid(value: object) -> uuid.UUID | None:
+    """The UUID spelled canonically in `value`, else None."""
+    if not isinstance(value, str) or not _CANONICAL_UUID.fullmatch(value):
+        return None
+    return uuid.UUID(value)
+
+
 def parse_uuid(value: str) -> uuid.UUID:
-    """A path UUID, or 400 invalid_id."""
-    try:
-        return uuid.UUID(str(value))
-    except (ValueError, AttributeError, TypeError):
-        raise ApiError(400, "invalid_id", f"{value!r} is not a valid UUID.") from None
+    """A path UUID in canonical form, or 400 invalid_id."""
+    parsed = canonical_uuid(value)
+    if parsed is None:
+        raise ApiError(400, "invalid_id", f"{str(value)[:100]!r} is not a UUID in canonical form "
+                       "(xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx).")
+    return parsed
 
 
 def parse_uuid_field(value: str | None, name: str) -> uuid.UUID | None:
     """An optional UUID from a query parameter or body field, or 400 invalid_body naming it."""
     if value is None:
         return None
-    try:
-        return uuid.UUID(str(value))
-    except (ValueError, AttributeError, TypeError):
-        raise ApiError(400, "invalid_body", f"{name} must be a UUID.") from None
+    parsed = canonical_uuid(value)
+    if parsed is None:
+        raise ApiError(400, "invalid_body", f"{name} must be a UUID in canonical form.")
+    return parsed

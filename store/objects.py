@@ -60,6 +60,10 @@ class ObjectStore(Protocol):
 
     async def ping(self) -> None: ...
 
+    async def list_paths(self) -> list[str]: ...
+
+    async def put_file(self, path: str, local: Path) -> None: ...
+
 
 def safe_filename(filename: str) -> str:
     """A filename reduced to `[A-Za-z0-9._-]`, no leading dots, at most 120 characters."""
@@ -213,6 +217,20 @@ class LocalObjectStore:
             await asyncio.to_thread(shutil.copyfile, source, copy)
         return copy
 
+    async def list_paths(self) -> list[str]:
+        """Every stored object's path (for backups)."""
+        base = self.root / "uploads"
+        if not base.is_dir():
+            return []
+        return sorted(str(f.relative_to(self.root)) for f in base.rglob("*")
+                      if f.is_file() and not f.name.endswith(".part"))
+
+    async def put_file(self, path: str, local: Path) -> None:
+        """Store a local file at `path` (for restores)."""
+        target = self._file(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(shutil.copyfile, local, target)
+
     async def ping(self) -> None:
         """Raise unless the store's directory can be written."""
         self.root.mkdir(parents=True, exist_ok=True)
@@ -316,6 +334,20 @@ class S3ObjectStore:
     async def delete(self, path: str) -> None:
         check_path(path)
         await asyncio.to_thread(self._client.delete_object, Bucket=self.bucket, Key=path)
+
+    async def list_paths(self) -> list[str]:
+        def _list() -> list[str]:
+            keys: list[str] = []
+            for page in self._client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket,
+                                                                               Prefix="uploads/"):
+                keys.extend(obj["Key"] for obj in page.get("Contents", []))
+            return sorted(keys)
+
+        return await asyncio.to_thread(_list)
+
+    async def put_file(self, path: str, local: Path) -> None:
+        check_path(path)
+        await asyncio.to_thread(self._client.upload_file, str(local), self.bucket, path)
 
     async def ping(self) -> None:
         """Raise unless the bucket answers."""

@@ -55,7 +55,8 @@ async def mint(
     if cap >= 0 and used >= cap:
         raise ApiError(
             402, "payment_required",
-            f"The {user['tier']} tier cannot mint more tokens (cap {cap}, used {used}); upgrade to pro.",
+            f"The {user['tier']} tier cannot mint more tokens (cap {cap}, used {used}). On a self-hosted Lev the "
+            f"operator lifts it with `lev user set-tier {user['email']} pro`.",
             tier=user["tier"], cap=cap, used=used,
         )
     if not name.strip():

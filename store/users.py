@@ -34,6 +34,19 @@ async def by_email(session: AsyncSession, email: str) -> dict[str, Any] | None:
     return dict(row._mapping) if row else None
 
 
+async def list_all(session: AsyncSession) -> list[dict[str, Any]]:
+    """Every user with the number of active tokens, oldest first (for `lev user list`)."""
+    from store.models import tokens
+
+    active = (select(func.count()).select_from(tokens)
+              .where(tokens.c.user_id == users.c.id, tokens.c.revoked_at.is_(None),
+                     tokens.c.expires_at > func.now())
+              .scalar_subquery())
+    rows = await session.execute(select(users.c.id, users.c.email, users.c.tier, users.c.created_at,
+                                        active.label("active_tokens")).order_by(users.c.created_at, users.c.email))
+    return [dict(r._mapping) for r in rows]
+
+
 async def set_password(session: AsyncSession, user_id: uuid.UUID, password: str) -> None:
     await session.execute(update(users).where(users.c.id == user_id).values(password_hash=_hasher.hash(password)))
 

@@ -161,3 +161,51 @@ def test_concurrent_lev_migrate_runs_serialize(data_dir: Path, admin) -> None:  
     assert [p.returncode for p in procs] == [0, 0, 0], outs
     with psycopg.connect(plain.replace("/lev?", "/lev_migrate_race?", 1)) as conn:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(head_revision(),)]
+
+
+def test_sigterm_finishes_in_flight_requests_and_the_current_job(data_dir: Path, admin, user, transcribe_stub,  # type: ignore[no-untyped-def]
+                                                                   tmp_path: Path) -> None:
+    """SIGTERM: the listener closes at once, a request in flight still gets its answer, the inline worker's
+    running transcription finishes, then the process exits."""
+    import signal
+    import threading
+    import uuid
+
+    from lev.embedded import ensure_redis, stop_redis
+    from tests import fixtures_media as fm
+    from tests.sites import Site
+    from tests.stack import Api
+    from tests.test_uploads import upload
+
+    own_redis = tmp_path / "redis"  # its own queue: the session server's worker must not take the job
+    srv = LiveServer(data_dir, {"LEV_RATE_LIMITS": "off", "LEV_ALLOW_PRIVATE_URLS": "true",
+                                "LEV_TRANSCRIBE_URL": transcribe_stub.url, "LEV_SHUTDOWN_GRACE_SEC": "20",
+                                "LEV_REDIS_URL": ensure_redis(own_redis)}, log_name="sigterm").start()
+    site = Site()
+    try:
+        c = Api(srv.url, user.token(write=True))
+        name = f"slow-{uuid.uuid4().hex[:8]}.wav"
+        transcribe_stub.delay(name, 4.0)
+        _, r = upload(c, fm.make_wav(tmp_path / name, seconds=2.0), "audio/wav", auto_transform=False)
+        assert r.status_code == 200 and r.json()["status"] == "transcribing", r.text
+        item_id = r.json()["user_item_id"]
+        answers: list[httpx.Response] = []
+        slow = threading.Thread(target=lambda: answers.append(c.post("/api/v1/ingest", json={
+            "kind": "url", "url": f"{site.url}/slow/{uuid.uuid4().hex[:8]}?s=3"})))
+        slow.start()
+        time.sleep(1.0)  # the page fetch and the transcription are both under way
+        assert srv.proc is not None
+        srv.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{srv.url}/healthz", timeout=2)
+        slow.join(30)
+        assert answers and answers[0].status_code == 200 and answers[0].json()["status"] == "ready", answers
+        assert srv.proc.wait(30) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once it is done
+        row = admin.sql("SELECT status, transcription_status FROM user_items WHERE id = :i", i=item_id)[0]
+        assert tuple(row) == ("ready", "done")
+        assert len(transcribe_stub.calls(name)) == 1
+    finally:
+        site.close()
+        srv.stop()
+        stop_redis(own_redis)
