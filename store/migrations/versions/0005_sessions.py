@@ -1,13 +1,13 @@
 """Browser sessions: one row per signed-in browser, keyed by the SHA-256 of the opaque cookie value.
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0005
+Revises: 0004
 """
 
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
+revision = "0005"
+down_revision = "0004"
 
 
 def upgrade() -> None:
