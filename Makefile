@@ -29,6 +29,7 @@ $(DEV_STAMP): $(STAMP) pyproject.toml
 	$(PIP) -e '.[dev]'
 	touch $@
 
+run: export LEV_LOG_FORMAT ?= console
 run: $(STAMP)
 	$(BIN)/lev serve --port $(PORT)
 
