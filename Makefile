@@ -7,7 +7,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 PORT ?= 8080
 export HF_HUB_OFFLINE := 1
 
-.PHONY: run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load clean
+.PHONY: cluster test-cluster cluster-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load clean
 
 PIP := $(BIN)/pip install --disable-pip-version-check --progress-bar on
 
@@ -29,6 +29,21 @@ $(DEV_STAMP): $(STAMP) pyproject.toml
 	$(PIP) -e '.[dev]'
 	touch $@
 
+# The cluster's separate servers: Debian's redis-server and haproxy (PostgreSQL + pgvector comes from pgserver's
+# binaries, moto's S3 server from the dev extras). Installed when missing.
+cluster-deps:
+	@command -v redis-server >/dev/null && command -v haproxy >/dev/null || { \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			redis-server haproxy; }
+
+# 2 API processes behind haproxy, 2 workers, PostgreSQL over TCP, Redis, S3 (docs/operations.md); Ctrl-C stops it.
+cluster: $(DEV_STAMP) cluster-deps
+	$(BIN)/python -m cluster.run
+
+# The cluster and fault tests alone (they are part of `make test` too).
+test-cluster: $(DEV_STAMP) cluster-deps
+	$(BIN)/pytest -q tests/cluster -p no:cacheprovider
+
 run: export LEV_LOG_FORMAT ?= console
 run: $(STAMP)
 	$(BIN)/lev serve --port $(PORT)
@@ -39,7 +54,7 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
-test: $(DEV_STAMP)
+test: $(DEV_STAMP) cluster-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest -q tests contract_tests -p no:cacheprovider

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import botocore.exceptions
 import psycopg
 import redis.exceptions
 import sqlalchemy.exc
@@ -100,6 +101,9 @@ def infrastructure_error(exc: BaseException) -> ApiError | None:
                     cur.connection_invalidated or isinstance(cur, (sqlalchemy.exc.OperationalError,
                                                                 sqlalchemy.exc.InterfaceError)))):
             return unavailable("The database is unavailable right now; retry shortly.", part="database")
+        if isinstance(cur, (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectionClosedError,
+                            botocore.exceptions.ConnectTimeoutError, botocore.exceptions.ReadTimeoutError)):
+            return unavailable("The object store is unavailable right now; retry shortly.", part="object_store")
         if isinstance(cur, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
             return unavailable("The job queue and limiter store (Redis) is unavailable right now; retry shortly.",
                                part="redis")

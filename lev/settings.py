@@ -56,6 +56,8 @@ class Settings(BaseSettings):
     """Prometheus multiprocess directory shared by the processes of one machine; unset: <data_dir>/metrics."""
     shutdown_grace_sec: float = 30.0
     """On SIGTERM, how long in-flight requests and the current job may finish."""
+    worker_heartbeat_sec: float = 3.0
+    """How often a worker proves it is alive; one silent for 5 beats is dead and its jobs go to another worker."""
     job_max_tries: int = 3
     """A job whose worker dies (or that times out) this often marks its item failed."""
     embedder: str = "local"
