@@ -1,13 +1,13 @@
 """The monthly write cap's counter lives in PostgreSQL (it lived in Redis and was forgotten by a crash).
 
-Revision ID: 0005
-Revises: 0004
+Revision ID: 0006
+Revises: 0005
 """
 
 from alembic import op
 
-revision = "0005"
-down_revision = "0004"
+revision = "0006"
+down_revision = "0005"
 
 
 def upgrade() -> None:
