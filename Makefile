@@ -44,6 +44,7 @@ cluster: $(DEV_STAMP) cluster-deps
 test-cluster: $(DEV_STAMP) cluster-deps
 	$(BIN)/pytest -q tests/cluster -p no:cacheprovider
 
+run: export LEV_LOG_FORMAT ?= console
 run: $(STAMP)
 	$(BIN)/lev serve --port $(PORT)
 

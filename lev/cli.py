@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 import uuid
@@ -265,6 +266,8 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", module="(transformers|torch|sentence_transformers|pgserver|platformdirs)")
+    for name in ("pgserver", "alembic", "sentence_transformers", "httpx"):  # start-up chatter at INFO
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def banner(url: str, data_dir: str, lev: str) -> str:
