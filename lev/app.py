@@ -298,6 +298,12 @@ class LevMiddleware:
             await send(message)
 
         exempt = path.startswith(UPLOAD_PUT_PREFIX)
+        if not exempt and path.startswith("/api/v1/") and "content-type" not in headers \
+                and ("content-length" in headers or "transfer-encoding" in headers):
+            # A body sent without Content-Type is read as the JSON every body operation takes (Connexion would
+            # otherwise hand the handler raw bytes).
+            headers["content-type"] = "application/json"
+            scope = {**scope, "headers": [*scope.get("headers", []), (b"content-type", b"application/json")]}
         too_big = False
         declared = headers.get("content-length")
         if not exempt and declared and declared.isdigit() and int(declared) > cap:

@@ -236,3 +236,16 @@ def test_unknown_item_id_in_chunked_body_path_is_still_404(world: World) -> None
     r = world.rest.post(f"/api/v1/items/{uuid.uuid4()}/folders",
                         content=_chunks(json.dumps({"folder_ids": [world.folder]}).encode(), 5))
     assert r.status_code == 404 and r.json()["error"] == "not_found", r.text
+
+
+def test_bodies_without_content_type_are_read_as_json(server: LiveServer, world: World) -> None:
+    """The adversarial pass: a chunked ingest with no Content-Type reached the handler as bytes (500)."""
+    bare = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {world.token}"}, timeout=120)
+    raw = json.dumps({"kind": "text", "text": "no content type at all"}).encode()
+    for content in (raw, _chunks(raw, 9)):
+        r = bare.post("/api/v1/ingest", content=content)
+        assert "content-type" not in r.request.headers
+        assert r.status_code == 200, r.text
+        bare.delete(f"/api/v1/items/{r.json()['user_item_id']}")
+    r = bare.post("/api/v1/folders", content=b"not json")
+    assert r.status_code == 400 and r.json()["error"] == "invalid_body", r.text
