@@ -37,9 +37,10 @@ class Scope:
 
 @dataclass(frozen=True)
 class Principal:
-    """An authenticated token."""
+    """An authenticated token, or a signed-in browser session (token_id None: whole library, read and write,
+    not-in-KB items visible)."""
 
-    token_id: uuid.UUID
+    token_id: uuid.UUID | None
     user_id: uuid.UUID
     name: str
     capabilities: frozenset[str]
