@@ -61,7 +61,10 @@
     const d = r.data || {};
     if (how === "reload") location.reload();
     else if (how.startsWith("go:")) location.assign(how.slice(3));
-    else if (how === "go-item") location.assign(`/items/${d.user_item_id}`);
+    else if (how === "go-item") {
+      if (scope.dataset.folder) await api("POST", `/api/v1/items/${d.user_item_id}/folders`, { folder_ids: [scope.dataset.folder] });
+      location.assign(`/items/${d.user_item_id}`);
+    }
     else if (how === "go-folder") location.assign(`/folders/${d.id}`);
     else if (how === "token") {
       const box = document.getElementById("minted");
