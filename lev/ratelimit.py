@@ -58,7 +58,7 @@ class Limiter:
         headers: dict[str, str] = {}
         if self.settings.limits_on:
             headers = await self._check_hourly(principal, limit_class)
-        if limit_class in WRITE_CLASSES and principal.write_cap > 0:
+        if limit_class in WRITE_CLASSES and principal.write_cap > 0 and principal.token_id is not None:
             await self._count_write(principal, headers)
         return headers
 
@@ -85,13 +85,14 @@ class Limiter:
         return headers
 
     async def _count_write(self, principal: Principal, headers: dict[str, str]) -> None:
-        month = clock.month_key()
-        key = f"lev:writes:{principal.token_id}:{month}"
-        used = await self._redis.incr(key)
-        if used == 1:
-            await self._redis.expire(key, 40 * 86400)
-        if used > principal.write_cap:
-            await self._redis.decr(key)
+        from store import tokens as token_store
+        from store.db import session_scope
+
+        # In PostgreSQL, beside the data it guards: a crash of Redis (or of everything) cannot reset it.
+        assert principal.token_id is not None  # browser sessions have no write cap
+        async with session_scope() as s:
+            counted = await token_store.count_write(s, principal.token_id, clock.month_key(), principal.write_cap)
+        if not counted:
             retry = clock.seconds_to_month_end()
             err = ApiError(429, "rate_limited",
                            f"This token's monthly write cap of {principal.write_cap} is used up; it resets when "
@@ -115,11 +116,3 @@ class Limiter:
     async def note_failed_sign_in(self, email: str, ip: str | None) -> None:
         await self.strategy.hit(self.sign_in_items["email"], "sign_in", "email", email.strip().lower())
         await self.strategy.hit(self.sign_in_items["ip"], "sign_in", "ip", ip or "-")
-
-    async def writes_this_month(self, token_ids: list[str]) -> dict[str, int]:
-        """Writes counted against each token's monthly cap so far."""
-        if not token_ids:
-            return {}
-        month = clock.month_key()
-        values = await self._redis.mget([f"lev:writes:{t}:{month}" for t in token_ids])
-        return {t: int(v or 0) for t, v in zip(token_ids, values, strict=True)}
