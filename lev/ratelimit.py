@@ -32,6 +32,10 @@ def _window(item: RateLimitItem) -> str:
     return unit if item.multiples == 1 else f"{item.multiples} {unit}s"
 
 
+def _writes_key(principal: Principal) -> str:
+    return f"lev:writes:{principal.token_id}:{clock.month_key()}"
+
+
 class Limiter:
     """Checks a token against its class's hourly limit and, for writes, its monthly write cap."""
 
@@ -57,9 +61,54 @@ class Limiter:
         headers: dict[str, str] = {}
         if self.settings.limits_on:
             headers = await self._check_hourly(principal, limit_class)
-        if limit_class in WRITE_CLASSES and principal.write_cap > 0:
-            await self._count_write(principal, headers)
+        if limit_class in WRITE_CLASSES:
+            if principal.write_cap > 0:
+                await self._count_write(principal, headers)
+            else:
+                await self._count_uncapped_write(principal)
         return headers
+
+    async def status(self, principal: Principal) -> dict[str, Any]:
+        """What the token has left, without consuming anything: monthly writes and the hourly budgets of the
+        classes its capabilities reach (None when the hourly limits are off or Redis cannot be asked)."""
+        used: int | None
+        try:
+            used = int(await self._redis.get(_writes_key(principal)) or 0)
+        except (RedisError, OSError):
+            used = None
+        cap = principal.write_cap or None
+        writes = {"used": used, "cap": cap,
+                  "remaining": None if cap is None or used is None else max(0, cap - used),
+                  "resets_in_sec": clock.seconds_to_month_end()}
+        return {"monthly_writes": writes, "hourly": await self._hourly_status(principal)}
+
+    async def _hourly_status(self, principal: Principal) -> dict[str, Any] | None:
+        if not self.settings.limits_on:
+            return None
+        classes = ["read"] + (sorted(WRITE_CLASSES) if "write" in principal.capabilities else [])
+        out: dict[str, Any] = {}
+        try:
+            for cls in classes:
+                item = self.items[cls]
+                stats = await self.strategy.get_window_stats(item, cls, str(principal.token_id))
+                out[cls] = {"limit": item.amount, "window": _window(item), "remaining": stats.remaining,
+                            "resets_in_sec": max(0, math.ceil(stats.reset_time - time.time()))}
+        except (RedisError, OSError, StorageError):
+            return None
+        return out
+
+    async def _count_uncapped_write(self, principal: Principal) -> None:
+        """Count a write of a token without a cap (for introspection only): Redis trouble never refuses it."""
+        try:
+            await self._incr_month(_writes_key(principal))
+        except (RedisError, OSError) as exc:
+            log.warning("could not count an uncapped write: %s", type(exc).__name__)
+
+    async def _incr_month(self, key: str) -> int:
+        used = int(await self._redis.incr(key))
+        if used == 1:
+            await self._redis.expire(key, 40 * 86400)
+        return used
 
     async def _check_hourly(self, principal: Principal, limit_class: str) -> dict[str, str]:
         item = self.items[limit_class]
@@ -84,11 +133,8 @@ class Limiter:
         return headers
 
     async def _count_write(self, principal: Principal, headers: dict[str, str]) -> None:
-        month = clock.month_key()
-        key = f"lev:writes:{principal.token_id}:{month}"
-        used = await self._redis.incr(key)
-        if used == 1:
-            await self._redis.expire(key, 40 * 86400)
+        key = _writes_key(principal)
+        used = await self._incr_month(key)
         if used > principal.write_cap:
             await self._redis.decr(key)
             retry = clock.seconds_to_month_end()
