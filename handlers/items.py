@@ -51,6 +51,19 @@ async def delete_item(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
     return {"id": str(item_id), "deleted": True}
 
 
+async def update_item(id_: str, body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
+    p = principal(token_info)
+    item_id = parse_uuid(id_)
+    require(p, "write")
+    if "title" in body:
+        title = body["title"].strip()
+        if not title or "\x00" in title:
+            raise ApiError(400, "invalid_body", "title must be 1-500 characters after trimming, without NUL.")
+        body = {**body, "title": title}
+    async with session_scope() as s:
+        return await item_store.update_visible(s, p.scope, item_id, body)
+
+
 async def bulk_delete_items(body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     require(p, "write")

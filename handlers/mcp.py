@@ -172,6 +172,7 @@ async def _add(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
     result = await ingest(
         p, kind="url" if has_url else "text", url=args.get("url"), text=args.get("text"), title=args.get("title"),
         in_kb=args.get("in_kb", True), auto_transform=args.get("auto_transform", False),
+        folder_id=parse_uuid_field(args.get("folder_id"), "folder_id"),
     )
     return {"status": result["status"], "item_id": result["user_item_id"], **result}
 

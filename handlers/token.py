@@ -14,6 +14,9 @@ from store.db import session_scope
 
 async def introspect_token(token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
+    if p.token_id is None:
+        raise ApiError(404, "not_found", "This request is signed in with a browser session, not a bearer token; "
+                       "the account's tokens are listed at /api/account/tokens.")
     async with session_scope() as s:
         record = await token_store.describe(s, p.token_id)
     if record is None:  # the user was deleted after the token was authenticated

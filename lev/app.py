@@ -22,7 +22,7 @@ from connexion.validators import VALIDATOR_MAP
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lev import clock, context, jsonguard, logs, metrics, runtime
+from lev import accounts, clock, context, jsonguard, logs, metrics, runtime
 from lev.errors import ApiError, infrastructure_error
 from lev.openapi import (
     ContractJSONBodyValidator,
@@ -47,7 +47,7 @@ def _error_response(err: ApiError) -> ConnexionResponse:
     headers = dict(err.headers)
     if err.status >= 500 and info is not None:
         body["request_id"] = info.request_id
-    if err.status == 401:
+    if err.code in ("missing_bearer_token", "invalid_token"):
         headers["WWW-Authenticate"] = 'Bearer realm="lev"'
     return ConnexionResponse(status_code=err.status, body=json.dumps(body), headers=headers,
                              content_type="application/json")
@@ -62,6 +62,9 @@ def to_api_error(exc: Exception) -> ApiError:
         log.warning("dependency unavailable: %s: %s", type(exc).__name__, str(exc).splitlines()[0][:200])
         return unavailable
     if isinstance(exc, (OAuthProblem, Unauthorized)):
+        info = context.current()
+        if info is not None and info.surface == "web":
+            return accounts.not_signed_in()
         return ApiError(401, "missing_bearer_token", "Send Authorization: Bearer <token>.")
     if isinstance(exc, BadRequestProblem):
         return ApiError(400, "invalid_body", str(exc.detail or "The request failed validation."))
@@ -174,6 +177,22 @@ async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
     return {"sub": str(principal.user_id), "principal": principal}
 
 
+async def session_info(cookie_value: str, request: Any = None) -> dict[str, Any]:
+    """Connexion's cookie hook: a signed-in browser session acts as its user (surface `web`); unsafe methods
+    need the session's X-CSRF-Token (403 csrf_failed)."""
+    from store.db import read_scope
+
+    async with read_scope() as s:
+        principal = await accounts.authenticate_session(s, cookie_value)
+    if request is not None:
+        accounts.check_csrf(principal, request.method, request.headers.get(accounts.CSRF_HEADER))
+    info = context.current()
+    if info is not None:
+        info.principal = principal
+        info.surface = "web"
+    return {"sub": str(principal.user_id), "principal": principal}
+
+
 async def apply_limits(principal: Principal, limit_cls: str | None) -> None:
     try:
         headers = await runtime.get_runtime().limiter.check(principal, limit_cls)
@@ -255,12 +274,14 @@ class LevMiddleware:
         started = time.perf_counter()
         request_id = uuid.uuid4().hex
         path: str = scope.get("path", "")
-        surface = "mcp" if path.startswith("/api/mcp") else "ops" if path in OPS_PATHS else "rest"
+        surface = ("mcp" if path.startswith("/api/mcp") else "ops" if path in OPS_PATHS
+                   else "rest" if path.startswith("/api/v1") else "web")
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         info = context.RequestInfo(request_id=request_id, surface=surface,
-                                   base_url=context.served_base_url(scope.get("scheme", "http"), scope.get("server")))
+                                   base_url=context.served_base_url(scope.get("scheme", "http"), scope.get("server")),
+                                   ip=_client_ip(scope, headers, self.settings.trusted_proxies))
         context.set_current(info)
         logs.new_context(request_id=request_id)
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         status_holder = {"status": 500, "started": False}
         cap = self.settings.max_body_bytes
 
@@ -350,12 +371,12 @@ class LevMiddleware:
         method = info.method or f"{scope.get('method', '')} {route_template(path)}"
         rt.activity.record({
             "ts": clock.now(),
-            "user_id": p.user_id if p else None,
+            "user_id": None if info.unlogged else p.user_id if p else info.user_id,
             "token_id": p.token_id if p else None,
             "surface": info.surface,
             "method": method[:300],
             "status": status,
-            "ip": _client_ip(scope, headers, self.settings.trusted_proxies),
+            "ip": info.ip,
             "user_agent": (headers.get("user-agent") or "")[:500] or None,
             "result_count": info.result_count,
             "latency_ms": round(elapsed * 1000, 3),
@@ -401,6 +422,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
         validator_map=_validator_map(),
     )
     from handlers import mcp as mcp_handler
+    from handlers import pages
     from handlers import spec as spec_handler
 
     app.add_url_rule("/api/mcp", "mcp", mcp_handler.endpoint, methods=["GET", "POST", "DELETE"])
@@ -411,6 +433,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
     app.add_url_rule("/healthz", "healthz", ops.healthz, methods=["GET"])
     app.add_url_rule("/readyz", "readyz", ops.readyz, methods=["GET"])
     app.add_url_rule("/metrics", "metrics", ops.metrics_text, methods=["GET"])
+    pages.add_routes(app)
     for exc_type in (ApiError, ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_type, handle_error)
     return LevMiddleware(app, settings)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 import uuid
@@ -110,24 +111,20 @@ def cmd_user_set_tier(args: argparse.Namespace) -> None:
 
 
 def cmd_token_create(args: argparse.Namespace) -> None:
-    from store import tokens
+    from lev.accounts import mint_token
 
-    settings = get_settings()
     try:
         folder_ids = [uuid.UUID(f) for f in args.folder]
     except ValueError:
         _die("--folder takes a folder id (UUID)")
         return
-    write_cap = settings.default_write_cap if args.write_cap is None else args.write_cap
 
     async def go(s: Any) -> str:
         user = await _user(s, args.user)
-        token, _ = await tokens.mint(
-            s, user, args.name, write=args.write, folder_ids=folder_ids, kb_only=args.kb_only,
-            expires_in_days=args.expires_in_days, write_cap=write_cap,
-            tier_caps={"free": settings.tier_free_tokens, "pro": settings.tier_pro_tokens},
-        )
-        return token
+        minted = await mint_token(s, user, name=args.name, write=args.write, folder_ids=folder_ids,
+                                  kb_only=args.kb_only, expires_in_days=args.expires_in_days,
+                                  write_cap=args.write_cap)
+        return str(minted["token"])
 
     print(_run(go))
 
@@ -265,6 +262,8 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", module="(transformers|torch|sentence_transformers|pgserver|platformdirs)")
+    for name in ("pgserver", "alembic", "sentence_transformers", "httpx"):  # start-up chatter at INFO
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def banner(url: str, data_dir: str, lev: str) -> str:

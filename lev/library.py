@@ -6,7 +6,7 @@ import asyncio
 import uuid
 from typing import Any
 
-from lev import context
+from lev import context, progress
 from lev.errors import invalid_body, not_found
 from lev.ingest import embed_query
 from lev.policy import Principal, folder_visible
@@ -60,6 +60,8 @@ async def get_item(principal: Principal, item_id: uuid.UUID) -> dict[str, Any]:
     async with session_scope() as s:
         item = await item_store.get_visible(s, principal.scope, item_id)
     context.note_results(1)
+    item["progress"] = await progress.read(uuid.UUID(str(item["content_id"]))) if item["status"] == "processing" \
+        else None
     return item
 
 

@@ -360,7 +360,7 @@ async def _store(principal: Principal, source: _Source, *, kind: str, title: str
                  auto_transform: bool, transcription_status: str = "not_required", duration: float | None = None,
                  quota_seconds: float | None = None) -> dict[str, Any]:
     """Insert the content, its chunks and the user item in one transaction (idempotent per upload path)."""
-    folder_id = principal.single_folder
+    folder_id = principal.new_item_folder
     result_status = "transcribing" if transcription_status == "pending" else status
     async with session_scope() as s:
         if source.url is None and source.path is not None:
@@ -393,7 +393,7 @@ async def _store(principal: Principal, source: _Source, *, kind: str, title: str
         item_id = await content_store.create_item(
             s, user_id=principal.user_id, content_id=content_id, kind=kind, title=title, url=source.url,
             in_kb=in_kb, auto_transform=auto_transform, status=status, transcription_status=transcription_status,
-            folder_id=folder_id,
+            folder_id=folder_id, created_by=principal.token_id,
         )
         if source.url is None and source.path is not None:
             await upload_store.set_item(s, source.path, item_id)
@@ -503,11 +503,11 @@ async def _share_existing(principal: Principal, canonical: str, url: str, title:
             return None
         media = row.kind in ("audio", "video", "youtube")
         tstatus = ("done" if row.status == "ready" else "pending") if media else "not_required"
-        folder_id = principal.single_folder
+        folder_id = principal.new_item_folder
         item_id = await content_store.create_item(
             s, user_id=principal.user_id, content_id=row.id, kind=row.kind, title=title or row.title, url=url,
             in_kb=in_kb, auto_transform=auto_transform, status=row.status, transcription_status=tstatus,
-            folder_id=folder_id,
+            folder_id=folder_id, created_by=principal.token_id,
         )
     if row.status == "ready" and auto_transform:
         await runtime.enqueue("transform_item", str(item_id))

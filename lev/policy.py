@@ -10,7 +10,7 @@ import hmac
 import re
 import secrets
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -28,6 +28,7 @@ class Scope:
     user_id: uuid.UUID
     folder_ids: frozenset[uuid.UUID] | None  # None = whole library
     kb_only: bool = False
+    token_id: uuid.UUID | None = None  # a folder-scoped token also sees the unfiled items it created
 
     @property
     def is_unscoped(self) -> bool:
@@ -36,9 +37,10 @@ class Scope:
 
 @dataclass(frozen=True)
 class Principal:
-    """An authenticated token."""
+    """An authenticated token, or a signed-in browser session (token_id None: whole library, read and write,
+    not-in-KB items visible)."""
 
-    token_id: uuid.UUID
+    token_id: uuid.UUID | None
     user_id: uuid.UUID
     name: str
     capabilities: frozenset[str]
@@ -48,10 +50,18 @@ class Principal:
     write_cap: int
     tier: str
     extra: dict[str, object] = field(default_factory=dict, compare=False)
+    file_into: uuid.UUID | None = field(default=None, compare=False)  # the ingest request's folder_id
 
     @property
     def scope(self) -> Scope:
-        return Scope(self.user_id, None if self.is_unscoped else self.folder_ids, self.kb_only)
+        if self.is_unscoped:
+            return Scope(self.user_id, None, self.kb_only)
+        return Scope(self.user_id, self.folder_ids, self.kb_only, self.token_id)
+
+    @property
+    def new_item_folder(self) -> uuid.UUID | None:
+        """The folder a new item is filed into: the one asked for at ingest, else the scope-size-1 folder."""
+        return self.file_into or self.single_folder
 
     @property
     def single_folder(self) -> uuid.UUID | None:
@@ -140,6 +150,17 @@ def check_membership_targets(principal: Principal, folder_ids: list[uuid.UUID]) 
             403, "forbidden_scope", "Some target folders are outside this token's scope.",
             out_of_scope=[str(f) for f in outside],
         )
+
+
+def filing_target(principal: Principal, folder_id: uuid.UUID | None) -> Principal:
+    """The principal that files new items into `folder_id` (ingest's optional folder_id), or 403 forbidden_scope
+    when that folder is outside a folder-scoped token's scope."""
+    if folder_id is None:
+        return principal
+    if not principal.is_unscoped and folder_id not in principal.folder_ids:
+        raise ApiError(403, "forbidden_scope", "folder_id is outside this token's scope.",
+                       out_of_scope=[str(folder_id)])
+    return replace(principal, file_into=folder_id)
 
 
 def folder_visible(scope: Scope, folder_id: uuid.UUID) -> bool:

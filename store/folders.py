@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import delete, exists, func, insert, select
+from sqlalchemy import delete, exists, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -38,12 +38,17 @@ async def list_visible(session: AsyncSession, scope: Scope) -> list[dict[str, An
     return [_shape(r) for r in await session.execute(q)]
 
 
-async def create(session: AsyncSession, scope: Scope, name: str) -> dict[str, Any]:
+def _clean_name(name: str) -> str:
     clean = name.strip()
     if not clean or len(clean) > 200:
         raise ApiError(400, "invalid_body", "name must be 1-200 characters after trimming.")
     if "\x00" in clean:  # PostgreSQL text cannot hold NUL
         raise ApiError(400, "invalid_body", "name must not contain NUL characters.")
+    return clean
+
+
+async def create(session: AsyncSession, scope: Scope, name: str) -> dict[str, Any]:
+    clean = _clean_name(name)
     folder_id = uuid.uuid4()
     try:
         async with session.begin_nested():
@@ -54,6 +59,22 @@ async def create(session: AsyncSession, scope: Scope, name: str) -> dict[str, An
     except IntegrityError:
         raise ApiError(409, "name_taken", f"A folder named {clean!r} already exists.") from None
     return {"id": str(row.id), "name": row.name, "item_count": 0, "created_at": row.created_at.isoformat()}
+
+
+async def rename(session: AsyncSession, scope: Scope, folder_id: uuid.UUID, name: str) -> dict[str, Any]:
+    """Rename an owned folder (409 name_taken as on create); returns it with its item count."""
+    clean = _clean_name(name)
+    try:
+        async with session.begin_nested():
+            res = await session.execute(
+                update(folders).where(folders.c.id == folder_id, folders.c.user_id == scope.user_id)
+                .values(name=clean).returning(folders.c.id)
+            )
+            if res.first() is None:
+                raise not_found()
+    except IntegrityError:
+        raise ApiError(409, "name_taken", f"A folder named {clean!r} already exists.") from None
+    return next(f for f in await list_visible(session, scope) if f["id"] == str(folder_id))
 
 
 async def owned_ids(session: AsyncSession, user_id: uuid.UUID, ids: list[uuid.UUID], *,

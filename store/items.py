@@ -12,7 +12,9 @@ from sqlalchemy import (
     exists,
     func,
     literal,
+    or_,
     select,
+    update,
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -26,10 +28,16 @@ def visible(scope: Scope) -> ColumnElement[bool]:
     """The SQL predicate 'this user item is visible to the caller' (user, folder scope, kb_only)."""
     conds: list[ColumnElement[bool]] = [user_items.c.user_id == scope.user_id]
     if scope.folder_ids is not None:
-        conds.append(exists().where(
+        in_scope = exists().where(
             item_folders.c.item_id == user_items.c.id,
             item_folders.c.folder_id.in_(scope.folder_ids) if scope.folder_ids else literal(False),
-        ))
+        )
+        if scope.token_id is None:
+            conds.append(in_scope)
+        else:
+            own_unfiled = and_(user_items.c.created_by_token == scope.token_id,
+                               ~exists().where(item_folders.c.item_id == user_items.c.id))
+            conds.append(or_(in_scope, own_unfiled))
     if scope.kb_only:
         conds.append(user_items.c.in_kb.is_(True))
     return and_(*conds)
@@ -138,6 +146,22 @@ async def get_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -
         "folders": item["folder_ids"],
     })
     return item
+
+
+async def update_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID,
+                         changes: dict[str, Any]) -> dict[str, Any]:
+    """Set title / in_kb / archived on a visible item; returns its summary, or 404 not_found."""
+    values = {k: v for k, v in changes.items() if k in ("title", "in_kb", "archived")}
+    res = await session.execute(
+        update(user_items).where(user_items.c.id == item_id, visible(scope))
+        .values(**values, updated_at=func.now()).returning(user_items.c.id)
+    )
+    if res.first() is None:
+        raise not_found()
+    row = (await session.execute(
+        select(*_SUMMARY_COLS, _folder_ids(scope).label("folder_ids")).where(user_items.c.id == item_id)
+    )).one()
+    return shape_summary(row)
 
 
 async def require_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID, *, lock: bool = False) -> None:

@@ -71,6 +71,7 @@ user_items = Table(
     Column("transcription_status", Text, nullable=False),
     Column("error", Text),
     Column("auto_transform", Boolean, nullable=False),
+    Column("created_by_token", UUID(as_uuid=True)),
     Column("created_at", DateTime(timezone=True)),
     Column("updated_at", DateTime(timezone=True)),
 )
@@ -167,4 +168,13 @@ usage_monthly = Table(
     Column("user_id", UUID(as_uuid=True), primary_key=True),
     Column("month", Text, primary_key=True),
     Column("transcription_seconds", Float, nullable=False),
+)
+
+sessions = Table(
+    "sessions", metadata,
+    Column("id_hash", LargeBinary, primary_key=True),
+    Column("user_id", UUID(as_uuid=True), ForeignKey("users.id"), nullable=False),
+    Column("csrf_token", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True)),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
 )

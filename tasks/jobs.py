@@ -12,9 +12,12 @@ from sqlalchemy import select
 
 log = logging.getLogger("lev.jobs")
 
+EMBED_BATCH = 64  # chunks embedded between two progress reports
+
 
 async def process_content(_ctx: dict[str, Any], content_id: str) -> int:
     """Chunk and embed a stored content record, then mark it and its items ready."""
+    from lev import progress
     from lev.chunking import chunk_text
     from lev.ingest import embed_chunks
     from lev.runtime import enqueue
@@ -29,14 +32,20 @@ async def process_content(_ctx: dict[str, Any], content_id: str) -> int:
     if row is None:
         return 0
     body = row.transcript or row.text or ""
+    await progress.report(cid, "chunking", 0, None)
     bodies = await asyncio.to_thread(chunk_text, body, row.title)
-    vectors = await embed_chunks(row.title, bodies)
+    vectors: list[list[float]] = []
+    for start in range(0, len(bodies), EMBED_BATCH):  # batches, so GET /items/{id} can show how far it is
+        await progress.report(cid, "embedding", start, len(bodies))
+        vectors += await embed_chunks(row.title, bodies[start:start + EMBED_BATCH])
+    await progress.report(cid, "storing", len(bodies), len(bodies))
     async with session_scope() as s:
         await content_store.add_chunks(s, cid, row.title, bodies, vectors)
         await content_store.update_content(s, cid, status="ready")
         await content_store.set_items_status(s, cid, status="ready")
         todo = list((await s.execute(select(user_items.c.id).where(
             user_items.c.content_id == cid, user_items.c.auto_transform.is_(True)))).scalars())
+    await progress.clear(cid)
     for item_id in todo:
         await enqueue("transform_item", str(item_id))
     return len(bodies)

@@ -24,6 +24,8 @@ from arq.worker import Retry
 
 from lev import logs, metrics
 from lev.settings import get_settings
+from store import contents as content_store
+from store.db import session_scope
 
 log = logs.get_logger("lev.worker")
 
@@ -79,9 +81,6 @@ async def give_up(job: str, args: tuple[Any, ...], tries: int, error: str | None
     """Mark the content behind a job that never finished as failed, with the reason."""
     if job not in CONTENT_JOBS or not args:
         return
-    from store import contents as content_store
-    from store.db import session_scope
-
     content_id = uuid.UUID(str(args[0]))
     reason = (f"processing failed {tries - 1} times, last with {error}" if error else
               f"processing was abandoned after {tries - 1} attempts that did not finish (worker crash or timeout)")

@@ -22,14 +22,15 @@ QUEUE = "lev:queue"
 
 
 async def purge_activity(_ctx: dict[str, Any]) -> int:
-    """Delete activity entries older than the retention setting (90 days by default)."""
-    from store import activity
+    """Delete activity entries older than the retention setting (90 days by default) and expired sessions."""
+    from store import activity, sessions
     from store.db import session_scope
 
     cutoff = clock.now() - timedelta(days=get_settings().activity_retention_days)
     async with session_scope() as s:
         n = await activity.purge_before(s, cutoff)
-    log.info("purged %d activity entries older than %s", n, cutoff.isoformat())
+        ended = await sessions.purge_expired(s)
+    log.info("purged %d activity entries older than %s and %d expired sessions", n, cutoff.isoformat(), ended)
     return n
 
 

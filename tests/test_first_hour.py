@@ -113,7 +113,7 @@ def test_405_names_the_allowed_methods(server, api, user) -> None:
     c = api(user.token(write=True))
     for method, path, allow in (("PATCH", "/api/v1/search", "GET"), ("TRACE", "/api/v1/folders", "GET, POST"),
                                 ("GET", "/api/v1/items/bulk-delete", "POST"),
-                                ("PUT", f"/api/v1/items/{user.folder('Allow')}", "DELETE, GET")):
+                                ("PUT", f"/api/v1/items/{user.folder('Allow')}", "DELETE, GET, PATCH")):
         r = c.request(method, path)
         assert r.status_code == 405 and r.json()["error"] == "method_not_allowed", (method, path, r.text)
         assert r.headers["allow"] == allow, (method, path, r.headers)
@@ -219,3 +219,31 @@ def test_make_shows_install_progress() -> None:
                          timeout=60).stdout
     assert "==> [2/3] installing torch" in dry and "==> [3/3] installing Lev" in dry
     assert "pip install" in dry and "--quiet torch" not in dry and "--quiet -e" not in dry
+
+
+# --- long ingests show progress (issue 14 item 11) --------------------------------------------------------
+
+def test_processing_item_reports_progress(server, api, user) -> None:
+    c = api(user.token(write=True))
+    words = ["harbour", "lantern", "quartz", "meadow", "cobalt", "orchard", "glacier", "saffron", "tundra", "violet"]
+    paragraphs = [" ".join(f"{words[(i + j) % 10]}{i}x{j}" for j in range(60)) + "." for i in range(60)]
+    r = c.post("/api/v1/ingest", json={"kind": "text", "text": "\n\n".join(paragraphs), "title": "Long"})
+    assert r.status_code == 200 and r.json()["status"] == "processing", r.text
+    item_id = r.json()["user_item_id"]
+    seen: list[dict] = []
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        item = c.get(f"/api/v1/items/{item_id}").json()
+        if item["status"] != "processing":
+            break
+        seen.append(item["progress"])
+        time.sleep(0.05)
+    assert item["status"] == "ready" and item["progress"] is None, item["status"]
+    embedding = [p for p in seen if p["stage"] == "embedding"]
+    assert embedding, seen[:5]
+    total = embedding[0]["total"]
+    assert total > 64 and all(p["total"] == total and 0 <= p["done"] < total for p in embedding)
+    dones = [p["done"] for p in embedding]
+    assert dones == sorted(dones) and len(set(dones)) >= 2, dones  # it moved while we watched
+    tool = rpc(server, user.token(), "tools/call", {"name": "get_item", "arguments": {"item_id": item_id}}).json()
+    assert tool["result"]["structuredContent"]["progress"] is None

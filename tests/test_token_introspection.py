@@ -101,3 +101,11 @@ def test_introspection_needs_a_valid_token(server, api, user, admin) -> None:
     r = api(user.token()).post("/api/v1/token")
     err(r, 405, "method_not_allowed")
     assert r.headers["allow"] == "GET"
+
+
+def test_browser_session_is_not_a_token(server) -> None:
+    from tests.test_account import Browser
+
+    b = Browser(server.url)
+    assert b.signup().status_code == 201
+    err(b.call("GET", "/api/v1/token"), 404, "not_found")
