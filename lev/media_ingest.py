@@ -690,14 +690,13 @@ async def _finish(content_id: uuid.UUID, title: str | None, body: str, content_v
     """Chunk, embed and store `body`, mark the content and its items ready, charge, queue transforms."""
     from lev.chunking import chunk_text
     from lev.ingest import embed_chunks
-    from store.models import contents, user_items
+    from store.models import user_items
 
     bodies = await asyncio.to_thread(chunk_text, body, title) if body.strip() else []
     vectors = await embed_chunks(title, bodies) if bodies else []
     async with session_scope() as s:
-        alive = (await s.execute(select(contents.c.id).where(contents.c.id == content_id).with_for_update())).first()
-        if alive is None:  # deleted while we worked
-            return 0
+        if not await content_store.lock_unfinished(s, content_id):
+            return 0  # deleted while we worked, or finished by another run of this job (no second charge)
         await content_store.add_chunks(s, content_id, title, bodies, vectors)
         await content_store.update_content(s, content_id, status="ready", error=None, **content_values)
         await content_store.set_items_status(s, content_id, status="ready", error=None, **item_values)

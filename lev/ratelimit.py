@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import uuid
 from typing import Any
 
 from limits import RateLimitItem, parse
@@ -32,8 +33,7 @@ def _window(item: RateLimitItem) -> str:
     return unit if item.multiples == 1 else f"{item.multiples} {unit}s"
 
 
-def _writes_key(principal: Principal) -> str:
-    return f"lev:writes:{principal.token_id}:{clock.month_key()}"
+UNCAPPED = 2**31 - 1  # the count a token without a write cap can never reach
 
 
 class Limiter:
@@ -62,21 +62,14 @@ class Limiter:
         headers: dict[str, str] = {}
         if self.settings.limits_on:
             headers = await self._check_hourly(principal, limit_class)
-        if limit_class in WRITE_CLASSES:
-            if principal.write_cap > 0:
-                await self._count_write(principal, headers)
-            else:
-                await self._count_uncapped_write(principal)
+        if limit_class in WRITE_CLASSES and principal.token_id is not None:
+            await self._count_write(principal, headers)
         return headers
 
     async def status(self, principal: Principal) -> dict[str, Any]:
         """What the token has left, without consuming anything: monthly writes and the hourly budgets of the
         classes its capabilities reach (None when the hourly limits are off or Redis cannot be asked)."""
-        used: int | None
-        try:
-            used = int(await self._redis.get(_writes_key(principal)) or 0)
-        except (RedisError, OSError):
-            used = None
+        used: int | None = (await self.writes_this_month([str(principal.token_id)]))[str(principal.token_id)]
         cap = principal.write_cap or None
         writes = {"used": used, "cap": cap,
                   "remaining": None if cap is None or used is None else max(0, cap - used),
@@ -97,19 +90,6 @@ class Limiter:
         except (RedisError, OSError, StorageError):
             return None
         return out
-
-    async def _count_uncapped_write(self, principal: Principal) -> None:
-        """Count a write of a token without a cap (for introspection only): Redis trouble never refuses it."""
-        try:
-            await self._incr_month(_writes_key(principal))
-        except (RedisError, OSError) as exc:
-            log.warning("could not count an uncapped write: %s", type(exc).__name__)
-
-    async def _incr_month(self, key: str) -> int:
-        used = int(await self._redis.incr(key))
-        if used == 1:
-            await self._redis.expire(key, 40 * 86400)
-        return used
 
     async def _check_hourly(self, principal: Principal, limit_class: str) -> dict[str, str]:
         item = self.items[limit_class]
@@ -134,10 +114,16 @@ class Limiter:
         return headers
 
     async def _count_write(self, principal: Principal, headers: dict[str, str]) -> None:
-        key = _writes_key(principal)
-        used = await self._incr_month(key)
-        if used > principal.write_cap:
-            await self._redis.decr(key)
+        from store import tokens as token_store
+        from store.db import session_scope
+
+        # In PostgreSQL, beside the data it guards: a crash of Redis (or of everything) cannot reset it.
+        assert principal.token_id is not None  # browser sessions have no write cap
+        async with session_scope() as s:
+            # uncapped tokens are counted too (never refused), so GET /api/v1/token can say what they wrote
+            cap = principal.write_cap if principal.write_cap > 0 else UNCAPPED
+            counted = await token_store.count_write(s, principal.token_id, clock.month_key(), cap)
+        if not counted:
             retry = clock.seconds_to_month_end()
             err = ApiError(429, "rate_limited",
                            f"This token's monthly write cap of {principal.write_cap} is used up; it resets when "
@@ -166,6 +152,9 @@ class Limiter:
         """Writes counted against each token's monthly cap so far."""
         if not token_ids:
             return {}
-        month = clock.month_key()
-        values = await self._redis.mget([f"lev:writes:{t}:{month}" for t in token_ids])
-        return {t: int(v or 0) for t, v in zip(token_ids, values, strict=True)}
+        from store import tokens as token_store
+        from store.db import session_scope
+
+        async with session_scope() as s:
+            counted = await token_store.writes_in_month(s, [uuid.UUID(t) for t in token_ids], clock.month_key())
+        return {t: counted.get(uuid.UUID(t), 0) for t in token_ids}

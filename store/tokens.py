@@ -7,11 +7,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.errors import ApiError
 from lev.policy import new_token
-from store.models import folders, token_folders, tokens, users
+from store.models import folders, token_folders, token_monthly_writes, tokens, users
 
 
 async def lookup(session: AsyncSession, digest: bytes) -> dict[str, Any] | None:
@@ -146,6 +147,28 @@ async def revoke_emptied_by_folder_delete(session: AsyncSession, folder_id: uuid
         .values(revoked_at=func.now())
     )
     return int(res.rowcount)  # type: ignore[attr-defined]
+
+
+async def count_write(session: AsyncSession, token_id: uuid.UUID, month: str, cap: int) -> bool:
+    """Count one write of the token in `month` unless `cap` are already counted; False when refused.
+
+    One atomic statement, so concurrent requests can never together pass the cap.
+    """
+    insert_one = pg_insert(token_monthly_writes).values(token_id=token_id, month=month, writes=1)
+    stmt = insert_one.on_conflict_do_update(
+        index_elements=["token_id", "month"], set_={"writes": token_monthly_writes.c.writes + 1},
+        where=token_monthly_writes.c.writes < cap,
+    ).returning(token_monthly_writes.c.writes)
+    return (await session.execute(stmt)).first() is not None
+
+
+async def writes_in_month(session: AsyncSession, token_ids: list[uuid.UUID], month: str) -> dict[uuid.UUID, int]:
+    """Writes counted for each token in `month` (tokens without any are absent)."""
+    rows = await session.execute(
+        select(token_monthly_writes.c.token_id, token_monthly_writes.c.writes)
+        .where(token_monthly_writes.c.token_id.in_(token_ids), token_monthly_writes.c.month == month)
+    )
+    return {r.token_id: int(r.writes) for r in rows}
 
 
 async def touch_last_used(session: AsyncSession, seen: dict[uuid.UUID, datetime]) -> None:
