@@ -6,7 +6,7 @@ from typing import Any
 
 from handlers import principal
 from lev import context, library
-from lev.errors import ApiError, not_found
+from lev.errors import ApiError, folder_not_found, invalid_body, not_found
 from lev.policy import check_membership_targets, folder_visible, parse_uuid, parse_uuid_field, require
 from store import folders as folder_store
 from store import items as item_store
@@ -57,7 +57,7 @@ async def bulk_delete(body: dict[str, Any], token_info: dict[str, Any]) -> dict[
     try:
         wanted = list(dict.fromkeys(parse_uuid(raw) for raw in body["ids"]))
     except ApiError:
-        raise ApiError(400, "invalid_body", "ids must be UUIDs.") from None
+        raise invalid_body("ids must be UUIDs.") from None
     not_found_ids: list[str] = []
     async with session_scope() as s:
         deleted = set(await item_store.delete_visible(s, p.scope, wanted))
@@ -73,13 +73,14 @@ async def add_folders(id_: str, body: dict[str, Any], token_info: dict[str, Any]
     try:
         targets = list(dict.fromkeys(parse_uuid(f) for f in body["folder_ids"]))
     except ApiError:
-        raise ApiError(400, "invalid_body", "folder_ids must be UUIDs.") from None
+        raise invalid_body("folder_ids must be UUIDs.") from None
     async with session_scope() as s:
-        await item_store.require_visible(s, p.scope, item_id)
+        if not await item_store.is_visible(s, p.scope, item_id):
+            raise not_found()
         owned = await folder_store.owned_ids(s, p.user_id, targets)
         missing = [str(f) for f in targets if f not in owned]
         if missing:
-            raise ApiError(404, "folder_not_found", "Some target folders do not exist.", missing=missing)
+            raise folder_not_found("Some target folders do not exist.", missing=missing)
         check_membership_targets(p, targets)
         await item_store.add_memberships(s, item_id, targets)
         folder_ids = await item_store.visible_folder_ids(s, p.scope, item_id)
@@ -94,7 +95,8 @@ async def remove_folder(id_: str, folder_id: str, token_info: dict[str, Any]) ->
     if not folder_visible(p.scope, fid):
         raise not_found()
     async with session_scope() as s:
-        await item_store.require_visible(s, p.scope, item_id)
+        if not await item_store.is_visible(s, p.scope, item_id):
+            raise not_found()
         if not await item_store.remove_membership(s, item_id, fid):
             raise not_found()
         folder_ids = await item_store.visible_folder_ids(s, p.scope, item_id)

@@ -1,6 +1,6 @@
 """POST /api/mcp: the MCP surface (JSON-RPC 2.0 over streamable HTTP, stateless) and its four tools.
 
-Tools, their schemas and capabilities come from `mcp_tools.json`; errors map through `ApiError.jsonrpc_error`.
+Tools, their schemas and capabilities come from `mcp_tools.json`; errors are shaped by `lev.errors`.
 """
 
 from __future__ import annotations
@@ -18,14 +18,17 @@ from jsonschema.exceptions import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lev import __version__, context, library
-from lev.app import apply_limits
+from lev import __version__, context, library, runtime
 from lev.errors import (
-    JSONRPC_INTERNAL,
-    JSONRPC_INVALID_PARAMS,
-    JSONRPC_INVALID_REQUEST,
-    MCP_TOOL_ERRORS,
+    JSONRPC_METHOD_NOT_FOUND,
     ApiError,
+    forbidden_origin,
+    internal_error,
+    invalid_body,
+    jsonrpc_error,
+    rest_headers,
+    tool_error,
+    transport_error,
 )
 from lev.ingest import ingest
 from lev.openapi import mcp_tools
@@ -57,19 +60,9 @@ def _listed(tool: dict[str, Any]) -> dict[str, Any]:
     return {k: tool[k] for k in keys if k in tool}
 
 
-def _rpc_error(err: ApiError) -> JsonRpcError:
-    e = err.jsonrpc_error()
-    return JsonRpcError(code=e["code"], message=e["message"], data=e["data"])
-
-
 def _tool_result(obj: dict[str, Any]) -> Any:
     return Success({"content": [{"type": "text", "text": json.dumps(obj)}], "structuredContent": obj,
                     "isError": False})
-
-
-def _tool_error(err: ApiError) -> Any:
-    text = err.message or err.code
-    return Success({"content": [{"type": "text", "text": f"{text} (error: {err.code})"}], "isError": True})
 
 
 async def initialize(_ctx: dict[str, Any], **params: Any) -> Any:
@@ -92,15 +85,14 @@ async def tools_list(_ctx: dict[str, Any], **_params: Any) -> Any:
 
 
 async def server_discover(_ctx: dict[str, Any], **_params: Any) -> Any:
-    raise JsonRpcError(code=-32601, message="Method not found: use initialize (protocol 2025-11-25)")
+    raise JsonRpcError(code=JSONRPC_METHOD_NOT_FOUND, message="Method not found: use initialize (protocol 2025-11-25)")
 
 
 def _validate_arguments(tool: dict[str, Any], arguments: Any) -> dict[str, Any]:
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
-        raise JsonRpcError(code=JSONRPC_INVALID_PARAMS, message="arguments must be an object",
-                           data={"error": "invalid_body"})
+        raise jsonrpc_error(invalid_body("arguments must be an object"))
     errors = sorted(tool["_validator"].iter_errors(arguments), key=lambda e: list(e.path))
     if errors:
         first: ValidationError = errors[0]
@@ -110,16 +102,14 @@ def _validate_arguments(tool: dict[str, Any], arguments: Any) -> dict[str, Any]:
         if first.validator == "additionalProperties":
             where = "arguments"
         message = f"Invalid argument {where}: {first.message}"
-        raise JsonRpcError(code=JSONRPC_INVALID_PARAMS, message=message,
-                           data={"error": "invalid_body", "message": message})
+        raise jsonrpc_error(invalid_body(message))
     return arguments
 
 
 async def tools_call(ctx: dict[str, Any], name: Any = None, arguments: Any = None, **_extra: Any) -> Any:
     tools = _tool_index()
     if not isinstance(name, str) or name not in tools:
-        raise JsonRpcError(code=JSONRPC_INVALID_PARAMS, message=f"Unknown tool: {name!r}",
-                           data={"error": "invalid_body", "tools": sorted(tools)})
+        raise jsonrpc_error(invalid_body(f"Unknown tool: {name!r}", tools=sorted(tools)))
     tool = tools[name]
     info = context.current()
     if info is not None:
@@ -128,21 +118,19 @@ async def tools_call(ctx: dict[str, Any], name: Any = None, arguments: Any = Non
     principal: Principal = ctx["principal"]
     try:
         require(principal, tool["capability"])
-        await apply_limits(principal, tool.get("limit_class"))
+        await runtime.get_runtime().limiter.apply(principal, tool.get("limit_class"))
         result = await TOOLS[name](principal, args)
     except ApiError as err:
-        if err.code in MCP_TOOL_ERRORS:
-            return _tool_error(err)
+        if err.entry.tool_result:
+            return Success(tool_error(err))
         if err.status >= 500:
             log.error("tool %s failed: %s", name, err)
-        raise _rpc_error(err) from None
+        raise jsonrpc_error(err) from None
     except JsonRpcError:
         raise
     except Exception:
         log.exception("tool %s failed", name)
-        request_id = info.request_id if info else None
-        raise JsonRpcError(code=JSONRPC_INTERNAL, message="Internal error; report the request_id if it persists.",
-                           data={"error": "internal_error", "request_id": request_id}) from None
+        raise jsonrpc_error(internal_error(), info.request_id if info else None) from None
     return _tool_result(result)
 
 
@@ -155,7 +143,7 @@ async def _get_item(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
     try:
         item_id = uuid.UUID(args["item_id"])
     except ValueError:
-        raise ApiError(400, "invalid_body", "item_id must be a UUID.") from None
+        raise invalid_body("item_id must be a UUID.") from None
     return await library.get_item(p, item_id)
 
 
@@ -166,7 +154,7 @@ async def _list_recent(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
 async def _add(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
     has_url, has_text = "url" in args, "text" in args
     if has_url == has_text:
-        raise ApiError(400, "invalid_body", "Give exactly one of url or text.")
+        raise invalid_body("Give exactly one of url or text.")
     return await ingest(
         p, kind="url" if has_url else "text", url=args.get("url"), text=args.get("text"), title=args.get("title"),
         in_kb=args.get("in_kb", True), auto_transform=args.get("auto_transform", False),
@@ -184,9 +172,8 @@ def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -
     return Response(json.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
 
-def _transport_error(status: int, code: int, err: ApiError, headers: dict[str, str] | None = None) -> Response:
-    return _json({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": err.message or err.code,
-                                                            "data": err.body()}}, status, headers)
+def _transport_error(err: ApiError) -> Response:
+    return _json(transport_error(err), err.status, rest_headers(err))
 
 
 def _origin_allowed(origin: str) -> bool:
@@ -204,19 +191,17 @@ async def endpoint(request: Request) -> Response:
     info = context.current()
     origin = request.headers.get("origin")
     if origin and not _origin_allowed(origin):
-        return _transport_error(403, JSONRPC_INVALID_REQUEST,
-                                ApiError(403, "forbidden_origin", f"Origin {origin} is not allowed."))
+        return _transport_error(forbidden_origin(origin))
     version = request.headers.get("mcp-protocol-version")
     if version and version not in PROTOCOL_VERSIONS + PROBE_VERSIONS:
-        return _transport_error(400, JSONRPC_INVALID_REQUEST, ApiError(
-            400, "invalid_body", f"Unsupported MCP-Protocol-Version {version}; supported: "
-            f"{', '.join(PROTOCOL_VERSIONS)}."))
+        return _transport_error(invalid_body(
+            f"Unsupported MCP-Protocol-Version {version}; supported: {', '.join(PROTOCOL_VERSIONS)}."))
     try:
         token = parse_bearer(request.headers.get("authorization"))
         async with read_scope() as s:
             principal = await authenticate(s, token)
     except ApiError as err:
-        return _transport_error(401, JSONRPC_INVALID_REQUEST, err, {"WWW-Authenticate": 'Bearer realm="lev"'})
+        return _transport_error(err)
     if info is not None:
         info.principal = principal
     raw = (await request.body()).decode("utf-8", errors="replace")

@@ -14,70 +14,37 @@ from ipaddress import ip_address, ip_network
 from typing import Any
 
 from connexion import AsyncApp
-from connexion.exceptions import BadRequestProblem, OAuthProblem, ProblemException, Unauthorized
+from connexion.exceptions import ProblemException
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.options import SwaggerUIOptions
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from handlers import mcp as mcp_handler
 from lev import clock, context, runtime
-from lev.errors import ApiError
+from lev.embedder import check_dimension, get_embedder
+from lev.errors import ApiError, file_too_large, rest_body, rest_headers, to_api_error
 from lev.openapi import connexion_spec, operations
-from lev.policy import Principal, authenticate
+from lev.policy import authenticate
 from lev.settings import Settings, get_settings
+from store.db import read_scope
+from tasks.worker import make_worker
 
 log = logging.getLogger("lev")
 
 UPLOAD_PUT_PREFIX = "/api/v1/uploads/put/"
 
 
-def _error_response(err: ApiError) -> ConnexionResponse:
+def error_response(err: ApiError) -> ConnexionResponse:
+    """An error as Connexion's response: the body and headers shaped by lev.errors."""
     info = context.current()
-    body = err.body()
-    headers = dict(err.headers)
-    if err.status >= 500 and info is not None:
-        body["request_id"] = info.request_id
-    if err.status == 401:
-        headers["WWW-Authenticate"] = 'Bearer realm="lev"'
-    return ConnexionResponse(status_code=err.status, body=json.dumps(body), headers=headers,
+    body = rest_body(err, info.request_id if info is not None else None)
+    return ConnexionResponse(status_code=err.status, body=json.dumps(body), headers=rest_headers(err),
                              content_type="application/json")
 
 
-def to_api_error(exc: Exception) -> ApiError:
-    """The one mapping from any exception to the contract's error bodies."""
-    if isinstance(exc, ApiError):
-        return exc
-    if isinstance(exc, (OAuthProblem, Unauthorized)):
-        return ApiError(401, "missing_bearer_token", "Send Authorization: Bearer <token>.")
-    if isinstance(exc, BadRequestProblem):
-        return ApiError(400, "invalid_body", str(exc.detail or "The request failed validation."))
-    if isinstance(exc, UnicodeDecodeError):  # Connexion decodes JSON bodies before validating them
-        return ApiError(400, "invalid_body", "The request body is not UTF-8 encoded JSON.")
-    if isinstance(exc, ProblemException):
-        status = exc.status or 500
-        if status == 415:
-            return ApiError(415, "unsupported_media_type", str(exc.detail or "Send application/json."))
-        if status == 404:
-            return ApiError(404, "not_found", "No such route.")
-        if status == 405:
-            return ApiError(405, "method_not_allowed", "Method not allowed on this route.")
-        if status < 500:
-            return ApiError(400, "invalid_body", str(exc.detail or exc.title))
-    if isinstance(exc, HTTPException):
-        if exc.status_code == 404:
-            return ApiError(404, "not_found", "No such route.")
-        if exc.status_code == 405:
-            return ApiError(405, "method_not_allowed", "Method not allowed on this route.")
-        if exc.status_code == 415:
-            return ApiError(415, "unsupported_media_type", str(exc.detail))
-        if exc.status_code < 500:
-            return ApiError(400, "invalid_body", str(exc.detail))
-    log.error("unhandled error", exc_info=exc)
-    return ApiError(500, "internal_error", "Unexpected server error; report the request_id if it persists.")
-
-
 async def handle_error(_request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
-    return _error_response(to_api_error(exc))
+    return error_response(to_api_error(exc))
 
 
 _LIMIT_CLASS: dict[str, str | None] = {}
@@ -106,8 +73,6 @@ def limit_class(operation_id: str | None) -> str | None:
 
 async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
     """Connexion's bearer hook: authenticate, then apply the operation's rate-limit class."""
-    from store.db import read_scope
-
     async with read_scope() as s:
         principal = await authenticate(s, token)
     info = context.current()
@@ -116,15 +81,8 @@ async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
     op_id = None
     if request is not None:
         op_id = request.scope.get("extensions", {}).get("connexion_routing", {}).get("operation_id")
-    await apply_limits(principal, limit_class(op_id))
+    await runtime.get_runtime().limiter.apply(principal, limit_class(op_id))
     return {"sub": str(principal.user_id), "principal": principal}
-
-
-async def apply_limits(principal: Principal, limit_cls: str | None) -> None:
-    headers = await runtime.get_runtime().limiter.check(principal, limit_cls)
-    info = context.current()
-    if info is not None:
-        info.headers.update(headers)
 
 
 def _client_ip(scope: Scope, headers: dict[str, str], trusted: list[str]) -> str | None:
@@ -194,15 +152,13 @@ class LevMiddleware:
             if message["type"] == "http.request" and not exempt:
                 received += len(message.get("body", b""))
                 if received > cap:
-                    raise ApiError(413, "file_too_large", f"Request bodies are limited to {cap} bytes.",
-                                   maxBytes=cap)
+                    raise file_too_large(f"Request bodies are limited to {cap} bytes.", cap)
             return message
 
         try:
             if too_big:
-                await self._send_error(
-                    ApiError(413, "file_too_large", f"Request bodies are limited to {cap} bytes.", maxBytes=cap),
-                    send_wrapper)
+                await self._send_error(file_too_large(f"Request bodies are limited to {cap} bytes.", cap),
+                                       send_wrapper)
             else:
                 await self.app(scope, receive_wrapper, send_wrapper)
         except ApiError as err:
@@ -216,7 +172,7 @@ class LevMiddleware:
             self._log(scope, headers, info, status_holder["status"], started)
 
     async def _send_error(self, err: ApiError, send: Send) -> None:
-        resp = _error_response(err)
+        resp = error_response(err)
         body = resp.body if isinstance(resp.body, bytes) else str(resp.body).encode()
         raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         raw += [(k.encode(), v.encode()) for k, v in (resp.headers or {}).items()]
@@ -253,11 +209,11 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
+        # Loads the model once per process and refuses to start on a vector-size mismatch.
+        await asyncio.to_thread(check_dimension, get_embedder(), settings.embed_dim)
         rt = await runtime.start(settings)
         worker = None
         if settings.workers_inline:
-            from tasks.worker import make_worker
-
             worker = make_worker(rt.redis_url, own_runtime=False)
             task = asyncio.get_running_loop().create_task(worker.async_run())
         try:
@@ -277,8 +233,6 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
         strict_validation=True,
         validate_responses=False,
     )
-    from handlers import mcp as mcp_handler
-
     app.add_url_rule("/api/mcp", "mcp", mcp_handler.endpoint, methods=["GET", "POST", "DELETE"])
     for exc_type in (ApiError, ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_type, handle_error)

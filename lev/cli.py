@@ -10,8 +10,14 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from lev.errors import ApiError
+from lev import library
+from lev.app import create_app
+from lev.embedded import resolve_urls
+from lev.errors import ApiError, email_taken
+from lev.policy import mint_token
 from lev.settings import get_settings
+from store import activity, db, tokens, users
+from tasks.worker import run_worker
 
 
 def _die(message: str, code: int = 1) -> None:
@@ -20,9 +26,6 @@ def _die(message: str, code: int = 1) -> None:
 
 
 async def _with_db(fn: Callable[[Any], Awaitable[Any]]) -> Any:
-    from lev.embedded import resolve_urls
-    from store import db
-
     settings = get_settings()
     db_url, _ = await asyncio.to_thread(resolve_urls, settings.database_url, settings.redis_url, settings.data_dir)
     await asyncio.to_thread(db.migrate, db_url)
@@ -43,8 +46,6 @@ def _run(fn: Callable[[Any], Awaitable[Any]]) -> Any:
 
 
 async def _user(s: Any, email: str) -> dict[str, Any]:
-    from store import users
-
     user = await users.by_email(s, email)
     if user is None:
         _die(f"no user with email {email}")
@@ -62,17 +63,19 @@ def _read_password(args: argparse.Namespace) -> str | None:
 
 
 def cmd_user_create(args: argparse.Namespace) -> None:
-    from store import users
-
     password = _read_password(args)
     if "@" not in args.email:
         _die("EMAIL must be an email address")
-    print(_run(lambda s: users.create(s, args.email, args.tier, password)))
+    async def go(s: Any) -> uuid.UUID:
+        created = await users.create(s, args.email, args.tier, password)
+        if created is None:
+            raise email_taken(args.email)
+        return created
+
+    print(_run(go))
 
 
 def cmd_user_set_password(args: argparse.Namespace) -> None:
-    from store import tokens, users
-
     password = _read_password(args)
     assert password is not None
 
@@ -86,8 +89,6 @@ def cmd_user_set_password(args: argparse.Namespace) -> None:
 
 
 def cmd_user_set_tier(args: argparse.Namespace) -> None:
-    from store import users
-
     async def go(s: Any) -> None:
         user = await _user(s, args.email)
         await users.set_tier(s, user["id"], args.tier)
@@ -96,8 +97,6 @@ def cmd_user_set_tier(args: argparse.Namespace) -> None:
 
 
 def cmd_token_create(args: argparse.Namespace) -> None:
-    from store import tokens
-
     settings = get_settings()
     try:
         folder_ids = [uuid.UUID(f) for f in args.folder]
@@ -108,7 +107,7 @@ def cmd_token_create(args: argparse.Namespace) -> None:
 
     async def go(s: Any) -> str:
         user = await _user(s, args.user)
-        token, _ = await tokens.mint(
+        token, _ = await mint_token(
             s, user, args.name, write=args.write, folder_ids=folder_ids, kb_only=args.kb_only,
             expires_in_days=args.expires_in_days, write_cap=write_cap,
             tier_caps={"free": settings.tier_free_tokens, "pro": settings.tier_pro_tokens},
@@ -119,8 +118,6 @@ def cmd_token_create(args: argparse.Namespace) -> None:
 
 
 def cmd_token_list(args: argparse.Namespace) -> None:
-    from store import tokens
-
     async def go(s: Any) -> list[dict[str, Any]]:
         user = await _user(s, args.user)
         return await tokens.list_for_user(s, user["id"])
@@ -137,8 +134,6 @@ def cmd_token_list(args: argparse.Namespace) -> None:
 
 
 def cmd_token_revoke(args: argparse.Namespace) -> None:
-    from store import tokens
-
     try:
         token_id = uuid.UUID(args.token_id)
     except ValueError:
@@ -150,19 +145,14 @@ def cmd_token_revoke(args: argparse.Namespace) -> None:
 
 
 def cmd_folder_create(args: argparse.Namespace) -> None:
-    from lev.policy import Scope
-    from store import folders
-
     async def go(s: Any) -> str:
         user = await _user(s, args.user)
-        return (await folders.create(s, Scope(user["id"], None), args.name))["id"]
+        return (await library.create_folder(s, user["id"], args.name))["id"]
 
     print(_run(go))
 
 
 def cmd_activity_clear(args: argparse.Namespace) -> None:
-    from store import activity
-
     async def go(s: Any) -> int:
         user = await _user(s, args.user)
         return await activity.clear_for_user(s, user["id"])
@@ -181,7 +171,6 @@ def cmd_migrate(_args: argparse.Namespace) -> None:
 def cmd_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from lev.app import create_app
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     settings = get_settings()
@@ -191,8 +180,6 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
 
 def cmd_worker(_args: argparse.Namespace) -> None:
-    from tasks.worker import run_worker
-
     run_worker()
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from lev.errors import ApiError
 from lev.policy import Principal
 
 
@@ -19,7 +18,6 @@ class RequestInfo:
     surface: str = "rest"
     method: str = ""
     principal: Principal | None = None
-    auth_error: ApiError | None = None
     result_count: int | None = None
     query: str | None = None
     headers: dict[str, str] = field(default_factory=dict)

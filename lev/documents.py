@@ -14,7 +14,7 @@ from typing import Any
 
 from PIL import Image, ImageOps
 
-from lev.errors import ApiError
+from lev.errors import ApiError, extraction_failed
 
 MAX_IMAGE_PIXELS = 50_000_000
 Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
@@ -41,7 +41,7 @@ class Page:
 
 
 def _failed(message: str) -> ApiError:
-    return ApiError(422, "extraction_failed", message)
+    return extraction_failed(message)
 
 
 def _ocr_engine() -> Any:

@@ -5,6 +5,7 @@ Embedding is synchronous and CPU/IO-bound; async callers run `embed` in a worker
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import threading
@@ -281,6 +282,11 @@ def get_embedder() -> Embedder:
             )
         return OpenAIEmbedder(s.embed_url, s.embed_api_key, s.embed_model, s.embed_dim)
     raise RuntimeError(f"unknown LEV_EMBEDDER {s.embedder!r}; use 'local' or 'openai'")
+
+
+async def embed_query(query: str) -> list[float]:
+    """The vector of a search query, computed in a worker thread."""
+    return await asyncio.to_thread(get_embedder().embed_query, query)
 
 
 def check_dimension(embedder: Embedder, expected: int | None = None) -> None:

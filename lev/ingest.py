@@ -12,9 +12,9 @@ import uuid
 from typing import Any
 
 from lev import runtime
-from lev.chunking import chunk_text, embed_input
-from lev.embedder import get_embedder
+from lev.chunking import chunk_text, embed_chunks
 from lev.errors import ingest_failed, invalid_body
+from lev.media_ingest import ingest_media_url
 from lev.policy import Principal, require
 from lev.webfetch import UnsupportedMedia, canonical_url, classify_media_url, fetch_page
 from store import contents as content_store
@@ -23,15 +23,6 @@ from store.db import session_scope
 INLINE_CHUNK_LIMIT = 60
 MAX_TEXT_CHARS = 1_000_000
 MAX_URL_CHARS = 4096
-
-
-async def embed_chunks(title: str | None, bodies: list[str]) -> list[list[float]]:
-    embedder = get_embedder()
-    return await asyncio.to_thread(embedder.embed, [embed_input(title, b) for b in bodies])
-
-
-async def embed_query(query: str) -> list[float]:
-    return await asyncio.to_thread(get_embedder().embed_query, query)
 
 
 def _result(status: str, content_id: uuid.UUID, item_id: uuid.UUID, folder_id: uuid.UUID | None) -> dict[str, Any]:
@@ -172,6 +163,5 @@ async def _ingest_url(principal: Principal, url: str, title: str | None, in_kb: 
 async def _ingest_media_url(principal: Principal, url: str, kind: str, title: str | None, in_kb: bool,
                             auto_transform: bool) -> dict[str, Any]:
     """YouTube, PDF, audio and video URLs go to the upload/media pipeline (lev.media_ingest)."""
-    from lev.media_ingest import ingest_media_url
 
     return await ingest_media_url(principal, url, kind, title=title, in_kb=in_kb, auto_transform=auto_transform)

@@ -6,10 +6,12 @@ import asyncio
 import uuid
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from lev import context
-from lev.errors import invalid_body, not_found
-from lev.ingest import embed_query
-from lev.policy import Principal, folder_visible
+from lev.embedder import embed_query
+from lev.errors import invalid_body, name_taken, not_found
+from lev.policy import Principal, folder_name, folder_visible
 from lev.settings import get_settings
 from store import folders as folder_store
 from store import items as item_store
@@ -56,9 +58,20 @@ async def search(principal: Principal, *, query: str, mode: str = "hybrid", limi
     return {"mode": mode, "results": results}
 
 
+async def create_folder(session: AsyncSession, user_id: uuid.UUID, name: str) -> dict[str, Any]:
+    """A new folder for the REST handler and the CLI: 400 for a bad name, 409 name_taken for a used one."""
+    clean = folder_name(name)
+    created = await folder_store.create(session, user_id, clean)
+    if created is None:
+        raise name_taken(f"A folder named {clean!r} already exists.")
+    return created
+
+
 async def get_item(principal: Principal, item_id: uuid.UUID) -> dict[str, Any]:
     async with session_scope() as s:
         item = await item_store.get_visible(s, principal.scope, item_id)
+    if item is None:
+        raise not_found()
     context.note_results(1)
     return item
 

@@ -13,7 +13,7 @@ from typing import Literal
 
 import filetype
 
-from lev.errors import ApiError
+from lev.errors import extraction_failed, file_too_large, invalid_body, unsupported_media_type
 
 MAX_UPLOAD_BYTES = 52428800
 
@@ -60,13 +60,12 @@ def finalize_endpoint(mime: str) -> Literal["finalize", "finalize-document"]:
 def check_signing(mime: str, size: int) -> None:
     """Refuse a signed-URL request whose size or MIME type the service will not accept."""
     if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
-        raise ApiError(400, "invalid_body", "size must be a positive integer (bytes).")
+        raise invalid_body("size must be a positive integer (bytes).")
     if size > MAX_UPLOAD_BYTES:
-        raise ApiError(413, "file_too_large", f"Uploads are limited to {MAX_UPLOAD_BYTES} bytes (50 MB).",
-                       maxBytes=MAX_UPLOAD_BYTES)
+        raise file_too_large(f"Uploads are limited to {MAX_UPLOAD_BYTES} bytes (50 MB).",
+                       max_bytes=MAX_UPLOAD_BYTES)
     if media_class(mime) is None:
-        raise ApiError(415, "unsupported_media_type",
-                       f"MIME type {mime!r} is not accepted; upload a PDF, an image, audio or video.")
+        raise unsupported_media_type(f"MIME type {mime!r} is not accepted; upload a PDF, an image, audio or video.")
 
 
 # ISO-BMFF brands of still-image formats (HEIF/HEIC, AVIF, JPEG 2000, Canon raw): not audio or video.
@@ -170,5 +169,5 @@ def media_duration_seconds(path: Path | str) -> float:
     if duration is None:
         duration = _ffmpeg_duration(p)
     if duration is None or duration <= 0:
-        raise ApiError(422, "extraction_failed", "Could not read the media duration (corrupt file?).")
+        raise extraction_failed("Could not read the media duration (corrupt file?).")
     return duration

@@ -29,8 +29,21 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import select, text
 
-from lev import clock, runtime
-from lev.errors import ApiError, ingest_failed, invalid_body
+from lev import clock, documents, quota, runtime, youtube
+from lev.chunking import chunk_text, embed_chunks
+from lev.errors import (
+    ApiError,
+    extraction_failed,
+    file_too_large,
+    ingest_failed,
+    invalid_body,
+    invalid_signature,
+    not_found,
+    object_missing,
+    size_mismatch,
+    transcription_unavailable,
+    unsupported_media_type,
+)
 from lev.media import (
     MAX_UPLOAD_BYTES,
     check_signing,
@@ -41,10 +54,32 @@ from lev.media import (
     sniff_matches,
 )
 from lev.policy import Principal, require
+from lev.runtime import get_object_store
+from lev.transcriber import TranscriptionError, get_transcriber
+from lev.webfetch import (
+    REDIRECT_CODES,
+    USER_AGENT,
+    _check_url,
+    _GuardedTransport,
+    _send,
+    _status_error,
+    canonical_url,
+    check_host,
+)
+from lev.youtube import youtube_audio
 from store import contents as content_store
 from store import uploads as upload_store
 from store.db import session_scope
-from store.objects import InvalidObjectPath, ObjectStore, SignatureError, SizeExceeded, check_path, get_object_store
+from store.models import contents, user_items
+from store.objects import (
+    InvalidObjectPath,
+    LocalObjectStore,
+    ObjectStore,
+    S3ObjectStore,
+    SignatureError,
+    SizeExceeded,
+    check_path,
+)
 
 log = logging.getLogger("lev.media")
 
@@ -62,26 +97,12 @@ _EXT_MIME = {
 }
 
 
-def transcription_unavailable() -> ApiError:
-    return ApiError(400, "transcription_unavailable",
-                    "Transcription is not configured on this server (LEV_TRANSCRIBE_URL is unset), so audio, "
-                    "video and YouTube videos without captions cannot be ingested.")
-
-
-def object_missing() -> ApiError:
-    return ApiError(422, "object_missing",
-                    "No uploaded object at this path for this user: upload the bytes to the signed_url first "
-                    "(paths expire 24 hours after signing).")
-
-
 def _result(status: str, content_id: uuid.UUID, item_id: uuid.UUID, folder_id: uuid.UUID | None) -> dict[str, Any]:
     return {"status": status, "content_id": str(content_id), "user_item_id": str(item_id),
             "folder_id": str(folder_id) if folder_id else None}
 
 
 def _transcriber_configured() -> bool:
-    from lev.transcriber import get_transcriber
-
     return get_transcriber() is not None
 
 
@@ -121,32 +142,29 @@ async def receive_upload(path: str, *, expires: str | None, size: str | None, mi
                          sig: str | None, content_type: str | None, content_length: str | None,
                          chunks: Any) -> dict[str, Any]:
     """The local store's signed PUT: check the signature, the Content-Type and the byte cap, stream to disk."""
-    from store.objects import LocalObjectStore
 
     store = get_object_store()
     if not isinstance(store, LocalObjectStore):
-        raise ApiError(404, "not_found", "Uploads go straight to object storage on this server.")
+        raise not_found("Uploads go straight to object storage on this server.")
     try:
         store.verify(path, size or "", mime or "", expires or "", sig or "")
     except SignatureError as exc:
-        raise ApiError(403, "invalid_signature", f"The signed upload URL is not valid: {exc}.") from None
+        raise invalid_signature(f"The signed upload URL is not valid: {exc}.") from None
     assert size is not None and mime is not None
     declared = int(size)
     if normalize_mime(content_type or "") != mime:
-        raise ApiError(415, "unsupported_media_type",
-                       f"Send Content-Type: {mime} (the MIME type the upload URL was signed for).")
+        raise unsupported_media_type(f"Send Content-Type: {mime} (the MIME type the upload URL was signed for).")
     if content_length and content_length.strip().isdigit() and int(content_length) > declared:
-        raise ApiError(413, "file_too_large", f"This upload was signed for {declared} bytes.", maxBytes=declared)
+        raise file_too_large(f"This upload was signed for {declared} bytes.", max_bytes=declared)
     async with session_scope() as s:
         row = await upload_store.get(s, path)
     if row is None or row["item_id"] is not None:
-        raise ApiError(403, "invalid_signature",
-                       "The signed upload URL is no longer valid: the upload was finalized or has expired.")
+        raise invalid_signature("The signed upload URL is no longer valid: the upload was finalized or has expired.")
     try:
         written = await store.write_stream(path, chunks, declared)
     except SizeExceeded:
-        raise ApiError(413, "file_too_large", f"This upload was signed for {declared} bytes.",
-                       maxBytes=declared) from None
+        raise file_too_large(f"This upload was signed for {declared} bytes.",
+                       max_bytes=declared) from None
     return {"path": path, "size": written}
 
 
@@ -185,15 +203,13 @@ async def finalize(principal: Principal, body: dict[str, Any], endpoint: str) ->
     if stored is None:
         raise object_missing()
     if stored != size or size != row["size_bytes"]:
-        raise ApiError(422, "size_mismatch",
-                       f"The stored object has {stored} bytes; the upload declared {row['size_bytes']} and this "
+        raise size_mismatch(f"The stored object has {stored} bytes; the upload declared {row['size_bytes']} and this "
                        f"call {size}.")
     head = await store.read_head(path, SNIFF_HEAD)
     if not sniff_matches(mime, head):
         await _discard_upload(path)
-        raise ApiError(415, "unsupported_media_type",
-                       f"The uploaded bytes are not {mime} (their magic bytes do not match); the upload was "
-                       "discarded.")
+        raise unsupported_media_type(
+            f"The uploaded bytes are not {mime} (their magic bytes do not match); the upload was discarded.")
     title = (body.get("title") or "").strip() or None
     opts = {"in_kb": body.get("in_kb", True), "auto_transform": body.get("auto_transform", True)}
     source = _Source(path=path, mime=mime, size=size, filename=row["filename"], url=None, canonical=None)
@@ -262,14 +278,12 @@ def _pdf_plan(path: Path) -> tuple[int, int]:
     """(page count, pages without a usable text layer) of a PDF; 422 extraction_failed when unreadable."""
     import pypdfium2 as pdfium
 
-    from lev import documents
 
     with documents._PDFIUM_LOCK:
         try:
             pdf = pdfium.PdfDocument(str(path))
         except pdfium.PdfiumError as exc:
-            raise ApiError(422, "extraction_failed",
-                           f"The PDF could not be read (corrupt or password-protected): {exc}") from None
+            raise extraction_failed(f"The PDF could not be read (corrupt or password-protected): {exc}") from None
         try:
             count = len(pdf)
             textless = 0
@@ -285,17 +299,16 @@ def _pdf_plan(path: Path) -> tuple[int, int]:
                 if textless > INLINE_OCR_PAGES:
                     break
         except pdfium.PdfiumError as exc:
-            raise ApiError(422, "extraction_failed", f"The PDF could not be read: {exc}") from None
+            raise extraction_failed(f"The PDF could not be read: {exc}") from None
         finally:
             pdf.close()
     if count == 0:
-        raise ApiError(422, "extraction_failed", "The PDF has no pages.")
+        raise extraction_failed("The PDF has no pages.")
     return count, textless
 
 
 def _extract(path: Path, mime: str) -> tuple[str, dict[str, Any]]:
     """Text and metadata of a document file (blocking; run in a thread)."""
-    from lev import documents
 
     if mime == "application/pdf":
         pages, meta = documents.extract_pdf(path)
@@ -330,9 +343,6 @@ async def _ingest_document(principal: Principal, source: _Source, local: Path, t
     vectors: list[Any] = []
     status = "processing" if queued else "ready"
     if not queued:
-        from lev.chunking import chunk_text
-        from lev.ingest import embed_chunks
-
         doc_title = _doc_title(title, meta, source.filename)
         bodies = await asyncio.to_thread(chunk_text, body, doc_title) if body.strip() else []
         if len(bodies) > INLINE_CHUNK_LIMIT:
@@ -369,11 +379,7 @@ async def _store(principal: Principal, source: _Source, *, kind: str, title: str
             if existing is not None:  # a concurrent finalize won
                 return existing
         if quota_seconds is not None:
-            from lev import quota
-
-            await s.execute(text("SELECT pg_advisory_xact_lock(:k)"),
-                            {"k": int.from_bytes(principal.user_id.bytes[:8], "big", signed=True)})
-            await quota.check(s, principal.user_id, principal.tier, quota_seconds)
+            await quota.reserve(s, principal.user_id, principal.tier, quota_seconds)
         content_id = await content_store.create(
             s, kind=kind, title=title, text=text_body, url=source.url, canonical_url=source.canonical,
             metadata=metadata, status=status, mime=source.mime, object_path=source.path, size_bytes=source.size,
@@ -431,7 +437,6 @@ async def ingest_media_url(principal: Principal, url: str, kind: str, *, title: 
         return await _ingest_youtube(principal, url, title, in_kb, auto_transform)
     if kind in ("audio", "video") and not _transcriber_configured():
         raise transcription_unavailable()
-    from lev.webfetch import canonical_url
 
     try:
         canonical = canonical_url(url)
@@ -459,7 +464,6 @@ async def _ingest_downloaded(principal: Principal, url: str, kind: str, canonica
         klass = media_class(mime)
         if klass in ("audio", "video"):
             duration = await asyncio.to_thread(media_duration_seconds, local)
-            from lev import quota
 
             async with session_scope() as s:  # refuse before storing anything
                 await quota.check(s, principal.user_id, principal.tier, duration)
@@ -487,7 +491,6 @@ async def _queue_object_deletion(path: str) -> None:
 async def _share_existing(principal: Principal, canonical: str, url: str, title: str | None, in_kb: bool,
                           auto_transform: bool) -> dict[str, Any] | None:
     """A new item on the content someone already stored for this URL (no second download or charge)."""
-    from store.models import contents
 
     async with session_scope() as s:
         row = (await s.execute(select(contents.c.id, contents.c.kind, contents.c.title, contents.c.status,
@@ -516,7 +519,6 @@ async def _download(url: str, kind: str) -> tuple[Path, str, str]:
     """Fetch a media URL through the SSRF-guarded transport into a temp file (at most 50 MB)."""
     import httpx
 
-    from lev.webfetch import REDIRECT_CODES, USER_AGENT, _check_url, _GuardedTransport, _send, _status_error
 
     try:
         current = httpx.URL(url.strip())
@@ -607,7 +609,6 @@ def _pick_mime(ctype: str, url: str, kind: str) -> str:
 
 async def _put_file(store: ObjectStore, path: str, local: Path, mime: str) -> None:
     """Put a server-side file into the object store (the ObjectStore protocol has no server-side put)."""
-    from store.objects import LocalObjectStore, S3ObjectStore
 
     if isinstance(store, LocalObjectStore):
         async def chunks() -> Any:
@@ -625,9 +626,6 @@ async def _put_file(store: ObjectStore, path: str, local: Path, mime: str) -> No
 
 async def _ingest_youtube(principal: Principal, url: str, title: str | None, in_kb: bool,
                           auto_transform: bool) -> dict[str, Any]:
-    from lev import youtube
-    from lev.webfetch import check_host
-
     canonical = youtube.canonical_url(url)
     # yt-dlp does its own networking and cannot use the guarded transport: at least the YouTube host
     # itself must resolve to public addresses (the URL was already matched against YouTube's hosts).
@@ -645,9 +643,6 @@ async def _ingest_youtube(principal: Principal, url: str, title: str | None, in_
                      canonical=canonical)
     duration = float(info["duration"]) if isinstance(info.get("duration"), (int, float)) else None
     if captions:
-        from lev.chunking import chunk_text
-        from lev.ingest import embed_chunks
-
         meta["transcript_source"] = "captions"
         bodies = await asyncio.to_thread(chunk_text, captions, doc_title)
         vectors = await embed_chunks(doc_title, bodies)
@@ -685,9 +680,6 @@ async def _fail_content(content_id: uuid.UUID, message: str, *, transcription: b
 async def _finish(content_id: uuid.UUID, title: str | None, body: str, content_values: dict[str, Any],
                   item_values: dict[str, Any], charge: tuple[uuid.UUID, float] | None = None) -> int:
     """Chunk, embed and store `body`, mark the content and its items ready, charge, queue transforms."""
-    from lev.chunking import chunk_text
-    from lev.ingest import embed_chunks
-    from store.models import contents, user_items
 
     bodies = await asyncio.to_thread(chunk_text, body, title) if body.strip() else []
     vectors = await embed_chunks(title, bodies) if bodies else []
@@ -699,8 +691,6 @@ async def _finish(content_id: uuid.UUID, title: str | None, body: str, content_v
         await content_store.update_content(s, content_id, status="ready", error=None, **content_values)
         await content_store.set_items_status(s, content_id, status="ready", error=None, **item_values)
         if charge is not None:
-            from lev import quota
-
             await quota.charge(s, charge[0], charge[1])
         todo = list((await s.execute(select(user_items.c.id).where(
             user_items.c.content_id == content_id, user_items.c.auto_transform.is_(True)))).scalars())
@@ -710,8 +700,6 @@ async def _finish(content_id: uuid.UUID, title: str | None, body: str, content_v
 
 
 async def _content_row(content_id: uuid.UUID) -> Any:
-    from store.models import contents
-
     async with session_scope() as s:
         return (await s.execute(select(contents).where(contents.c.id == content_id))).first()
 
@@ -745,7 +733,6 @@ async def run_extract_document(content_id: str) -> int:
 
 async def run_transcription(content_id: str, user_id: str) -> int:
     """Job body: send the media to the Transcriber, store and embed the transcript, charge the duration."""
-    from lev.transcriber import TranscriptionError, get_transcriber
 
     cid = uuid.UUID(content_id)
     row = await _content_row(cid)
@@ -761,8 +748,6 @@ async def run_transcription(content_id: str, user_id: str) -> int:
             local = await get_object_store().local_copy(row.object_path)
             mime, filename = row.mime, PurePosixPath(row.object_path).name
         elif row.kind == "youtube" and row.url:
-            from lev.youtube import youtube_audio
-
             local = await youtube_audio(row.url, workdir)
             mime = _EXT_MIME.get(local.suffix.lower(), "audio/mp4")
             if local.suffix.lower() == ".webm":

@@ -14,8 +14,8 @@ from limits import RateLimitItem, parse
 from limits.aio.storage import RedisStorage
 from limits.aio.strategies import MovingWindowRateLimiter
 
-from lev import clock
-from lev.errors import ApiError
+from lev import clock, context
+from lev.errors import rate_limited
 from lev.policy import Principal
 from lev.settings import Settings
 
@@ -45,6 +45,13 @@ class Limiter:
         }
         self._redis = redis
 
+    async def apply(self, principal: Principal, limit_class: str | None) -> None:
+        """`check`, then hand the RateLimit-* headers to the response of the current request."""
+        headers = await self.check(principal, limit_class)
+        info = context.current()
+        if info is not None:
+            info.headers.update(headers)
+
     async def check(self, principal: Principal, limit_class: str | None) -> dict[str, str]:
         """Consume one call; returns the RateLimit-* headers, or raises 429 rate_limited."""
         if not limit_class:
@@ -60,11 +67,9 @@ class Limiter:
                        "RateLimit-Reset": str(reset)}
             if not allowed:
                 retry = max(1, reset)
-                err = ApiError(429, "rate_limited",
-                               f"Rate limit of {item.amount} calls per {_window(item)} for this token is used up; "
-                               f"retry in {retry} s.", retry_after_sec=retry)
-                err.headers = {**headers, "Retry-After": str(retry)}
-                raise err
+                raise rate_limited(f"Rate limit of {item.amount} calls per {_window(item)} for this token is used "
+                                   f"up; retry in {retry} s.", {**headers, "Retry-After": str(retry)},
+                                   retry_after_sec=retry)
         if limit_class in WRITE_CLASSES and principal.write_cap > 0:
             await self._count_write(principal, headers)
         return headers
@@ -78,8 +83,6 @@ class Limiter:
         if used > principal.write_cap:
             await self._redis.decr(key)
             retry = clock.seconds_to_month_end()
-            err = ApiError(429, "rate_limited",
-                           f"This token's monthly write cap of {principal.write_cap} is used up; it resets when "
-                           f"the month rolls over, in {retry} s.", retry_after_sec=retry, limit="monthly_writes")
-            err.headers = {**headers, "Retry-After": str(retry)}
-            raise err
+            raise rate_limited(f"This token's monthly write cap of {principal.write_cap} is used up; it resets when "
+                               f"the month rolls over, in {retry} s.", {**headers, "Retry-After": str(retry)},
+                               retry_after_sec=retry, limit="monthly_writes")

@@ -50,7 +50,7 @@ class UnsupportedMedia(ApiError):
     """The URL serves a PDF, audio or video; the caller may route it to a media pipeline."""
 
     def __init__(self, kind: str, content_type: str) -> None:
-        super().__init__(400, "ingest_failed", "PDF/audio/video URLs are not supported yet")
+        super().__init__("ingest_failed", "PDF/audio/video URLs are not supported yet")
         self.kind = kind
         self.content_type = content_type
 

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from lev.errors import ApiError
+from lev.errors import ApiError, ingest_failed
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{11}$")
 _HOSTS = {"youtube.com", "www.youtube.com", "m.youtube.com", "music.youtube.com", "youtube-nocookie.com",
@@ -57,13 +57,13 @@ def canonical_url(url: str) -> str:
     """`https://www.youtube.com/watch?v=<id>` for a YouTube video URL (drops playlist and tracking params)."""
     video_id = youtube_video_id(url)
     if video_id is None:
-        raise ApiError(400, "ingest_failed", "Not a YouTube video URL.")
+        raise ingest_failed("Not a YouTube video URL.")
     return f"https://www.youtube.com/watch?v={video_id}"
 
 
 def _unavailable(exc: Exception) -> ApiError:
     message = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).removeprefix("ERROR: ").strip()
-    return ApiError(400, "ingest_failed", f"YouTube video is unavailable (deleted or private): {message}")
+    return ingest_failed(f"YouTube video is unavailable (deleted or private): {message}")
 
 
 def _caption_tracks(info: dict[str, Any]) -> list[dict[str, Any]]:

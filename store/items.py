@@ -17,9 +17,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev.errors import not_found
-from lev.policy import Scope
 from store.models import contents, item_folders, object_deletions, outputs, user_items
+from store.scope import Scope
 
 
 def visible(scope: Scope) -> ColumnElement[bool]:
@@ -105,8 +104,8 @@ async def recent(session: AsyncSession, scope: Scope, limit: int) -> list[dict[s
     return items
 
 
-async def get_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -> dict[str, Any]:
-    """The full item (content text, metadata, transcript, outputs, memberships) or 404 not_found."""
+async def get_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -> dict[str, Any] | None:
+    """The full item (content text, metadata, transcript, outputs, memberships), or None when not visible."""
     q = (
         select(*_SUMMARY_COLS, _folder_ids(scope).label("folder_ids"), contents.c.text, contents.c.metadata,
                contents.c.transcript, contents.c.mime, contents.c.size_bytes, contents.c.duration_sec)
@@ -115,7 +114,7 @@ async def get_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -
     )
     row = (await session.execute(q)).first()
     if row is None:
-        raise not_found()
+        return None
     item = shape_summary(row)
     m = row._mapping
     metadata = dict(m["metadata"] or {})
@@ -140,10 +139,9 @@ async def get_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -
     return item
 
 
-async def require_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -> None:
+async def is_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -> bool:
     found = (await session.execute(select(user_items.c.id).where(user_items.c.id == item_id, visible(scope)))).first()
-    if found is None:
-        raise not_found()
+    return found is not None
 
 
 async def delete_many(session: AsyncSession, ids: list[uuid.UUID]) -> int:

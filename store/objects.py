@@ -19,12 +19,9 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
-
-from lev.settings import get_settings
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _PATH = re.compile(r"^uploads/[A-Za-z0-9_-]{1,64}/[0-9a-f]{32}/[A-Za-z0-9._-]{1,120}$")
@@ -303,20 +300,3 @@ class S3ObjectStore:
     async def delete(self, path: str) -> None:
         check_path(path)
         await asyncio.to_thread(self._client.delete_object, Bucket=self.bucket, Key=path)
-
-
-@lru_cache(maxsize=1)
-def get_object_store() -> ObjectStore:
-    """The store chosen by `LEV_OBJECT_STORE` (tests call `get_object_store.cache_clear()` after changes)."""
-    settings = get_settings()
-    kind = settings.object_store.lower()
-    if kind == "s3":
-        if not settings.s3_bucket:
-            raise RuntimeError("LEV_OBJECT_STORE=s3 needs LEV_S3_BUCKET")
-        return S3ObjectStore(settings.s3_bucket, settings.s3_endpoint_url, settings.s3_region,
-                             settings.s3_access_key, settings.s3_secret_key)
-    if kind != "local":
-        raise RuntimeError(f"LEV_OBJECT_STORE must be 'local' or 's3', not {settings.object_store!r}")
-    data_dir = Path(settings.data_dir)
-    return LocalObjectStore(data_dir / "objects", settings.base_url,
-                            load_or_create_secret(data_dir, settings.upload_secret))

@@ -21,9 +21,9 @@ from sqlalchemy import exists, literal_column, select, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev.policy import Scope
 from store.items import visible
 from store.models import item_folders, user_items
+from store.scope import Scope
 
 MODES = ("hybrid", "semantic", "keyword")
 

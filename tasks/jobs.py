@@ -10,17 +10,21 @@ from typing import Any
 
 from sqlalchemy import select
 
+from lev.chunking import chunk_text, embed_chunks
+from lev.media_ingest import drain_object_deletions as drain
+from lev.media_ingest import expire_uploads as expire
+from lev.media_ingest import run_extract_document, run_transcription
+from lev.runtime import enqueue
+from lev.transform import get_transformer
+from store import contents as content_store
+from store.db import session_scope
+from store.models import contents, user_items
+
 log = logging.getLogger("lev.jobs")
 
 
 async def process_content(_ctx: dict[str, Any], content_id: str) -> int:
     """Chunk and embed a stored content record, then mark it and its items ready."""
-    from lev.chunking import chunk_text
-    from lev.ingest import embed_chunks
-    from lev.runtime import enqueue
-    from store import contents as content_store
-    from store.db import session_scope
-    from store.models import contents, user_items
 
     cid = uuid.UUID(content_id)
     async with session_scope() as s:
@@ -44,9 +48,6 @@ async def process_content(_ctx: dict[str, Any], content_id: str) -> int:
 
 async def transform_item(_ctx: dict[str, Any], item_id: str) -> int:
     """Run the configured Transformer over an item's text and store its outputs."""
-    from lev.transform import get_transformer
-    from store import contents as content_store
-    from store.db import session_scope
 
     iid = uuid.UUID(item_id)
     async with session_scope() as s:
@@ -66,28 +67,24 @@ async def transform_item(_ctx: dict[str, Any], item_id: str) -> int:
 
 async def extract_document(_ctx: dict[str, Any], content_id: str) -> int:
     """Extract (OCR) and embed a queued PDF or image upload (lev.media_ingest)."""
-    from lev.media_ingest import run_extract_document
 
     return await run_extract_document(content_id)
 
 
 async def transcribe_content(_ctx: dict[str, Any], content_id: str, user_id: str) -> int:
     """Transcribe queued audio, video or YouTube content and charge the user's quota (lev.media_ingest)."""
-    from lev.media_ingest import run_transcription
 
     return await run_transcription(content_id, user_id)
 
 
 async def drain_object_deletions(_ctx: dict[str, Any]) -> int:
     """Delete stored objects queued by item deletes and expired uploads; retried every minute until gone."""
-    from lev.media_ingest import drain_object_deletions as drain
 
     return await drain()
 
 
 async def expire_uploads(_ctx: dict[str, Any]) -> int:
     """Forget uploads never finalized within 24 h and delete their objects."""
-    from lev.media_ingest import expire_uploads as expire
 
     return await expire()
 

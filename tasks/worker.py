@@ -12,17 +12,18 @@ from arq.connections import RedisSettings
 from arq.worker import Worker
 
 from lev import clock, runtime
+from lev.embedded import resolve_urls
+from lev.embedder import check_dimension, get_embedder
+from lev.runtime import QUEUE
 from lev.settings import get_settings
+from store import activity
+from store.db import session_scope
+from tasks import jobs
 
 log = logging.getLogger("lev.worker")
 
-QUEUE = "lev:queue"
-
-
 async def purge_activity(_ctx: dict[str, Any]) -> int:
     """Delete activity entries older than the retention setting (90 days by default)."""
-    from store import activity
-    from store.db import session_scope
 
     cutoff = clock.now() - timedelta(days=get_settings().activity_retention_days)
     async with session_scope() as s:
@@ -32,20 +33,18 @@ async def purge_activity(_ctx: dict[str, Any]) -> int:
 
 
 def job_functions() -> list[Any]:
-    from tasks import jobs
-
     return [purge_activity, *jobs.FUNCTIONS]
 
 
 def cron_jobs() -> list[Any]:
-    from tasks import jobs
-
     purge = cron(purge_activity, hour={3}, minute={17}, run_at_startup=False)  # type: ignore[arg-type]
     return [purge, *jobs.CRONS]
 
 
 async def _startup(ctx: dict[str, Any]) -> None:
-    ctx["runtime"] = await runtime.start(get_settings())
+    settings = get_settings()
+    await asyncio.to_thread(check_dimension, get_embedder(), settings.embed_dim)
+    ctx["runtime"] = await runtime.start(settings)
 
 
 async def _shutdown(_ctx: dict[str, Any]) -> None:
@@ -69,7 +68,6 @@ def make_worker(redis_url: str, *, own_runtime: bool) -> Worker:
 
 def run_worker() -> None:
     """`lev worker`: a standalone worker process against the configured (or embedded) stack."""
-    from lev.embedded import resolve_urls
 
     settings = get_settings()
     _, redis_url = resolve_urls(settings.database_url, settings.redis_url, settings.data_dir)

@@ -66,8 +66,8 @@ def search_ids(c: Any, q: str, mode: str = "hybrid") -> list[str]:
 @pytest.fixture
 def local_jobs(data_dir: Path) -> None:
     """Let this process run job functions against the session's stack (same data dir, fresh settings)."""
+    from lev.runtime import get_object_store
     from lev.settings import get_settings
-    from store.objects import get_object_store
 
     get_settings.cache_clear()
     get_object_store.cache_clear()
