@@ -11,7 +11,7 @@ from store import activity as activity_store
 from store.db import session_scope
 
 
-async def list_entries(token_info: dict[str, Any], token_id: str | None = None, surface: str | None = None,
+async def list_activity(token_info: dict[str, Any], token_id: str | None = None, surface: str | None = None,
                        page: int = 1, per_page: int = 50) -> dict[str, Any]:
     p = principal(token_info)
     require_whole_library(p, "read the activity log")

@@ -20,7 +20,7 @@ async def list_folders(token_info: dict[str, Any]) -> dict[str, Any]:
     return {"folders": found}
 
 
-async def create(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
+async def create_folder(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
     p = principal(token_info)
     require(p, "write")
     require_whole_library(p, "create folders")
@@ -28,7 +28,7 @@ async def create(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict
         return await library.create_folder(s, p.user_id, body["name"]), 201
 
 
-async def delete(id_: str, token_info: dict[str, Any], cascade_items: bool = False) -> dict[str, Any]:
+async def delete_folder(id_: str, token_info: dict[str, Any], cascade_items: bool = False) -> dict[str, Any]:
     p = principal(token_info)
     folder_id = parse_uuid(id_)
     require(p, "write")

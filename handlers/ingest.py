@@ -8,7 +8,7 @@ from handlers import principal
 from lev.ingest import ingest as run_ingest
 
 
-async def create(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
+async def ingest(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
     p = principal(token_info)
     result = await run_ingest(
         p, kind=body["kind"], url=body.get("url"), text=body.get("text"), title=body.get("title"),

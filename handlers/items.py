@@ -35,13 +35,13 @@ async def list_items(
     return {"items": found, "total": total, "page": page, "per_page": per_page}
 
 
-async def get(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
+async def get_item(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     item_id = parse_uuid(id_)
     return await library.get_item(p, item_id)
 
 
-async def delete(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
+async def delete_item(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     item_id = parse_uuid(id_)
     require(p, "write")
@@ -51,7 +51,7 @@ async def delete(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
     return {"id": str(item_id), "deleted": True}
 
 
-async def bulk_delete(body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
+async def bulk_delete_items(body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     require(p, "write")
     try:
@@ -66,7 +66,7 @@ async def bulk_delete(body: dict[str, Any], token_info: dict[str, Any]) -> dict[
     return {"deleted": [str(i) for i in wanted if i in deleted], "not_found": not_found_ids}
 
 
-async def add_folders(id_: str, body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
+async def add_item_to_folders(id_: str, body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     item_id = parse_uuid(id_)
     require(p, "write")
@@ -77,17 +77,21 @@ async def add_folders(id_: str, body: dict[str, Any], token_info: dict[str, Any]
     async with session_scope() as s:
         if not await item_store.is_visible(s, p.scope, item_id):
             raise not_found()
-        owned = await folder_store.owned_ids(s, p.user_id, targets)
+        # Folders are locked before the item (the order of folder deletes), so neither can vanish before the
+        # insert: a concurrent delete that won is a 404, never a foreign-key error.
+        owned = await folder_store.owned_ids(s, p.user_id, targets, lock=True)
         missing = [str(f) for f in targets if f not in owned]
         if missing:
             raise folder_not_found("Some target folders do not exist.", missing=missing)
         check_membership_targets(p, targets)
+        if not await item_store.is_visible(s, p.scope, item_id, lock=True):
+            raise not_found()
         await item_store.add_memberships(s, item_id, targets)
         folder_ids = await item_store.visible_folder_ids(s, p.scope, item_id)
     return {"item_id": str(item_id), "folder_ids": folder_ids}
 
 
-async def remove_folder(id_: str, folder_id: str, token_info: dict[str, Any]) -> dict[str, Any]:
+async def remove_item_from_folder(id_: str, folder_id: str, token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     item_id = parse_uuid(id_)
     fid = parse_uuid(folder_id)

@@ -18,15 +18,19 @@ from jsonschema.exceptions import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lev import __version__, context, library, runtime
+from lev import __version__, context, jsonguard, library, logs, runtime
 from lev.errors import (
+    JSONRPC_INVALID_PARAMS,
     JSONRPC_METHOD_NOT_FOUND,
+    JSONRPC_PARSE_ERROR,
     ApiError,
     forbidden_origin,
     internal_error,
     invalid_body,
     jsonrpc_error,
+    jsonrpc_response,
     rest_headers,
+    to_api_error,
     tool_error,
     transport_error,
 )
@@ -128,9 +132,8 @@ async def tools_call(ctx: dict[str, Any], name: Any = None, arguments: Any = Non
         raise jsonrpc_error(err) from None
     except JsonRpcError:
         raise
-    except Exception:
-        log.exception("tool %s failed", name)
-        raise jsonrpc_error(internal_error(), info.request_id if info else None) from None
+    except Exception as exc:  # a bug (500) or an unreachable database or Redis (503)
+        raise jsonrpc_error(to_api_error(exc), info.request_id if info else None) from None
     return _tool_result(result)
 
 
@@ -177,10 +180,14 @@ def _transport_error(err: ApiError) -> Response:
 
 
 def _origin_allowed(origin: str) -> bool:
+    """LEV_ALLOWED_ORIGINS plus the service's own origin (LEV_BASE_URL, else the address served, where a
+    loopback address also stands for `localhost`)."""
     settings = get_settings()
     allowed = {o.rstrip("/").lower() for o in settings.allowed_origins}
-    base = urlsplit(settings.base_url)
+    base = urlsplit(context.base_url())
     allowed.add(f"{base.scheme}://{base.netloc}".lower())
+    if not settings.base_url and base.hostname in {"127.0.0.1", "::1"}:
+        allowed.add(f"{base.scheme}://localhost{f':{base.port}' if base.port else ''}")
     return origin.rstrip("/").lower() in allowed
 
 
@@ -204,10 +211,23 @@ async def endpoint(request: Request) -> Response:
         return _transport_error(err)
     if info is not None:
         info.principal = principal
-    raw = (await request.body()).decode("utf-8", errors="replace")
-    if info is not None and not info.method:
-        info.method = _method_name(raw)
-    out = await async_dispatch(raw, methods=METHODS, context={"principal": principal})
+    logs.bind(user_id=principal.user_id, token_id=principal.token_id)
+    body = await request.body()
+    try:
+        document = jsonguard.loads(body)
+    except jsonguard.BadJson as exc:
+        if info is not None and not info.method:
+            info.method = _method_name(exc.document) if exc.parsed else "invalid-json"
+        out = _refusal(exc)
+    else:
+        if info is not None and not info.method:
+            info.method = _method_name(document)
+        try:
+            out = await async_dispatch(body.decode("utf-8"), methods=METHODS, context={"principal": principal})
+        except Exception:  # a bug: still a JSON-RPC answer, never a REST body
+            log.exception("MCP dispatch failed")
+            out = json.dumps(jsonrpc_response(internal_error(), _request_id(document),
+                                              request_id=info.request_id if info else None))
     if not out:
         return Response(status_code=202)
     accept = request.headers.get("accept", "")
@@ -217,11 +237,23 @@ async def endpoint(request: Request) -> Response:
     return Response(out, media_type="application/json")
 
 
-def _method_name(raw: str) -> str:
-    try:
-        msg = json.loads(raw)
-    except ValueError:
-        return "invalid-json"
+def _request_id(document: Any) -> Any:
+    """The id of a single JSON-RPC request (for answering one we refuse), else null."""
+    if isinstance(document, dict):
+        req_id = document.get("id")
+        if isinstance(req_id, (str, int)) and not isinstance(req_id, bool):
+            return req_id
+    return None
+
+
+def _refusal(exc: jsonguard.BadJson) -> str:
+    """The JSON-RPC error for a body lev.jsonguard refused: -32700 if it is not JSON at all, else -32602."""
+    code, prefix = (JSONRPC_INVALID_PARAMS, "Invalid params") if exc.parsed else (JSONRPC_PARSE_ERROR, "Parse error")
+    req_id = _request_id(exc.document) if exc.parsed else None
+    return json.dumps(jsonrpc_response(invalid_body(f"{prefix}: {exc}"), req_id, code=code))
+
+
+def _method_name(msg: Any) -> str:
     if isinstance(msg, dict) and isinstance(msg.get("method"), str):
         return msg["method"][:100]
     return "batch" if isinstance(msg, list) else "invalid"

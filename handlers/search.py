@@ -9,7 +9,7 @@ from lev.library import search as run_search
 from lev.policy import parse_uuid_field
 
 
-async def search(token_info: dict[str, Any], q: str, mode: str = "hybrid", limit: int = 10,
+async def search_knowledge_base(token_info: dict[str, Any], q: str, mode: str = "hybrid", limit: int = 10,
                  folder_id: str | None = None) -> dict[str, Any]:
     p = principal(token_info)
     return await run_search(p, query=q, mode=mode, limit=limit, folder_id=parse_uuid_field(folder_id, "folder_id"))

@@ -7,5 +7,5 @@ from connexion.lifecycle import ConnexionResponse
 from lev.openapi import spec_json
 
 
-async def openapi_json() -> ConnexionResponse:
+async def get_open_api_document() -> ConnexionResponse:
     return ConnexionResponse(status_code=200, body=spec_json(), content_type="application/json")

@@ -8,13 +8,13 @@ from handlers import principal
 from lev import media_ingest
 
 
-async def signed_url(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
+async def create_upload_url(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
     p = principal(token_info)
     result = await media_ingest.signed_url(p, mime=body["mime"], size=body["size"], filename=body["filename"])
     return result, 200
 
 
-async def put_object(path: str, expires: str | None = None, size: str | None = None, mime: str | None = None,
+async def put_upload_object(path: str, expires: str | None = None, size: str | None = None, mime: str | None = None,
                      sig: str | None = None) -> tuple[dict[str, Any], int]:
     """The local store's signed PUT. No bearer: the HMAC signature in the query is the credential.
 
@@ -30,9 +30,9 @@ async def put_object(path: str, expires: str | None = None, size: str | None = N
     return result, 200
 
 
-async def finalize(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
+async def finalize_media_upload(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
     return await media_ingest.finalize(principal(token_info), body, "finalize"), 200
 
 
-async def finalize_document(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
+async def finalize_document_upload(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
     return await media_ingest.finalize(principal(token_info), body, "finalize-document"), 200

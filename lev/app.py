@@ -14,25 +14,30 @@ from ipaddress import ip_address, ip_network
 from typing import Any
 
 from connexion import AsyncApp
-from connexion.exceptions import ProblemException
+from connexion.datastructures import MediaTypeDict
+from connexion.exceptions import BadRequestProblem, ProblemException
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.options import SwaggerUIOptions
+from connexion.validators import VALIDATOR_MAP, JSONRequestBodyValidator
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from handlers import mcp as mcp_handler
-from lev import clock, context, runtime
+from handlers import ops
+from lev import clock, context, jsonguard, logs, metrics, runtime
 from lev.embedder import check_dimension, get_embedder
 from lev.errors import ApiError, file_too_large, rest_body, rest_headers, to_api_error
-from lev.openapi import connexion_spec, operations
+from lev.openapi import OperationResolver, connexion_spec, operations
 from lev.policy import authenticate
 from lev.settings import Settings, get_settings
 from store.db import read_scope
-from tasks.worker import make_worker
+from tasks.worker import make_worker, stop_gracefully
 
 log = logging.getLogger("lev")
+request_log = logs.get_logger("lev.request")
 
 UPLOAD_PUT_PREFIX = "/api/v1/uploads/put/"
+OPS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 def error_response(err: ApiError) -> ConnexionResponse:
@@ -47,21 +52,51 @@ async def handle_error(_request: ConnexionRequest, exc: Exception) -> ConnexionR
     return error_response(to_api_error(exc))
 
 
+class GuardedJSONBody(JSONRequestBodyValidator):
+    """Connexion's JSON body validator with our parser: hostile JSON is a 400, never a crash (lev.jsonguard)."""
+
+    async def _parse(self, stream: Any, scope: Scope) -> Any:
+        raw = b"".join([message async for message in stream])
+        if not raw:
+            return None
+        try:
+            return jsonguard.loads(raw)
+        except jsonguard.BadJson as exc:
+            raise BadRequestProblem(detail=str(exc)) from None
+
+
+def _validator_map() -> dict[str, Any]:
+    bodies = MediaTypeDict({**VALIDATOR_MAP["body"], "*/*json": GuardedJSONBody})
+    return {**VALIDATOR_MAP, "body": bodies}
+
+
 _LIMIT_CLASS: dict[str, str | None] = {}
 _ROUTES: list[tuple[re.Pattern[str], str]] = []
+_TEMPLATES: set[str] = set()
 
 
 def route_template(path: str) -> str:
     """The documented route a path matches (`/api/v1/items/{id}`), for the activity log; else the raw path."""
     if not _ROUTES:
         for op in operations().values():
-            template = "/api/v1" + op["path"]
+            template = op["path"]
             regex = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
             _ROUTES.append((re.compile(f"^{regex}$"), template))
+        _TEMPLATES.update(t for _, t in _ROUTES)
     for compiled, template in _ROUTES:
         if compiled.match(path):
             return template
     return path[:200]
+
+
+def metric_route(method: str, path: str) -> str:
+    """A bounded route label for metrics: the documented template, the MCP or ops path, else `other`."""
+    if path in OPS_PATHS or path == "/api/mcp":
+        return f"{method} {path}"
+    if path.startswith(UPLOAD_PUT_PREFIX):
+        return f"{method} {UPLOAD_PUT_PREFIX}{{path}}"
+    template = route_template(path)
+    return f"{method} {template}" if template != path[:200] or path in _TEMPLATES else "other"
 
 
 def limit_class(operation_id: str | None) -> str | None:
@@ -78,6 +113,7 @@ async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
     info = context.current()
     if info is not None:
         info.principal = principal
+    logs.bind(user_id=principal.user_id, token_id=principal.token_id)
     op_id = None
     if request is not None:
         op_id = request.scope.get("extensions", {}).get("connexion_routing", {}).get("operation_id")
@@ -106,6 +142,40 @@ def _client_ip(scope: Scope, headers: dict[str, str], trusted: list[str]) -> str
     return str(peer)
 
 
+async def _read_body(receive: Receive, cap: int) -> bytes:
+    """The whole request body, or 413 file_too_large past `cap` bytes."""
+    parts: list[bytes] = []
+    size = 0
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        part = message.get("body", b"")
+        size += len(part)
+        if size > cap:
+            raise file_too_large(f"Request bodies are limited to {cap} bytes.", cap)
+        parts.append(part)
+        more = message.get("more_body", False)
+    return b"".join(parts)
+
+
+def _with_body(scope: Scope, body: bytes, receive: Receive) -> tuple[Scope, Receive]:
+    """The scope with a Content-Length for `body` (and no Transfer-Encoding), and a receive replaying it."""
+    raw = [(k, v) for k, v in scope.get("headers", []) if k.lower() not in (b"content-length", b"transfer-encoding")]
+    raw.append((b"content-length", str(len(body)).encode()))
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return {**scope, "headers": raw}, replay
+
+
 class LevMiddleware:
     """Outermost layer: request id, body-size cap, response headers, activity log."""
 
@@ -120,9 +190,11 @@ class LevMiddleware:
         started = time.perf_counter()
         request_id = uuid.uuid4().hex
         path: str = scope.get("path", "")
-        surface = "mcp" if path.startswith("/api/mcp") else "rest"
-        info = context.RequestInfo(request_id=request_id, surface=surface)
+        surface = "mcp" if path.startswith("/api/mcp") else "ops" if path in OPS_PATHS else "rest"
+        info = context.RequestInfo(request_id=request_id, surface=surface,
+                                   base_url=context.served_base_url(scope.get("scheme", "http"), scope.get("server")))
         context.set_current(info)
+        logs.new_context(request_id=request_id)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         status_holder = {"status": 500, "started": False}
         cap = self.settings.max_body_bytes
@@ -144,6 +216,16 @@ class LevMiddleware:
         declared = headers.get("content-length")
         if not exempt and declared and declared.isdigit() and int(declared) > cap:
             too_big = True
+        elif not exempt and declared is None and "chunked" in headers.get("transfer-encoding", "").lower():
+            # Connexion sees a body only through Content-Length: read the chunked body here (under the cap)
+            # and hand it on with its length.
+            try:
+                body = await _read_body(receive, cap)
+            except ApiError as err:
+                await self._send_error(err, send_wrapper)
+                self._log(scope, headers, info, status_holder["status"], started)
+                return
+            scope, receive = _with_body(scope, body, receive)
         received = 0
 
         async def receive_wrapper() -> Message:
@@ -181,12 +263,24 @@ class LevMiddleware:
 
     def _log(self, scope: Scope, headers: dict[str, str], info: context.RequestInfo, status: int,
              started: float) -> None:
+        elapsed = time.perf_counter() - started
+        path = scope.get("path", "")
+        p = info.principal
+        route = metric_route(scope.get("method", ""), path)
+        try:
+            metrics.observe_request(route, info.surface, status, elapsed)
+        except Exception:  # metrics must never fail a request
+            log.exception("could not record request metrics")
+        if path in OPS_PATHS:
+            return  # probes and scrapes: neither the activity log nor a request line
+        request_log.info("request", route=route, surface=info.surface, status=status,
+                         latency_ms=round(elapsed * 1000, 3), user_id=str(p.user_id) if p else None,
+                         token_id=str(p.token_id) if p else None)
         try:
             rt = runtime.get_runtime()
         except RuntimeError:
             return
-        method = info.method or f"{scope.get('method', '')} {route_template(scope.get('path', ''))}"
-        p = info.principal
+        method = info.method or f"{scope.get('method', '')} {route_template(path)}"
         rt.activity.record({
             "ts": clock.now(),
             "user_id": p.user_id if p else None,
@@ -197,7 +291,7 @@ class LevMiddleware:
             "ip": _client_ip(scope, headers, self.settings.trusted_proxies),
             "user_agent": (headers.get("user-agent") or "")[:500] or None,
             "result_count": info.result_count,
-            "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+            "latency_ms": round(elapsed * 1000, 3),
             "query": (info.query or None) and info.query[:1000],
             "request_id": info.request_id,
         })
@@ -211,6 +305,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
     async def lifespan(_app: Any) -> AsyncIterator[None]:
         # Loads the model once per process and refuses to start on a vector-size mismatch.
         await asyncio.to_thread(check_dimension, get_embedder(), settings.embed_dim)
+        metrics.configure(settings)
         rt = await runtime.start(settings)
         worker = None
         if settings.workers_inline:
@@ -220,20 +315,27 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
             yield
         finally:
             if worker is not None:
-                await worker.close()
+                await stop_gracefully(worker, settings.shutdown_grace_sec)
                 task.cancel()
             await runtime.stop()
+            metrics.mark_process_dead()
 
     app = AsyncApp(__name__, lifespan=lifespan)
     app.add_api(
         connexion_spec(),
-        base_path="/api/v1",
+        base_path="",
         pythonic_params=True,
+        resolver=OperationResolver(),
         swagger_ui_options=SwaggerUIOptions(swagger_ui=False, serve_spec=False),
         strict_validation=True,
         validate_responses=False,
+        validator_map=_validator_map(),
     )
     app.add_url_rule("/api/mcp", "mcp", mcp_handler.endpoint, methods=["GET", "POST", "DELETE"])
+
+    app.add_url_rule("/healthz", "healthz", ops.healthz, methods=["GET"])
+    app.add_url_rule("/readyz", "readyz", ops.readyz, methods=["GET"])
+    app.add_url_rule("/metrics", "metrics", ops.metrics_text, methods=["GET"])
     for exc_type in (ApiError, ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_type, handle_error)
     return LevMiddleware(app, settings)

@@ -10,8 +10,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from lev import library
+from lev import library, logs, metrics
 from lev.app import create_app
+from lev.backup import BackupError, backup, restore
 from lev.embedded import resolve_urls
 from lev.errors import ApiError, email_taken
 from lev.policy import mint_token
@@ -160,6 +161,49 @@ def cmd_activity_clear(args: argparse.Namespace) -> None:
     print(f"{_run(go)} activity entries deleted", file=sys.stderr)
 
 
+async def _with_url(fn: Callable[[str], Awaitable[Any]]) -> Any:
+    """Run `fn(database_url)` with the engine open and no migration (backup and restore leave the schema be)."""
+
+    settings = get_settings()
+    db_url, _ = await asyncio.to_thread(resolve_urls, settings.database_url, settings.redis_url, settings.data_dir)
+    db.init_engine(db_url, pool_size=2)
+    try:
+        return await fn(db_url)
+    finally:
+        await db.dispose_engine()
+
+
+def cmd_backup(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+
+    try:
+        manifest = asyncio.run(_with_url(lambda url: backup(Path(args.path), url)))
+    except BackupError as exc:
+        _die(str(exc))
+        return
+    objects = sum(o["bytes"] for o in manifest["objects"])
+    print(f"backup written to {args.path}: database {manifest['database']['bytes']} bytes, "
+          f"{len(manifest['objects'])} objects ({objects} bytes), {manifest['counts'].get('user_items', 0)} items",
+          file=sys.stderr)
+    if manifest["missing_objects"]:
+        print(f"warning: {len(manifest['missing_objects'])} objects were deleted during the backup",
+              file=sys.stderr)
+
+
+def cmd_restore(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+
+    try:
+        manifest = asyncio.run(_with_url(lambda url: restore(Path(args.path), url)))
+    except BackupError as exc:
+        _die(str(exc))
+        return
+    print(f"restored {args.path} (taken {manifest['created_at']}): {manifest['counts'].get('user_items', 0)} "
+          f"items, {len(manifest['objects'])} objects", file=sys.stderr)
+
+
 def cmd_migrate(_args: argparse.Namespace) -> None:
     async def go(_s: Any) -> None:
         return None
@@ -175,11 +219,21 @@ def cmd_serve(args: argparse.Namespace) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     settings = get_settings()
     settings.workers_inline = args.workers_inline
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info", lifespan="on",
-                proxy_headers=False)
+    _setup_observability()
+    # SIGTERM/SIGINT: uvicorn stops accepting, lets in-flight requests finish (bounded), then runs the lifespan
+    # shutdown, which lets the inline worker's current jobs finish (bounded) and re-queues the rest.
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, lifespan="on", proxy_headers=False,
+                log_config=None, access_log=False, timeout_graceful_shutdown=int(settings.shutdown_grace_sec))
+
+
+def _setup_observability() -> None:
+    settings = get_settings()
+    logs.configure(settings.log_level, settings.log_format)
+    metrics.configure(settings)
 
 
 def cmd_worker(_args: argparse.Namespace) -> None:
+    _setup_observability()
     run_worker()
 
 
@@ -194,6 +248,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(fn=cmd_serve)
     sub.add_parser("worker", help="run the background job worker").set_defaults(fn=cmd_worker)
     sub.add_parser("migrate", help="apply database migrations").set_defaults(fn=cmd_migrate)
+    b = sub.add_parser("backup", help="write a consistent database dump, the stored objects and a manifest to PATH")
+    b.add_argument("path")
+    b.set_defaults(fn=cmd_backup)
+    b = sub.add_parser("restore", help="restore a backup from PATH into an empty database and object store")
+    b.add_argument("path")
+    b.set_defaults(fn=cmd_restore)
 
     user = sub.add_parser("user").add_subparsers(dest="sub", required=True)
     u = user.add_parser("create", help="create a user; prints the user id")

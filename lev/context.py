@@ -10,6 +10,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from lev.policy import Principal
+from lev.settings import get_settings
 
 
 @dataclass
@@ -21,6 +22,7 @@ class RequestInfo:
     result_count: int | None = None
     query: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    base_url: str = ""
 
 
 _current: ContextVar[RequestInfo | None] = ContextVar("lev_request", default=None)
@@ -41,3 +43,21 @@ def note_results(count: int, query: str | None = None) -> None:
         info.result_count = count
         if query is not None:
             info.query = query
+
+
+def served_base_url(scheme: str, server: tuple[str, int | None] | None) -> str:
+    """`scheme://host:port` of the socket a request arrived on (ASGI `server`), IPv6 hosts bracketed."""
+    host, port = server if server else ("127.0.0.1", None)
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port}" if port else f"{scheme}://{host}"
+
+
+def base_url() -> str:
+    """The service's public base URL: `LEV_BASE_URL` when set, else the address this request was served on."""
+
+    configured = get_settings().base_url
+    if configured:
+        return configured.rstrip("/")
+    info = _current.get()
+    return info.base_url if info is not None and info.base_url else "http://127.0.0.1:8080"

@@ -23,6 +23,7 @@ from tenacity import (
     wait_exponential,
 )
 
+from lev.metrics import embedding_timer
 from lev.settings import get_settings
 
 # The weights ship inside the package: never reach the Hugging Face Hub. Set before anything imports
@@ -268,9 +269,30 @@ class OpenAIEmbedder:
         self._client.close()
 
 
+class TimedEmbedder:
+    """Any Embedder, with the time of every call recorded in the `lev_embedding_seconds` metric."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.dim = inner.dim
+        self.name = inner.name
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        with embedding_timer("chunks"):
+            return self.inner.embed(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        with embedding_timer("query"):
+            return self.inner.embed_query(text)
+
+
 @lru_cache(maxsize=1)
 def get_embedder() -> Embedder:
-    """The configured embedder (`LEV_EMBEDDER`: local or openai), one per process."""
+    """The configured embedder (`LEV_EMBEDDER`: local or openai), one per process, timed."""
+    return TimedEmbedder(_configured_embedder())
+
+
+def _configured_embedder() -> Embedder:
     s = get_settings()
     kind = s.embedder.lower()
     if kind == "local":

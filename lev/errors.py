@@ -11,6 +11,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+import redis.exceptions
+import sqlalchemy.exc
 from connexion.exceptions import BadRequestProblem, OAuthProblem, ProblemException, Unauthorized
 from jsonrpcserver.exceptions import JsonRpcError
 from starlette.exceptions import HTTPException
@@ -60,6 +63,7 @@ TABLE: dict[str, ErrorKind] = {
     "extraction_failed": ErrorKind(422, tool_result=True),
     "rate_limited": ErrorKind(429),
     "internal_error": ErrorKind(500, JSONRPC_INTERNAL),
+    "unavailable": ErrorKind(503, JSONRPC_INTERNAL),
 }
 
 # Errors an agent gets back as a tool result with isError: true rather than a JSON-RPC error.
@@ -110,10 +114,16 @@ def jsonrpc_error(err: ApiError, request_id: str | None = None) -> JsonRpcError:
     return JsonRpcError(code=err.entry.rpc, message=err.message or err.code, data=rest_body(err, request_id))
 
 
+def jsonrpc_response(err: ApiError, req_id: str | int | None = None, *, code: int | None = None,
+                     request_id: str | None = None) -> dict[str, Any]:
+    """A whole JSON-RPC error response, for errors met outside jsonrpcserver's dispatch."""
+    return {"jsonrpc": "2.0", "id": req_id, "error": {"code": code or err.entry.rpc, "message": err.message or err.code,
+                                                      "data": rest_body(err, request_id)}}
+
+
 def transport_error(err: ApiError) -> dict[str, Any]:
-    """The whole JSON-RPC response for an error met before dispatch (origin, version, authentication)."""
-    return {"jsonrpc": "2.0", "id": None,
-            "error": {"code": JSONRPC_INVALID_REQUEST, "message": err.message or err.code, "data": rest_body(err)}}
+    """The JSON-RPC response for an error met before dispatch (origin, version, authentication)."""
+    return jsonrpc_response(err, code=JSONRPC_INVALID_REQUEST)
 
 
 def tool_error(err: ApiError) -> dict[str, Any]:
@@ -126,6 +136,10 @@ def to_api_error(exc: Exception) -> ApiError:
     """The one mapping from any exception to the contract's errors."""
     if isinstance(exc, ApiError):
         return exc
+    down = infrastructure_error(exc)
+    if down is not None:
+        log.warning("dependency unavailable: %s: %s", type(exc).__name__, str(exc).splitlines()[0][:200])
+        return down
     if isinstance(exc, (OAuthProblem, Unauthorized)):
         return missing_bearer_token()
     if isinstance(exc, BadRequestProblem):
@@ -253,3 +267,31 @@ def rate_limited(message: str, headers: dict[str, str], **extra: Any) -> ApiErro
 
 def internal_error() -> ApiError:
     return ApiError("internal_error", "Unexpected server error; report the request_id if it persists.")
+
+
+UNAVAILABLE_RETRY_SEC = 5
+
+
+def unavailable(message: str, **extra: Any) -> ApiError:
+    """503: a part the service depends on (database, Redis, object store) cannot be reached right now."""
+    return ApiError("unavailable", message, headers={"Retry-After": str(UNAVAILABLE_RETRY_SEC)},
+                    retry_after_sec=UNAVAILABLE_RETRY_SEC, **extra)
+
+
+def infrastructure_error(exc: BaseException) -> ApiError | None:
+    """503 `unavailable` when `exc` says the database or Redis cannot be reached (down, restarting, pool
+    exhausted); None for anything else, which stays a bug (500)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, (psycopg.OperationalError, psycopg.InterfaceError, sqlalchemy.exc.TimeoutError)) or (
+                isinstance(cur, sqlalchemy.exc.DBAPIError) and (
+                    cur.connection_invalidated or isinstance(cur, (sqlalchemy.exc.OperationalError,
+                                                                sqlalchemy.exc.InterfaceError)))):
+            return unavailable("The database is unavailable right now; retry shortly.", part="database")
+        if isinstance(cur, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+            return unavailable("The job queue and limiter store (Redis) is unavailable right now; retry shortly.",
+                               part="redis")
+        cur = cur.__cause__ or cur.__context__
+    return None

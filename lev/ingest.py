@@ -13,7 +13,7 @@ from typing import Any
 
 from lev import runtime
 from lev.chunking import chunk_text, embed_chunks
-from lev.errors import ingest_failed, invalid_body
+from lev.errors import ingest_failed, invalid_body, not_found
 from lev.media_ingest import ingest_media_url
 from lev.policy import Principal, require
 from lev.webfetch import UnsupportedMedia, canonical_url, classify_media_url, fetch_page
@@ -85,6 +85,8 @@ async def _store_new(
             s, user_id=principal.user_id, content_id=content_id, kind=kind, title=title, url=url, in_kb=in_kb,
             auto_transform=auto_transform, status=status, folder_id=folder_id,
         )
+        if item_id is None:  # the token's folder was deleted while the request ran
+            raise not_found()
     await _after_store(status, content_id, item_id, auto_transform)
     return _result(status, content_id, item_id, folder_id)
 
@@ -98,6 +100,8 @@ async def _new_item(s: Any, principal: Principal, existing: dict[str, Any], kind
         title=title or existing["title"], url=url, in_kb=in_kb, auto_transform=auto_transform, status=status,
         folder_id=folder_id,
     )
+    if item_id is None:  # the token's folder was deleted while the request ran
+        raise not_found()
     return {"_after": (status, existing["id"], item_id, auto_transform), **_result(status, existing["id"], item_id,
                                                                                     folder_id)}
 

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import select, text
 
-from lev import clock, documents, quota, runtime, youtube
+from lev import clock, context, documents, quota, runtime, youtube
 from lev.chunking import chunk_text, embed_chunks
 from lev.errors import (
     ApiError,
@@ -126,7 +126,7 @@ async def signed_url(principal: Principal, *, mime: str, size: int, filename: st
         raise invalid_body("filename must not be blank.")
     store = get_object_store()
     path = store.new_path(str(principal.user_id), filename)
-    url = store.signed_put_url(path, size, mime, expires_in=SIGNED_URL_TTL_SEC)
+    url = store.signed_put_url(path, size, mime, expires_in=SIGNED_URL_TTL_SEC, base_url=context.base_url())
     now = clock.now()
     async with session_scope() as s:
         await upload_store.create(s, path=path, user_id=principal.user_id, mime=mime, size=size,
@@ -399,6 +399,8 @@ async def _store(principal: Principal, source: _Source, *, kind: str, title: str
             in_kb=in_kb, auto_transform=auto_transform, status=status, transcription_status=transcription_status,
             folder_id=folder_id,
         )
+        if item_id is None:  # the token's folder was deleted while the request ran
+            raise not_found()
         if source.url is None and source.path is not None:
             await upload_store.set_item(s, source.path, item_id)
     return {"_new": True, **_result(result_status, content_id, item_id, folder_id)}
@@ -495,7 +497,8 @@ async def _share_existing(principal: Principal, canonical: str, url: str, title:
     async with session_scope() as s:
         row = (await s.execute(select(contents.c.id, contents.c.kind, contents.c.title, contents.c.status,
                                       contents.c.transcript, contents.c.mime)
-                               .where(contents.c.canonical_url == canonical))).first()
+                               .where(contents.c.canonical_url == canonical)
+                               .with_for_update(read=True, key_share=True))).first()
         if row is None:
             return None
         if row.status == "failed":
@@ -509,6 +512,8 @@ async def _share_existing(principal: Principal, canonical: str, url: str, title:
             in_kb=in_kb, auto_transform=auto_transform, status=row.status, transcription_status=tstatus,
             folder_id=folder_id,
         )
+        if item_id is None:  # the token's folder was deleted while the request ran
+            raise not_found()
     if row.status == "ready" and auto_transform:
         await runtime.enqueue("transform_item", str(item_id))
     status = "transcribing" if tstatus == "pending" else ("ready" if row.status == "ready" else "processing")

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from connexion.resolver import Resolution, Resolver
 from connexion.spec import OpenAPISpecification
+from inflection import underscore
 from openapi_spec_validator import validate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,6 +42,21 @@ def connexion_spec() -> dict[str, Any]:
     """A private copy for Connexion, whose own (3.0-only) meta-schema check is disabled."""
     OpenAPISpecification._validate_spec = classmethod(lambda cls, spec: None)  # type: ignore[method-assign,assignment]
     return copy.deepcopy(load_spec())
+
+
+def handler_name(operation: dict[str, Any]) -> str:
+    """The handler of an operation: `x-openapi-router-controller` plus the snake_case operationId
+    (`handlers.folders` + `listFolders` -> `handlers.folders.list_folders`)."""
+    return f"{operation['x-openapi-router-controller']}.{underscore(operation['operationId'])}"
+
+
+class OperationResolver(Resolver):
+    """Connexion's resolver for our clean operationIds; the routed operation keeps the spec's operationId."""
+
+    def resolve(self, operation: Any) -> Resolution:
+        op_id = operation.operation_id
+        name = f"{operation.router_controller}.{underscore(op_id)}"
+        return Resolution(self.resolve_function_from_operation_id(name), op_id)
 
 
 def operations() -> dict[str, dict[str, Any]]:

@@ -86,7 +86,7 @@ async def mint_token(
         raise invalid_body("write-cap must be 0 (none) or more.")
     unique = list(dict.fromkeys(folder_ids))
     if unique:
-        owned = await folder_store.owned_ids(session, user["id"], unique)
+        owned = await folder_store.owned_ids(session, user["id"], unique, lock=True)  # none vanishes before the insert
         missing = [str(f) for f in unique if f not in owned]
         if missing:
             raise folder_not_found("Some folders do not exist.", missing=missing)

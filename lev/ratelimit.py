@@ -6,6 +6,7 @@ Each REST operation declares its class in `openapi.yaml` (`x-lev-limit`); MCP to
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Any
@@ -13,11 +14,15 @@ from typing import Any
 from limits import RateLimitItem, parse
 from limits.aio.storage import RedisStorage
 from limits.aio.strategies import MovingWindowRateLimiter
+from limits.errors import StorageError
+from redis.exceptions import RedisError
 
-from lev import clock, context
-from lev.errors import rate_limited
+from lev import clock, context, metrics
+from lev.errors import ApiError, rate_limited
 from lev.policy import Principal
 from lev.settings import Settings
+
+log = logging.getLogger("lev.ratelimit")
 
 WRITE_CLASSES = frozenset({"ingest", "delete", "bulk", "mcp_write"})
 
@@ -34,7 +39,7 @@ class Limiter:
         self.settings = settings
         uri = redis_url.replace("unix://", "async+redis+unix://", 1) if redis_url.startswith("unix://") \
             else "async+" + redis_url
-        self.storage = RedisStorage(uri, implementation="redispy")
+        self.storage = RedisStorage(uri, implementation="redispy", socket_connect_timeout=1, socket_timeout=2)
         self.strategy = MovingWindowRateLimiter(self.storage)
         self.items: dict[str, RateLimitItem] = {
             "read": parse(settings.limit_read),
@@ -47,7 +52,12 @@ class Limiter:
 
     async def apply(self, principal: Principal, limit_class: str | None) -> None:
         """`check`, then hand the RateLimit-* headers to the response of the current request."""
-        headers = await self.check(principal, limit_class)
+        try:
+            headers = await self.check(principal, limit_class)
+        except ApiError as err:
+            if err.code == "rate_limited":
+                metrics.count_refusal(str(err.extra.get("limit") or limit_class))
+            raise
         info = context.current()
         if info is not None:
             info.headers.update(headers)
@@ -58,20 +68,28 @@ class Limiter:
             return {}
         headers: dict[str, str] = {}
         if self.settings.limits_on:
-            item = self.items[limit_class]
-            key = str(principal.token_id)
-            allowed = await self.strategy.hit(item, limit_class, key)
-            stats = await self.strategy.get_window_stats(item, limit_class, key)
-            reset = max(0, math.ceil(stats.reset_time - time.time()))
-            headers = {"RateLimit-Limit": str(item.amount), "RateLimit-Remaining": str(stats.remaining),
-                       "RateLimit-Reset": str(reset)}
-            if not allowed:
-                retry = max(1, reset)
-                raise rate_limited(f"Rate limit of {item.amount} calls per {_window(item)} for this token is used "
-                                   f"up; retry in {retry} s.", {**headers, "Retry-After": str(retry)},
-                                   retry_after_sec=retry)
+            headers = await self._check_hourly(principal, limit_class)
         if limit_class in WRITE_CLASSES and principal.write_cap > 0:
             await self._count_write(principal, headers)
+        return headers
+
+    async def _check_hourly(self, principal: Principal, limit_class: str) -> dict[str, str]:
+        item = self.items[limit_class]
+        key = str(principal.token_id)
+        try:
+            allowed = await self.strategy.hit(item, limit_class, key)
+            stats = await self.strategy.get_window_stats(item, limit_class, key)
+        except (RedisError, OSError, StorageError) as exc:
+            # Redis down: the hourly limits fail open (docs/operations.md); the monthly write cap still holds.
+            log.warning("rate limiter unavailable; serving without the hourly limit: %s", type(exc).__name__)
+            return {}
+        reset = max(0, math.ceil(stats.reset_time - time.time()))
+        headers = {"RateLimit-Limit": str(item.amount), "RateLimit-Remaining": str(stats.remaining),
+                   "RateLimit-Reset": str(reset)}
+        if not allowed:
+            retry = max(1, reset)
+            raise rate_limited(f"Rate limit of {item.amount} calls per {_window(item)} for this token is used up; "
+                               f"retry in {retry} s.", {**headers, "Retry-After": str(retry)}, retry_after_sec=retry)
         return headers
 
     async def _count_write(self, principal: Principal, headers: dict[str, str]) -> None:

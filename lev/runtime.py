@@ -54,8 +54,7 @@ def get_object_store() -> ObjectStore:
     if kind != "local":
         raise RuntimeError(f"LEV_OBJECT_STORE must be 'local' or 's3', not {settings.object_store!r}")
     data_dir = Path(settings.data_dir)
-    return LocalObjectStore(data_dir / "objects", settings.base_url,
-                            load_or_create_secret(data_dir, settings.upload_secret))
+    return LocalObjectStore(data_dir / "objects", load_or_create_secret(data_dir, settings.upload_secret))
 
 
 def get_runtime() -> Runtime:

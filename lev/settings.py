@@ -17,7 +17,8 @@ class Settings(BaseSettings):
     database_url: str | None = None
     redis_url: str | None = None
     data_dir: Path = Path("./.lev")
-    base_url: str = "http://127.0.0.1:8080"
+    # the public URL (behind a proxy); unset: the address each request was actually served on
+    base_url: str | None = None
     allow_private_urls: bool = False
     # CIDR networks URL ingest may reach even with allow_private_urls off (e.g. an intranet wiki)
     private_url_allowlist: list[str] = Field(default_factory=list)
@@ -31,6 +32,12 @@ class Settings(BaseSettings):
     llm_model: str = "gpt-4o-mini"
 
     workers_inline: bool = True
+    # operations (docs/operations.md)
+    log_level: str = "info"
+    log_format: str = "json"  # "json" (one object per line) or "console"
+    metrics_dir: Path | None = None  # shared by the processes of one machine; default <data_dir>/metrics
+    shutdown_grace_sec: float = 30.0  # SIGTERM: how long in-flight requests and the current job may finish
+    job_max_tries: int = 3  # a job whose worker dies (or that times out) this often marks its item failed
     embedder: str = "local"
     embed_url: str | None = None
     embed_api_key: str | None = None

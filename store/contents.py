@@ -10,13 +10,14 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.models import chunks, contents, item_folders, outputs, user_items
+from store.models import chunks, contents, folders, item_folders, outputs, user_items
 
 
 async def by_canonical_url(session: AsyncSession, canonical: str) -> dict[str, Any] | None:
+    """The shared content record of a URL, locked so it cannot be deleted before the caller's new item is stored."""
     row = (await session.execute(
         select(contents.c.id, contents.c.status, contents.c.title, contents.c.kind)
-        .where(contents.c.canonical_url == canonical)
+        .where(contents.c.canonical_url == canonical).with_for_update(read=True, key_share=True)
     )).first()
     return dict(row._mapping) if row else None
 
@@ -62,7 +63,10 @@ async def create_item(
     session: AsyncSession, *, user_id: uuid.UUID, content_id: uuid.UUID, kind: str, title: str | None,
     url: str | None, in_kb: bool, auto_transform: bool, status: str = "ready",
     transcription_status: str = "not_required", folder_id: uuid.UUID | None = None,
-) -> uuid.UUID:
+) -> uuid.UUID | None:
+    """A new user item (filed into `folder_id`); None when that folder was deleted while the request ran."""
+    if folder_id is not None and not await lock_folder(session, user_id, folder_id):
+        return None
     item_id = uuid.uuid4()
     await session.execute(insert(user_items).values(
         id=item_id, user_id=user_id, content_id=content_id, kind=kind, title=title, url=url, in_kb=in_kb,
@@ -71,6 +75,14 @@ async def create_item(
     if folder_id is not None:
         await session.execute(insert(item_folders).values(item_id=item_id, folder_id=folder_id))
     return item_id
+
+
+async def lock_folder(session: AsyncSession, user_id: uuid.UUID, folder_id: uuid.UUID) -> bool:
+    """Whether the user's folder exists; it then cannot be deleted before the transaction ends."""
+    return (await session.execute(
+        select(folders.c.id).where(folders.c.id == folder_id, folders.c.user_id == user_id)
+        .with_for_update(read=True, key_share=True)
+    )).first() is not None
 
 
 async def items_of_content(session: AsyncSession, content_id: uuid.UUID) -> list[uuid.UUID]:
@@ -83,11 +95,27 @@ async def set_items_status(session: AsyncSession, content_id: uuid.UUID, **value
                           .values(updated_at=_now(), **values))
 
 
-async def item_for_transform(session: AsyncSession, item_id: uuid.UUID) -> dict[str, Any] | None:
-    row = (await session.execute(
-        select(user_items.c.id, user_items.c.title, contents.c.text, contents.c.transcript)
-        .join(contents, contents.c.id == user_items.c.content_id).where(user_items.c.id == item_id)
-    )).first()
+async def mark_failed_if_processing(session: AsyncSession, content_id: uuid.UUID, reason: str, *,
+                                    transcription: bool) -> bool:
+    """Mark a content still `processing` (and its items) failed with `reason`; False if it had moved on."""
+    done = (await session.execute(
+        update(contents).where(contents.c.id == content_id, contents.c.status == "processing")
+        .values(status="failed", error=reason[:1000]).returning(contents.c.id))).first()
+    if done is None:
+        return False
+    extra = {"transcription_status": "failed"} if transcription else {}
+    await set_items_status(session, content_id, status="failed", error=reason[:1000], **extra)
+    return True
+
+
+async def item_for_transform(session: AsyncSession, item_id: uuid.UUID, *,
+                             lock: bool = False) -> dict[str, Any] | None:
+    """The item's title and text; with `lock`, the item cannot be deleted before the transaction ends."""
+    q = (select(user_items.c.id, user_items.c.title, contents.c.text, contents.c.transcript)
+         .join(contents, contents.c.id == user_items.c.content_id).where(user_items.c.id == item_id))
+    if lock:
+        q = q.with_for_update(read=True, key_share=True, of=user_items)
+    row = (await session.execute(q)).first()
     return dict(row._mapping) if row else None
 
 

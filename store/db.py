@@ -5,12 +5,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
+from sqlalchemy import text
+from sqlalchemy.exc import ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 _engine: AsyncEngine | None = None
 _sessions: async_sessionmaker[AsyncSession] | None = None
 _url: str | None = None
+CONNECT_TIMEOUT_SEC = 5
 
 
 def init_engine(url: str, pool_size: int = 10) -> AsyncEngine:
@@ -18,7 +22,9 @@ def init_engine(url: str, pool_size: int = 10) -> AsyncEngine:
     global _engine, _sessions, _url
     if _engine is not None and _url == url:
         return _engine
-    _engine = create_async_engine(url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True)
+    # connect_timeout and pool_timeout make an unreachable database fail fast (503) instead of hanging a request.
+    _engine = create_async_engine(url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True, pool_timeout=10,
+                                  connect_args={"connect_timeout": CONNECT_TIMEOUT_SEC})
     _sessions = async_sessionmaker(_engine, expire_on_commit=False)
     _url = url
     return _engine
@@ -66,3 +72,43 @@ def migrate(url: str) -> None:
     cfg.set_main_option("script_location", str(here / "migrations"))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     command.upgrade(cfg, "head")
+
+
+async def ping() -> None:
+    """One round trip to the database (raises when it cannot be reached)."""
+    async with read_scope() as s:
+        await s.execute(text("SELECT 1"))
+
+
+def _script_dir() -> Any:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    return ScriptDirectory.from_config(cfg)
+
+
+def head_revision() -> str | None:
+    """The newest migration this code knows."""
+    head: str | None = _script_dir().get_current_head()
+    return head
+
+
+async def current_revision() -> str | None:
+    """The migration the database is at (None before the first one), in one short autocommit statement."""
+    async with read_scope() as s:
+        try:
+            return (await s.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+        except ProgrammingError:
+            return None
+
+
+_head: str | None = None
+
+
+def head_revision_cached() -> str | None:
+    global _head
+    if _head is None:
+        _head = head_revision()
+    return _head

@@ -51,8 +51,13 @@ async def create(session: AsyncSession, user_id: uuid.UUID, name: str) -> dict[s
     return {"id": str(row.id), "name": row.name, "item_count": 0, "created_at": row.created_at.isoformat()}
 
 
-async def owned_ids(session: AsyncSession, user_id: uuid.UUID, ids: list[uuid.UUID]) -> set[uuid.UUID]:
+async def owned_ids(session: AsyncSession, user_id: uuid.UUID, ids: list[uuid.UUID], *,
+                    lock: bool = False) -> set[uuid.UUID]:
+    """The ids among `ids` that are the user's folders; with `lock`, they cannot be deleted until the transaction
+    ends (a folder delete that committed first leaves it out: an insert referencing it never fails)."""
     q = select(folders.c.id).where(folders.c.user_id == user_id, folders.c.id.in_(ids))
+    if lock:
+        q = q.order_by(folders.c.id).with_for_update(read=True, key_share=True)
     return set((await session.execute(q)).scalars())
 
 
@@ -78,6 +83,7 @@ async def delete_folder(
             select(user_items.c.id).where(user_items.c.user_id == scope.user_id, here, ~other)
         )).scalars())
         deleted = await item_store.delete_many(session, ids)
+    await token_store.lock_scoped_by_folder(session, folder_id)
     await token_store.revoke_emptied_by_folder_delete(session, folder_id)
     await session.execute(delete(folders).where(folders.c.id == folder_id))
     return {"id": str(folder_id), "deleted": True, "items_deleted": deleted}

@@ -139,9 +139,13 @@ async def get_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -
     return item
 
 
-async def is_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -> bool:
-    found = (await session.execute(select(user_items.c.id).where(user_items.c.id == item_id, visible(scope)))).first()
-    return found is not None
+async def is_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID, *, lock: bool = False) -> bool:
+    """Whether the item is visible; with `lock`, it also cannot be deleted until the transaction ends (a delete
+    that committed first makes this False, never a foreign-key error on a later insert)."""
+    q = select(user_items.c.id).where(user_items.c.id == item_id, visible(scope))
+    if lock:
+        q = q.with_for_update(read=True, key_share=True, of=user_items)
+    return (await session.execute(q)).first() is not None
 
 
 async def delete_many(session: AsyncSession, ids: list[uuid.UUID]) -> int:
@@ -154,8 +158,12 @@ async def delete_many(session: AsyncSession, ids: list[uuid.UUID]) -> int:
     rows = (await session.execute(
         delete(user_items).where(user_items.c.id.in_(ids)).returning(user_items.c.content_id)
     )).scalars().all()
-    content_ids = list(set(rows))
+    content_ids = sorted(set(rows))
     if content_ids:
+        # Lock first, so the NOT EXISTS below sees items another transaction added to these contents meanwhile
+        # (each statement takes a new snapshot): shared contents are never deleted under a new item.
+        await session.execute(select(contents.c.id).where(contents.c.id.in_(content_ids))
+                              .order_by(contents.c.id).with_for_update())
         orphaned = (await session.execute(
             delete(contents)
             .where(contents.c.id.in_(content_ids),
@@ -174,7 +182,8 @@ async def delete_many(session: AsyncSession, ids: list[uuid.UUID]) -> int:
 async def delete_visible(session: AsyncSession, scope: Scope, item_ids: list[uuid.UUID]) -> list[uuid.UUID]:
     """Delete the given items that the caller can see; returns the ids deleted."""
     found = list((await session.execute(
-        select(user_items.c.id).where(user_items.c.id.in_(item_ids), visible(scope)).with_for_update()
+        select(user_items.c.id).where(user_items.c.id.in_(item_ids), visible(scope))
+        .order_by(user_items.c.id).with_for_update(of=user_items)
     )).scalars())
     await delete_many(session, found)
     return found

@@ -44,7 +44,8 @@ class ObjectStore(Protocol):
 
     def new_path(self, user_id: str, filename: str) -> str: ...
 
-    def signed_put_url(self, path: str, size: int, mime: str, expires_in: int = 3600) -> str: ...
+    def signed_put_url(self, path: str, size: int, mime: str, expires_in: int = 3600,
+                       base_url: str | None = None) -> str: ...
 
     async def stat(self, path: str) -> int | None: ...
 
@@ -53,6 +54,12 @@ class ObjectStore(Protocol):
     async def local_copy(self, path: str) -> Path: ...
 
     async def delete(self, path: str) -> None: ...
+
+    async def ping(self) -> None: ...
+
+    async def list_paths(self) -> list[str]: ...
+
+    async def put_file(self, path: str, local: Path, mime: str | None = None) -> None: ...
 
 
 def safe_filename(filename: str) -> str:
@@ -121,9 +128,8 @@ def load_or_create_secret(data_dir: Path, configured: str | None = None) -> byte
 class LocalObjectStore:
     """Files under `root`; uploads arrive through the service's own signed PUT route."""
 
-    def __init__(self, root: Path, base_url: str, secret: bytes) -> None:
+    def __init__(self, root: Path, secret: bytes) -> None:
         self.root = Path(root)
-        self.base_url = base_url.rstrip("/")
         self._secret = secret
 
     def _file(self, path: str) -> Path:
@@ -136,12 +142,15 @@ class LocalObjectStore:
     def new_path(self, user_id: str, filename: str) -> str:
         return new_object_path(user_id, filename)
 
-    def signed_put_url(self, path: str, size: int, mime: str, expires_in: int = 3600) -> str:
+    def signed_put_url(self, path: str, size: int, mime: str, expires_in: int = 3600,
+                       base_url: str | None = None) -> str:
+        """The service's own PUT route under `base_url` (the public address the client reached)."""
         check_path(path)
         expires = int(time.time()) + expires_in
         query = urlencode({"expires": expires, "size": size, "mime": mime,
                            "sig": self._sign(path, size, mime, expires)})
-        return f"{self.base_url}/api/v1/uploads/put/{quote(path, safe='/')}?{query}"
+        base = (base_url or "http://127.0.0.1:8080").rstrip("/")
+        return f"{base}/api/v1/uploads/put/{quote(path, safe='/')}?{query}"
 
     def verify(self, path: str, size: int | str, mime: str, expires: int | str, sig: str) -> None:
         """Raise SignatureError unless the URL parameters are exactly what was signed and unexpired."""
@@ -205,6 +214,26 @@ class LocalObjectStore:
             await asyncio.to_thread(shutil.copyfile, source, copy)
         return copy
 
+    async def list_paths(self) -> list[str]:
+        """Every stored object's path (for backups)."""
+        base = self.root / "uploads"
+        if not base.is_dir():
+            return []
+        return sorted(str(f.relative_to(self.root)) for f in base.rglob("*")
+                      if f.is_file() and not f.name.endswith(".part"))
+
+    async def put_file(self, path: str, local: Path, mime: str | None = None) -> None:
+        """Store a server-side file at `path` (downloads, restores)."""
+        target = self._file(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(shutil.copyfile, local, target)
+
+    async def ping(self) -> None:
+        """Raise unless the store's directory can be written."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not os.access(self.root, os.W_OK):
+            raise PermissionError(f"{self.root} is not writable")
+
     async def delete(self, path: str) -> None:
         target = self._file(path)
         target.unlink(missing_ok=True)
@@ -235,7 +264,9 @@ class S3ObjectStore:
     def new_path(self, user_id: str, filename: str) -> str:
         return new_object_path(user_id, filename)
 
-    def signed_put_url(self, path: str, size: int, mime: str, expires_in: int = 3600) -> str:
+    def signed_put_url(self, path: str, size: int, mime: str, expires_in: int = 3600,
+                       base_url: str | None = None) -> str:
+        """A presigned S3 URL (`base_url`, the service's own address, plays no part)."""
         check_path(path)
         url: str = self._client.generate_presigned_url(
             "put_object",
@@ -300,3 +331,24 @@ class S3ObjectStore:
     async def delete(self, path: str) -> None:
         check_path(path)
         await asyncio.to_thread(self._client.delete_object, Bucket=self.bucket, Key=path)
+
+    async def list_paths(self) -> list[str]:
+        def _list() -> list[str]:
+            keys: list[str] = []
+            for page in self._client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket,
+                                                                               Prefix="uploads/"):
+                keys.extend(obj["Key"] for obj in page.get("Contents", []))
+            return sorted(keys)
+
+        return await asyncio.to_thread(_list)
+
+    async def put_file(self, path: str, local: Path, mime: str | None = None) -> None:
+        """Store a server-side file at `path` (downloads, restores)."""
+        check_path(path)
+        extra = {"ContentType": mime} if mime else None
+        await asyncio.to_thread(self._client.upload_file, str(local), self.bucket, path, ExtraArgs=extra)
+
+    async def ping(self) -> None:
+        """Raise unless the bucket answers."""
+        await asyncio.to_thread(self._client.head_bucket, Bucket=self.bucket)
+

@@ -81,6 +81,19 @@ async def revoke_all(session: AsyncSession, user_id: uuid.UUID) -> int:
     return int(res.rowcount)  # type: ignore[attr-defined]
 
 
+async def lock_scoped_by_folder(session: AsyncSession, folder_id: uuid.UUID) -> None:
+    """Lock the tokens scoped to `folder_id` until the transaction ends.
+
+    Two folder deletes touching one token then run one after the other, so the second sees the first's removal
+    and the last-folder revocation cannot be raced.
+    """
+    await session.execute(
+        select(tokens.c.id)
+        .where(tokens.c.id.in_(select(token_folders.c.token_id).where(token_folders.c.folder_id == folder_id)))
+        .order_by(tokens.c.id).with_for_update()
+    )
+
+
 async def revoke_emptied_by_folder_delete(session: AsyncSession, folder_id: uuid.UUID) -> int:
     """Revoke scoped tokens whose only remaining in-scope folder is `folder_id` (about to be deleted)."""
     others = select(token_folders.c.token_id).where(
@@ -100,7 +113,7 @@ async def revoke_emptied_by_folder_delete(session: AsyncSession, folder_id: uuid
 
 async def touch_last_used(session: AsyncSession, seen: dict[uuid.UUID, datetime]) -> None:
     """Record last_used_at for many tokens at once (batched by the activity writer)."""
-    for token_id, at in seen.items():
+    for token_id, at in sorted(seen.items()):  # one lock order with folder deletes (lock_scoped_by_folder)
         await session.execute(
             update(tokens).where(tokens.c.id == token_id,
                                  (tokens.c.last_used_at.is_(None)) | (tokens.c.last_used_at < at))

@@ -59,7 +59,7 @@ async def transform_item(_ctx: dict[str, Any], item_id: str) -> int:
         return 0
     produced = await get_transformer().transform(item["title"], text)
     async with session_scope() as s:
-        if await content_store.item_for_transform(s, iid) is None:
+        if await content_store.item_for_transform(s, iid, lock=True) is None:
             return 0
         await content_store.add_outputs(s, iid, [asdict(o) for o in produced])
     return len(produced)

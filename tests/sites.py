@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ARTICLES = {
@@ -66,6 +67,11 @@ class _Handler(BaseHTTPRequestHandler):
         if path in ARTICLES:
             title, paras = ARTICLES[path]
             self._send(200, article_html(title, paras))
+        elif path.startswith("/slow/"):  # /slow/<name>?s=<seconds>: a page that takes its time
+            query = dict(p.split("=", 1) for p in self.path.partition("?")[2].split("&") if "=" in p)
+            time.sleep(float(query.get("s", "3")))
+            title, paras = ARTICLES["/volcano"]
+            self._send(200, article_html(f"{title} ({path[6:]})", paras))
         elif path == "/redirect":
             self._send(302, b"", headers={"Location": "/volcano"})
         elif path == "/missing":

@@ -189,7 +189,7 @@ def test_check_dimension_rejects_512_dim_provider(monkeypatch: pytest.MonkeyPatc
     get_settings.cache_clear()
     get_embedder.cache_clear()
     try:
-        emb = get_embedder()
+        emb = get_embedder().inner  # type: ignore[attr-defined]
         assert isinstance(emb, OpenAIEmbedder) and emb.name == "openai-compatible:big-model"
         with pytest.raises(RuntimeError) as info:
             check_dimension(emb)
@@ -208,7 +208,7 @@ def test_get_embedder_defaults_to_local(monkeypatch: pytest.MonkeyPatch) -> None
     get_settings.cache_clear()
     get_embedder.cache_clear()
     try:
-        assert isinstance(get_embedder(), LocalEmbedder)
+        assert isinstance(get_embedder().inner, LocalEmbedder)  # type: ignore[attr-defined]
         assert get_embedder() is get_embedder()
     finally:
         get_settings.cache_clear()

@@ -31,7 +31,7 @@ PDF = b"%PDF-1.4\n" + b"x" * 1000
 
 @pytest.fixture
 def local(tmp_path: Path) -> LocalObjectStore:
-    return LocalObjectStore(tmp_path / "objects", "http://lev.test/", SECRET)
+    return LocalObjectStore(tmp_path / "objects", SECRET)
 
 
 def parse_signed(url: str) -> tuple[str, dict[str, str]]:
@@ -65,7 +65,7 @@ def test_new_path_shape_and_sanitising(local: LocalObjectStore) -> None:
 
 def test_signed_url_verifies(local: LocalObjectStore) -> None:
     path = local.new_path("u1", "doc.pdf")
-    url = local.signed_put_url(path, 1234, "application/pdf", expires_in=600)
+    url = local.signed_put_url(path, 1234, "application/pdf", expires_in=600, base_url="http://lev.test/")
     assert url.startswith("http://lev.test/api/v1/uploads/put/uploads/u1/")
     got_path, q = parse_signed(url)
     assert got_path == path and q["size"] == "1234" and q["mime"] == "application/pdf"
@@ -93,7 +93,7 @@ def test_expired_and_foreign_key_urls_are_refused(local: LocalObjectStore, tmp_p
     _, q = parse_signed(local.signed_put_url(path, 10, "application/pdf", expires_in=-1))
     with pytest.raises(SignatureError, match="expired"):
         local.verify(path, q["size"], q["mime"], q["expires"], q["sig"])
-    other = LocalObjectStore(tmp_path, "http://lev.test", b"z" * 32)
+    other = LocalObjectStore(tmp_path, b"z" * 32)
     _, q = parse_signed(other.signed_put_url(path, 10, "application/pdf"))
     with pytest.raises(SignatureError):
         local.verify(path, q["size"], q["mime"], q["expires"], q["sig"])
@@ -166,7 +166,7 @@ def test_get_object_store_local(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
         assert isinstance(store, LocalObjectStore) and store.root == tmp_path / "objects"
         path = store.new_path("u", "a.png")
         _, q = parse_signed(store.signed_put_url(path, 5, "image/png"))
-        same_key = LocalObjectStore(tmp_path, "http://x", b"s3cret-value")
+        same_key = LocalObjectStore(tmp_path, b"s3cret-value")
         same_key.verify(path, 5, "image/png", q["expires"], q["sig"])
     finally:
         monkeypatch.undo()

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import re
 import uuid
 
 import yaml
 from openapi_spec_validator import validate
 
-from lev.openapi import SPEC_PATH, operations
+from lev.openapi import SPEC_PATH, handler_name, operations
 from tests.stack import make_item
 
 ERROR_BODY_KEYS = {"error"}
@@ -35,8 +36,9 @@ def test_openapi_served_is_31_and_valid(server, api) -> None:
 
 
 def test_every_operation_id_imports() -> None:
-    for op_id in operations():
-        module, func = op_id.rsplit(".", 1)
+    for op_id, op in operations().items():
+        assert re.fullmatch(r"[a-z][A-Za-z]+", op_id), op_id  # a clean name a generated client can use
+        module, func = handler_name(op["operation"]).rsplit(".", 1)
         assert callable(getattr(importlib.import_module(module), func)), op_id
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import threading
+import time
 import wave
 from email.parser import BytesParser
 from email.policy import default as default_policy
@@ -42,6 +43,7 @@ class TranscribeStub:
     def __init__(self) -> None:
         self.plans: dict[str, list[int]] = {}
         self.texts: dict[str, str] = {}
+        self.delays: dict[str, float] = {}
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         stub = self
@@ -66,6 +68,9 @@ class TranscribeStub:
                                           "status": status, "auth": self.headers.get("Authorization")})
                     text = stub.texts.get(filename or "", f"Transcript of {filename}: a talk about lighthouse "
                                                           "keepers and the tides of the northern sea.")
+                pause = stub.delays.get(filename or "", 0.0)
+                if pause:
+                    time.sleep(pause)
                 if status == 429:
                     self._send(429, {"error": {"message": "Rate limit reached"}}, {"Retry-After": "1"})
                 elif status >= 400:
@@ -97,6 +102,11 @@ class TranscribeStub:
     def text(self, filename: str, text: str) -> None:
         with self.lock:
             self.texts[filename] = text
+
+    def delay(self, filename: str, seconds: float) -> None:
+        """Answer requests for `filename` only after `seconds` (a slow provider)."""
+        with self.lock:
+            self.delays[filename] = seconds
 
     def calls(self, filename: str) -> list[dict[str, Any]]:
         with self.lock:

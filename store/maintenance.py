@@ -1,0 +1,68 @@
+"""Whole-database questions for backups and restores: row counts, emptiness, a clean schema."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store.db import engine
+from store.models import metadata
+
+COUNTED = ("users", "folders", "contents", "user_items", "item_folders", "chunks", "outputs", "tokens",
+           "token_folders", "activity", "uploads", "usage_monthly")
+
+
+async def _counts(conn: AsyncConnection) -> dict[str, int]:
+    names = [t for t in COUNTED if t in metadata.tables]
+    return {t: int((await conn.execute(text(f'SELECT count(*) FROM "{t}"'))).scalar_one()) for t in names}
+
+
+async def table_counts() -> dict[str, int]:
+    """Rows per table of the library (what a restore must reproduce)."""
+    async with engine().connect() as conn:
+        return await _counts(conn)
+
+
+@dataclass
+class Snapshot:
+    """One frozen view of the database: its id (for `pg_dump --snapshot`) and what it holds."""
+
+    id: str
+    revision: str | None
+    counts: dict[str, int] = field(default_factory=dict)
+    object_paths: list[str] = field(default_factory=list)
+
+
+@asynccontextmanager
+async def exported_snapshot() -> AsyncIterator[Snapshot]:
+    """Hold a repeatable-read transaction open and export its snapshot, so a dump taken with it sees exactly the
+    counts and object paths reported here."""
+    async with engine().connect() as conn:
+        conn = await conn.execution_options(isolation_level="REPEATABLE READ")
+        async with conn.begin():
+            snap_id = (await conn.execute(text("SELECT pg_export_snapshot()"))).scalar_one()
+            revision = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+            paths = (await conn.execute(text(
+                "SELECT DISTINCT object_path FROM contents WHERE object_path IS NOT NULL"))).scalars()
+            yield Snapshot(snap_id, revision, await _counts(conn), sorted(paths))
+
+
+async def holds_data() -> bool:
+    """True when the database has any user (a restore must not overwrite a live library)."""
+    async with engine().connect() as conn:
+        exists = (await conn.execute(text("SELECT to_regclass('public.users') IS NOT NULL"))).scalar_one()
+        if not exists:
+            return False
+        return bool((await conn.execute(text("SELECT EXISTS (SELECT 1 FROM users)"))).scalar_one())
+
+
+async def reset_schema() -> None:
+    """Drop everything in the public schema (an empty or freshly migrated database) before a restore."""
+    async with engine().begin() as conn:
+        await conn.execute(text("DROP SCHEMA public CASCADE"))
+        await conn.execute(text("CREATE SCHEMA public"))
+        await conn.execute(text("DROP EXTENSION IF EXISTS vector CASCADE"))

@@ -1,0 +1,124 @@
+"""What keeps jobs moving when workers die: heartbeats, job claims, rescue of a dead worker's jobs, and a
+bound on how often one job is tried.
+
+arq marks a started job "in progress" for its whole timeout, so a job whose worker was killed would wait
+that long before anyone retried it. Each worker therefore keeps a short-lived heartbeat key and claims the
+jobs it runs; every worker's rescue pass frees the jobs claimed by a worker whose heartbeat has lapsed, and
+arq hands them to the next free worker. Jobs are idempotent (they check the content's state first), so a
+job whose worker merely stalled runs at most once more. A job tried `LEV_JOB_MAX_TRIES` times without
+finishing marks its content and items failed with the reason instead of looping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from lev import logs, metrics
+from lev.settings import get_settings
+from store import contents as content_store
+from store.db import session_scope
+
+log = logs.get_logger("lev.worker")
+
+HEARTBEAT_SEC = 3
+HEARTBEAT_TTL_SEC = 15
+WORKER_KEY = "lev:worker:"
+CLAIM_KEY = "lev:claim:"
+IN_PROGRESS_KEY = "arq:in-progress:"
+CONTENT_JOBS = {"process_content": False, "extract_document": False, "transcribe_content": True}
+
+WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+async def heartbeat(redis: Any, stop: asyncio.Event) -> None:
+    """Refresh this worker's liveness key and rescue dead workers' jobs until `stop` is set."""
+    while not stop.is_set():
+        try:
+            await redis.set(WORKER_KEY + WORKER_ID, b"1", ex=HEARTBEAT_TTL_SEC)
+            await rescue_orphans(redis)
+        except Exception as exc:  # Redis restarting: keep trying, the jobs are still ours
+            log.warning("heartbeat failed", error=type(exc).__name__)
+        try:
+            await asyncio.wait_for(stop.wait(), HEARTBEAT_SEC)
+        except TimeoutError:
+            pass
+    try:
+        await redis.delete(WORKER_KEY + WORKER_ID)
+    except Exception:
+        pass
+
+
+async def rescue_orphans(redis: Any) -> int:
+    """Free the jobs claimed by workers whose heartbeat has lapsed, so another worker runs them now."""
+    freed = 0
+    async for raw in redis.scan_iter(match=f"{IN_PROGRESS_KEY}*", count=500):
+        key = raw.decode() if isinstance(raw, bytes) else raw
+        job_id = key[len(IN_PROGRESS_KEY):]
+        owner = await redis.get(CLAIM_KEY + job_id)
+        if owner is None:
+            continue
+        owner_id = owner.decode()
+        if await redis.exists(WORKER_KEY + owner_id):
+            continue
+        await redis.delete(key, CLAIM_KEY + job_id)
+        freed += 1
+        log.warning("rescued a job from a dead worker", job_id=job_id, dead_worker=owner_id)
+    return freed
+
+
+async def give_up(job: str, args: tuple[Any, ...], tries: int) -> None:
+    """Mark the content behind a job that never finished as failed, with the reason."""
+    if job not in CONTENT_JOBS or not args:
+        return
+
+    content_id = uuid.UUID(str(args[0]))
+    reason = f"processing was abandoned after {tries - 1} attempts that did not finish (worker crash or timeout)"
+    async with session_scope() as s:
+        if not await content_store.mark_failed_if_processing(s, content_id, reason,
+                                                             transcription=CONTENT_JOBS[job]):
+            return
+    log.error("job abandoned", job=job, content_id=str(content_id), reason=reason)
+
+
+def instrumented(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """The job as the worker runs it: claimed, bounded in tries, timed and counted, logged with its job id."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    async def run(ctx: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        job_id = ctx.get("job_id", "")
+        tries = int(ctx.get("job_try", 1))
+        logs.new_context(job_id=job_id, job=name, job_try=tries)
+        redis = ctx.get("redis")
+        limit = get_settings().job_max_tries
+        if tries > limit:
+            await give_up(name, args, tries)
+            metrics.observe_job(name, "abandoned", 0.0)
+            return None
+        if redis is not None and job_id:
+            await redis.set(CLAIM_KEY + job_id, WORKER_ID.encode(), ex=int(ctx.get("claim_ttl", 3700)))
+        started = time.perf_counter()
+        outcome = "failed"
+        try:
+            result = await fn(ctx, *args, **kwargs)
+            outcome = "ok"
+            return result
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        finally:
+            metrics.observe_job(name, outcome, time.perf_counter() - started)
+            if redis is not None and job_id:
+                try:
+                    await redis.delete(CLAIM_KEY + job_id)
+                except Exception:
+                    pass
+
+    return run

@@ -1,0 +1,232 @@
+"""Races between writes that reference each other's rows: the loser gets a 404 (or the winner's success),
+never a 500, and the last-folder revocation holds under concurrent folder deletes.
+
+Each race is played twice: once with a controlled interleaving (another writer holds its delete open in a
+transaction while the request runs into it, then commits), and once as concurrent requests many times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+
+from lev.policy import Scope
+from tests.sites import Site
+from tests.stack import ROOT, Admin, LiveServer, User, make_item, new_user
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[Site]:
+    s = Site()
+    yield s
+    s.close()
+
+
+class Held:
+    """A store transaction run on the admin's loop and held open (uncommitted) until `commit()`."""
+
+    def __init__(self, admin: Admin, work: Callable[[Any], Awaitable[Any]]) -> None:
+        from store.db import session_scope
+
+        self.admin = admin
+        self.ready = threading.Event()
+        self.release = threading.Event()
+
+        async def go() -> None:
+            async with session_scope() as s:
+                await work(s)
+                self.ready.set()
+                await asyncio.to_thread(self.release.wait)
+
+        self.future = asyncio.run_coroutine_threadsafe(go(), admin.loop)
+        assert self.ready.wait(60), "the held transaction did not start"
+
+    def commit(self) -> None:
+        self.release.set()
+        self.future.result(60)
+
+
+def sql(admin: Admin, statement: str, **params: Any) -> Callable[[Any], Awaitable[None]]:
+    from sqlalchemy import text
+
+    async def work(s: Any) -> None:
+        await s.execute(text(statement), params)
+
+    return work
+
+
+def run_into(admin: Admin, held: Held, call: Callable[[], httpx.Response]) -> httpx.Response:
+    """Send `call` while `held` is open; once it waits on the held rows (or has answered), commit `held`."""
+    with ThreadPoolExecutor(1) as pool:
+        fut = pool.submit(call)
+        while not fut.done():
+            waiting = admin.sql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                "AND wait_event_type = 'Lock'")[0][0]
+            if waiting:
+                break
+            threading.Event().wait(0.02)
+        held.commit()
+        return fut.result(120)
+
+
+def client(server: LiveServer, token: str) -> httpx.Client:
+    return httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
+
+
+def test_membership_add_racing_item_delete_is_404(server, admin, user: User) -> None:
+    f = user.folder("target")
+    item = make_item(user, title="doomed")
+    c = client(server, user.token(write=True))
+    held = Held(admin, sql(admin, "DELETE FROM user_items WHERE id = :i", i=item))
+    r = run_into(admin, held, lambda: c.post(f"/api/v1/items/{item}/folders", json={"folder_ids": [f]}))
+    assert r.status_code == 404, r.text
+    assert r.json()["error"] == "not_found"
+    assert admin.sql("SELECT count(*) FROM item_folders WHERE folder_id = :f", f=f)[0][0] == 0
+
+
+def test_membership_add_racing_folder_delete_is_404(server, admin, user: User) -> None:
+    f = user.folder("vanishing")
+    item = make_item(user, title="stays")
+    c = client(server, user.token(write=True))
+    held = Held(admin, sql(admin, "DELETE FROM folders WHERE id = :f", f=f))
+    r = run_into(admin, held, lambda: c.post(f"/api/v1/items/{item}/folders", json={"folder_ids": [f]}))
+    assert r.status_code == 404, r.text
+    assert r.json() == {"error": "folder_not_found", "message": r.json()["message"], "missing": [f]}
+    assert c.get(f"/api/v1/items/{item}").json()["folder_ids"] == []
+
+
+def test_ingest_into_a_folder_being_deleted_is_404_and_stores_nothing(server, admin, user: User) -> None:
+    f = user.folder("only")
+    c = client(server, user.token(write=True, folders=[f]))
+    held = Held(admin, sql(admin, "DELETE FROM folders WHERE id = :f", f=f))
+    r = run_into(admin, held, lambda: c.post("/api/v1/ingest", json={"kind": "text", "text": "a note that races"}))
+    assert r.status_code == 404, r.text
+    assert r.json()["error"] == "not_found"
+    assert admin.sql("SELECT count(*) FROM user_items WHERE user_id = :u", u=user.id)[0][0] == 0
+
+
+def test_shared_url_ingest_racing_the_last_item_delete(server, admin, user: User, site: Site) -> None:
+    """A new item on a shared page while the page's last item (and so its content) is deleted."""
+    from store import items as item_store
+
+    url = site.url + "/quantum?race=" + uuid.uuid4().hex
+    first = client(server, user.token(write=True)).post("/api/v1/ingest", json={
+        "kind": "url", "url": url, "auto_transform": False}).json()
+    c = client(server, new_user(admin).token(write=True))
+
+    async def delete_first(s: Any) -> None:
+        await item_store.delete_many(s, [uuid.UUID(first["user_item_id"])])
+
+    held = Held(admin, delete_first)
+    r = run_into(admin, held, lambda: c.post("/api/v1/ingest", json={"kind": "url", "url": url,
+                                                                         "auto_transform": False}))
+    assert r.status_code == 200, r.text
+    got = c.get(f"/api/v1/items/{r.json()['user_item_id']}")
+    assert got.status_code == 200 and got.json()["status"] == "ready"
+    assert r.json()["content_id"] != first["content_id"]  # the old content went; a fresh one was fetched
+
+
+def test_item_delete_racing_a_new_item_on_the_same_content_keeps_the_content(server, admin, user: User,
+                                                                             site: Site) -> None:
+    """The other order: a user item is added to a shared content while its last other item is deleted."""
+    url = site.url + "/volcano?race=" + uuid.uuid4().hex
+    c = client(server, user.token(write=True))
+    first = c.post("/api/v1/ingest", json={"kind": "url", "url": url, "auto_transform": False}).json()
+    content = first["content_id"]
+    second_id = str(uuid.uuid4())
+    held = Held(admin, sql(admin, "INSERT INTO user_items (id, user_id, content_id, kind, title, in_kb, archived, "
+                                  "status, transcription_status, auto_transform) VALUES (:i, :u, :c, 'url', 't', "
+                                  "true, false, 'ready', 'not_required', false)",
+                           i=second_id, u=user.id, c=content))
+    r = run_into(admin, held, lambda: c.delete(f"/api/v1/items/{first['user_item_id']}"))
+    assert r.status_code == 200, r.text
+    assert admin.sql("SELECT count(*) FROM contents WHERE id = :c", c=content)[0][0] == 1
+    assert c.get(f"/api/v1/items/{second_id}").json()["status"] == "ready"
+
+
+def test_token_mint_with_a_folder_being_deleted_says_folder_not_found(server, admin, user: User) -> None:
+    f = user.folder("minted")
+    held = Held(admin, sql(admin, "DELETE FROM folders WHERE id = :f", f=f))
+    env = {**server.env}
+
+    def mint() -> httpx.Response:
+        proc = subprocess.run([sys.executable, "-m", "lev.cli", "token", "create", "--user", user.email,
+                               "--name", "racer", "--folder", f], env=env, cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+        return httpx.Response(proc.returncode, text=proc.stdout + proc.stderr)
+
+    out = run_into(admin, held, mint)
+    assert out.status_code == 2, out.text
+    assert "folder_not_found" in out.text and "Traceback" not in out.text
+    assert admin.sql("SELECT count(*) FROM tokens WHERE user_id = :u AND name = 'racer'", u=user.id)[0][0] == 0
+
+
+def test_revocation_holds_when_two_folder_deletes_interleave(server, admin, user: User) -> None:
+    from store import folders as folder_store
+
+    a, b = user.folder("a"), user.folder("b")
+    scoped = user.token(folders=[a, b])
+    whole = client(server, user.token(write=True))
+
+    async def delete_a(s: Any) -> None:
+        await folder_store.delete_folder(s, Scope(user.id, None), uuid.UUID(a), False)
+
+    held = Held(admin, delete_a)
+    r = run_into(admin, held, lambda: whole.delete(f"/api/v1/folders/{b}"))
+    assert r.status_code == 200, r.text
+    assert client(server, scoped).get("/api/v1/folders").status_code == 401
+
+
+def test_concurrent_deletes_of_a_two_folder_tokens_folders_always_revoke_it(server, admin, user: User) -> None:
+    whole = user.token(write=True)
+    survivors = 0
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(20):
+            a, b = user.folder(f"a{uuid.uuid4().hex[:6]}"), user.folder(f"b{uuid.uuid4().hex[:6]}")
+            scoped = user.token(folders=[a, b])
+            barrier = threading.Barrier(2)
+
+            def delete(fid: str, barrier: threading.Barrier = barrier) -> int:
+                with client(server, whole) as c:
+                    barrier.wait()
+                    return c.delete(f"/api/v1/folders/{fid}").status_code
+
+            assert sorted(pool.map(delete, [a, b])) == [200, 200]
+            if client(server, scoped).get("/api/v1/folders").status_code != 401:
+                survivors += 1
+    assert survivors == 0
+
+
+def test_membership_writes_racing_deletes_never_answer_500(server, admin, user: User) -> None:
+    whole = user.token(write=True)
+    statuses: Counter[int] = Counter()
+
+    def call(method: str, path: str, body: dict[str, Any] | None = None) -> int:
+        with client(server, whole) as c:
+            return c.request(method, path, json=body).status_code
+
+    with ThreadPoolExecutor(6) as pool:
+        for _ in range(12):
+            f, g = user.folder(f"f{uuid.uuid4().hex[:6]}"), user.folder(f"g{uuid.uuid4().hex[:6]}")
+            item = make_item(user, folders=[g], title="raced")
+            calls = [
+                ("POST", f"/api/v1/items/{item}/folders", {"folder_ids": [f, g]}),
+                ("POST", f"/api/v1/items/{item}/folders", {"folder_ids": [f]}),
+                ("DELETE", f"/api/v1/items/{item}", None),
+                ("DELETE", f"/api/v1/folders/{f}?cascade_items=true", None),
+                ("DELETE", f"/api/v1/items/{item}/folders/{g}", None),
+                ("DELETE", f"/api/v1/folders/{g}", None),
+            ]
+            statuses.update(pool.map(lambda a: call(*a), calls))
+    assert statuses[500] == 0, statuses
+    assert set(statuses) <= {200, 404}, statuses
