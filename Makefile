@@ -7,22 +7,44 @@ DEV_STAMP := $(VENV)/.installed-dev
 PORT ?= 8080
 export HF_HUB_OFFLINE := 1
 
-.PHONY: run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load clean
+.PHONY: cluster test-cluster cluster-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load clean
+
+PIP := $(BIN)/pip install --disable-pip-version-check --progress-bar on
 
 $(BIN)/python:
+	@echo "==> [1/3] creating $(VENV) (first run only)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(PIP) --quiet --upgrade pip
 
 # torch first, pinned: 2.13.0 is the local CPU build (any other version pulls a multi-GB CUDA build).
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e .
+	@echo "==> [2/3] installing torch 2.13.0 (CPU build, a few minutes on the first run)"
+	$(PIP) torch==2.13.0
+	@echo "==> [3/3] installing Lev and its dependencies"
+	$(PIP) -e .
 	touch $@
 
 $(DEV_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/pip install --quiet -e '.[dev]'
+	@echo "==> installing the development tools (tests, linters)"
+	$(PIP) -e '.[dev]'
 	touch $@
 
+# The cluster's separate servers: Debian's redis-server and haproxy (PostgreSQL + pgvector comes from pgserver's
+# binaries, moto's S3 server from the dev extras). Installed when missing.
+cluster-deps:
+	@command -v redis-server >/dev/null && command -v haproxy >/dev/null || { \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			redis-server haproxy; }
+
+# 2 API processes behind haproxy, 2 workers, PostgreSQL over TCP, Redis, S3 (docs/operations.md); Ctrl-C stops it.
+cluster: $(DEV_STAMP) cluster-deps
+	$(BIN)/python -m cluster.run
+
+# The cluster and fault tests alone (they are part of `make test` too).
+test-cluster: $(DEV_STAMP) cluster-deps
+	$(BIN)/pytest -q tests/cluster -p no:cacheprovider
+
+run: export LEV_LOG_FORMAT ?= console
 run: $(STAMP)
 	$(BIN)/lev serve --port $(PORT)
 
@@ -32,7 +54,7 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
-test: $(DEV_STAMP)
+test: $(DEV_STAMP) cluster-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest -q tests contract_tests -p no:cacheprovider

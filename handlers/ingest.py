@@ -6,6 +6,7 @@ from typing import Any
 
 from handlers import principal
 from lev.ingest import ingest as run_ingest
+from lev.policy import parse_uuid_field
 
 
 async def ingest(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
@@ -13,5 +14,6 @@ async def ingest(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict
     result = await run_ingest(
         p, kind=body["kind"], url=body.get("url"), text=body.get("text"), title=body.get("title"),
         in_kb=body.get("in_kb", True), auto_transform=body.get("auto_transform", True),
+        folder_id=parse_uuid_field(body.get("folder_id"), "folder_id"),
     )
     return result, 200

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,7 +35,7 @@ from lev.errors import (
 )
 from lev.ingest import ingest
 from lev.openapi import mcp_tools
-from lev.policy import Principal, authenticate, parse_bearer, require
+from lev.policy import Principal, authenticate, parse_bearer, parse_uuid_field, require
 from lev.settings import get_settings
 from store.db import read_scope
 
@@ -143,10 +142,8 @@ async def _search(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _get_item(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
-    try:
-        item_id = uuid.UUID(args["item_id"])
-    except ValueError:
-        raise invalid_body("item_id must be a UUID.") from None
+    item_id = parse_uuid_field(args["item_id"], "item_id")
+    assert item_id is not None
     return await library.get_item(p, item_id)
 
 
@@ -158,10 +155,12 @@ async def _add(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
     has_url, has_text = "url" in args, "text" in args
     if has_url == has_text:
         raise invalid_body("Give exactly one of url or text.")
-    return await ingest(
+    result = await ingest(
         p, kind="url" if has_url else "text", url=args.get("url"), text=args.get("text"), title=args.get("title"),
         in_kb=args.get("in_kb", True), auto_transform=args.get("auto_transform", False),
+        folder_id=parse_uuid_field(args.get("folder_id"), "folder_id"),
     )
+    return {"status": result["status"], "item_id": result["user_item_id"], **result}
 
 
 TOOLS = {"search_knowledge_base": _search, "get_item": _get_item, "list_recent": _list_recent,

@@ -10,7 +10,7 @@ from lev import media_ingest
 
 async def create_upload_url(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
     p = principal(token_info)
-    result = await media_ingest.signed_url(p, mime=body["mime"], size=body["size"], filename=body["filename"])
+    result = await media_ingest.signed_url(p, mime=body["mime"], size=int(body["size"]), filename=body["filename"])
     return result, 200
 
 
@@ -31,8 +31,9 @@ async def put_upload_object(path: str, expires: str | None = None, size: str | N
 
 
 async def finalize_media_upload(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    return await media_ingest.finalize(principal(token_info), body, "finalize"), 200
+    return await media_ingest.finalize(principal(token_info), {**body, "size": int(body["size"])}, "finalize"), 200
 
 
 async def finalize_document_upload(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    return await media_ingest.finalize(principal(token_info), body, "finalize-document"), 200
+    return await media_ingest.finalize(principal(token_info), {**body, "size": int(body["size"])},
+                                       "finalize-document"), 200

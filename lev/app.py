@@ -18,16 +18,23 @@ from connexion.datastructures import MediaTypeDict
 from connexion.exceptions import BadRequestProblem, ProblemException
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.options import SwaggerUIOptions
-from connexion.validators import VALIDATOR_MAP, JSONRequestBodyValidator
+from connexion.validators import VALIDATOR_MAP
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from handlers import mcp as mcp_handler
 from handlers import ops
+from handlers import spec as spec_handler
 from lev import clock, context, jsonguard, logs, metrics, runtime
 from lev.embedder import check_dimension, get_embedder
 from lev.errors import ApiError, file_too_large, rest_body, rest_headers, to_api_error
-from lev.openapi import OperationResolver, connexion_spec, operations
+from lev.openapi import (
+    ContractJSONBodyValidator,
+    ContractParameterValidator,
+    OperationResolver,
+    connexion_spec,
+    operations,
+)
 from lev.policy import authenticate
 from lev.settings import Settings, get_settings
 from store.db import read_scope
@@ -48,13 +55,15 @@ def error_response(err: ApiError) -> ConnexionResponse:
                              content_type="application/json")
 
 
-async def handle_error(_request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
-    return error_response(to_api_error(exc))
+async def handle_error(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+    err = to_api_error(exc)
+    if err.status == 405:  # RFC 9110: a 405 names the methods the route has
+        err.headers["Allow"] = ", ".join(allowed_methods(request.url.path))
+    return error_response(err)
 
 
-class GuardedJSONBody(JSONRequestBodyValidator):
-    """Connexion's JSON body validator with our parser: hostile JSON is a 400, never a crash (lev.jsonguard)."""
-
+class GuardedJSONBody(ContractJSONBodyValidator):
+    """The contract's JSON body validator with our parser: hostile JSON is a 400, never a crash (lev.jsonguard)."""
     async def _parse(self, stream: Any, scope: Scope) -> Any:
         raw = b"".join([message async for message in stream])
         if not raw:
@@ -67,7 +76,7 @@ class GuardedJSONBody(JSONRequestBodyValidator):
 
 def _validator_map() -> dict[str, Any]:
     bodies = MediaTypeDict({**VALIDATOR_MAP["body"], "*/*json": GuardedJSONBody})
-    return {**VALIDATOR_MAP, "body": bodies}
+    return {**VALIDATOR_MAP, "parameter": ContractParameterValidator, "body": bodies}
 
 
 _LIMIT_CLASS: dict[str, str | None] = {}
@@ -87,6 +96,12 @@ def route_template(path: str) -> str:
         if compiled.match(path):
             return template
     return path[:200]
+
+
+def allowed_methods(path: str) -> list[str]:
+    """The documented methods of the route `path` matches (the MCP route answers its own 405s)."""
+    template = route_template(path)
+    return sorted({op["method"] for op in operations().values() if op["path"] == template})
 
 
 def metric_route(method: str, path: str) -> str:
@@ -178,7 +193,6 @@ def _with_body(scope: Scope, body: bytes, receive: Receive) -> tuple[Scope, Rece
 
 class LevMiddleware:
     """Outermost layer: request id, body-size cap, response headers, activity log."""
-
     def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
         self.settings = settings
@@ -332,6 +346,8 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
         validator_map=_validator_map(),
     )
     app.add_url_rule("/api/mcp", "mcp", mcp_handler.endpoint, methods=["GET", "POST", "DELETE"])
+    app.add_url_rule("/api/v1/docs", "docs", spec_handler.api_docs, methods=["GET"])
+    app.add_url_rule("/api/v1/docs/redoc.standalone.js", "redoc", spec_handler.redoc_js, methods=["GET"])
 
     app.add_url_rule("/healthz", "healthz", ops.healthz, methods=["GET"])
     app.add_url_rule("/readyz", "readyz", ops.readyz, methods=["GET"])

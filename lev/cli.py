@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from lev import library, logs, metrics
 from lev.app import create_app
 from lev.backup import BackupError, backup, restore
-from lev.embedded import resolve_urls
+from lev.embedded import resolve_database_url, resolve_urls, stop_started_redis
 from lev.errors import ApiError, email_taken
-from lev.policy import mint_token
-from lev.settings import get_settings
-from store import activity, db, tokens, users
+from lev.policy import Scope, mint_token
+from lev.settings import get_settings, settings_table
+from store import activity, db, folders, tokens, users
 from tasks.worker import run_worker
 
 
@@ -28,7 +30,7 @@ def _die(message: str, code: int = 1) -> None:
 
 async def _with_db(fn: Callable[[Any], Awaitable[Any]]) -> Any:
     settings = get_settings()
-    db_url, _ = await asyncio.to_thread(resolve_urls, settings.database_url, settings.redis_url, settings.data_dir)
+    db_url = await asyncio.to_thread(resolve_database_url, settings.database_url, settings.data_dir)
     await asyncio.to_thread(db.migrate, db_url)
     db.init_engine(db_url, pool_size=2)
     try:
@@ -74,6 +76,17 @@ def cmd_user_create(args: argparse.Namespace) -> None:
         return created
 
     print(_run(go))
+    cap = get_settings().tier_free_tokens
+    if args.tier == "free" and cap == 0:
+        print(f"note: a free-tier user cannot mint tokens (LEV_TIER_FREE_TOKENS=0); "
+              f"run `lev user set-tier {args.email} pro` (or create with --tier pro)", file=sys.stderr)
+
+
+def cmd_user_list(_args: argparse.Namespace) -> None:
+    print("id\temail\ttier\tactive_tokens\tcreated_at")
+    for r in _run(users.list_all):
+        created = r["created_at"].isoformat() if r["created_at"] else "-"
+        print(f"{r['id']}\t{r['email']}\t{r['tier']}\t{r['active_tokens']}\t{created}")
 
 
 def cmd_user_set_password(args: argparse.Namespace) -> None:
@@ -153,6 +166,20 @@ def cmd_folder_create(args: argparse.Namespace) -> None:
     print(_run(go))
 
 
+def cmd_folder_list(args: argparse.Namespace) -> None:
+    async def go(s: Any) -> list[dict[str, Any]]:
+        user = await _user(s, args.user)
+        return await folders.list_visible(s, Scope(user["id"], None))
+
+    print("id\tname\titem_count\tcreated_at")
+    for f in _run(go):
+        print(f"{f['id']}\t{f['name']}\t{f['item_count']}\t{f['created_at']}")
+
+
+def cmd_settings(args: argparse.Namespace) -> None:
+    print(settings_table(get_settings(), markdown=args.markdown))
+
+
 def cmd_activity_clear(args: argparse.Namespace) -> None:
     async def go(s: Any) -> int:
         user = await _user(s, args.user)
@@ -163,7 +190,6 @@ def cmd_activity_clear(args: argparse.Namespace) -> None:
 
 async def _with_url(fn: Callable[[str], Awaitable[Any]]) -> Any:
     """Run `fn(database_url)` with the engine open and no migration (backup and restore leave the schema be)."""
-
     settings = get_settings()
     db_url, _ = await asyncio.to_thread(resolve_urls, settings.database_url, settings.redis_url, settings.data_dir)
     db.init_engine(db_url, pool_size=2)
@@ -212,18 +238,61 @@ def cmd_migrate(_args: argparse.Namespace) -> None:
     print("migrations applied", file=sys.stderr)
 
 
+def _quiet_libraries() -> None:
+    """Silence library chatter that says nothing to an operator (model-loading notes, fork advice)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", module="(transformers|torch|sentence_transformers|pgserver|platformdirs)")
+    for name in ("pgserver", "alembic", "sentence_transformers", "httpx"):  # start-up chatter at INFO
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def banner(url: str, data_dir: str, lev: str) -> str:
+    """What `lev serve` prints once it listens: where, where the data is, and the first three commands."""
+    return "\n".join([
+        "",
+        f"Lev is ready at {url}  (API docs {url}/api/v1/docs; data in {data_dir})",
+        f"  1. create a user:    {lev} user create you@example.com --tier pro",
+        f"  2. mint a token:     {lev} token create --user you@example.com --name agent --write",
+        f"  3. connect an agent: claude mcp add --transport http lev {url}/api/mcp "
+        '--header "Authorization: Bearer <token>"',
+        "Press Ctrl-C to stop.",
+        "",
+    ])
+
+
 def cmd_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    _quiet_libraries()
     settings = get_settings()
     settings.workers_inline = args.workers_inline
     _setup_observability()
+    lev = os.path.relpath(sys.argv[0]) if os.path.sep in sys.argv[0] else "lev"
+    if not lev.endswith("lev"):
+        lev = "lev"
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.started and self.servers:
+                host, port = self.servers[0].sockets[0].getsockname()[:2]
+                host = f"[{host}]" if ":" in host else host
+                print(banner(f"http://{host}:{port}", str(settings.data_dir.resolve()), lev), file=sys.stderr,
+                      flush=True)
+
     # SIGTERM/SIGINT: uvicorn stops accepting, lets in-flight requests finish (bounded), then runs the lifespan
     # shutdown, which lets the inline worker's current jobs finish (bounded) and re-queues the rest.
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, lifespan="on", proxy_headers=False,
-                log_config=None, access_log=False, timeout_graceful_shutdown=int(settings.shutdown_grace_sec))
+    config = uvicorn.Config(create_app(settings), host=args.host, port=args.port, lifespan="on", proxy_headers=False,
+                            log_config=None, access_log=False,
+                            timeout_graceful_shutdown=int(settings.shutdown_grace_sec))
+    try:
+        Server(config).run()
+    finally:  # then stop the embedded Redis if this process started it (pgserver stops its PostgreSQL itself)
+        stop_started_redis()
 
 
 def _setup_observability() -> None:
@@ -233,69 +302,94 @@ def _setup_observability() -> None:
 
 
 def cmd_worker(_args: argparse.Namespace) -> None:
+    _quiet_libraries()
     _setup_observability()
-    run_worker()
+    try:
+        run_worker()
+    finally:
+        stop_started_redis()
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lev", description="Lev knowledge base service")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = argparse.ArgumentParser(
+        prog="lev", description="Lev: a self-hostable knowledge base for AI agents (MCP and REST).",
+        epilog="Settings are LEV_ environment variables (`lev settings` lists them). `lev COMMAND --help` for more.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    sp = sub.add_parser("serve", help="run the API (and, by default, the worker) on the embedded stack")
-    sp.add_argument("--host", default="127.0.0.1")
-    sp.add_argument("--port", type=int, default=8080)
-    sp.add_argument("--workers-inline", action=argparse.BooleanOptionalAction, default=True)
+    def command(parent: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+        return parent.add_parser(name, help=help_text, description=help_text[0].upper() + help_text[1:] + ".")
+
+    def group(name: str, help_text: str) -> Any:
+        return command(sub, name, help_text).add_subparsers(dest="sub", required=True, metavar="SUBCOMMAND")
+
+    sp = command(sub, "serve", "run the API and MCP endpoint (and, by default, the worker) on the embedded stack")
+    sp.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    sp.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
+    sp.add_argument("--workers-inline", action=argparse.BooleanOptionalAction, default=True,
+                    help="run the job worker in this process (default on)")
     sp.set_defaults(fn=cmd_serve)
-    sub.add_parser("worker", help="run the background job worker").set_defaults(fn=cmd_worker)
-    sub.add_parser("migrate", help="apply database migrations").set_defaults(fn=cmd_migrate)
-    b = sub.add_parser("backup", help="write a consistent database dump, the stored objects and a manifest to PATH")
-    b.add_argument("path")
+    command(sub, "worker", "run the background job worker").set_defaults(fn=cmd_worker)
+    command(sub, "migrate", "apply database migrations").set_defaults(fn=cmd_migrate)
+    b = command(sub, "backup", "write a consistent database dump, the stored objects and a manifest to PATH")
+    b.add_argument("path", help="a new directory for the backup")
     b.set_defaults(fn=cmd_backup)
-    b = sub.add_parser("restore", help="restore a backup from PATH into an empty database and object store")
-    b.add_argument("path")
+    b = command(sub, "restore", "restore a backup from PATH into an empty database and object store")
+    b.add_argument("path", help="a directory written by `lev backup`")
     b.set_defaults(fn=cmd_restore)
+    st = command(sub, "settings", "list every LEV_ setting with its value and default (secrets masked)")
+    st.add_argument("--markdown", action="store_true", help="a Markdown table of names, defaults and meanings")
+    st.set_defaults(fn=cmd_settings)
 
-    user = sub.add_parser("user").add_subparsers(dest="sub", required=True)
-    u = user.add_parser("create", help="create a user; prints the user id")
-    u.add_argument("email")
-    u.add_argument("--tier", choices=["free", "pro"], default="free")
-    u.add_argument("--password-stdin", action="store_true")
+    user = group("user", "manage users")
+    u = command(user, "create", "create a user; prints the user id")
+    u.add_argument("email", help="the user's email address")
+    u.add_argument("--tier", choices=["free", "pro"], default="free",
+                   help="free (default; cannot mint tokens unless LEV_TIER_FREE_TOKENS allows) or pro")
+    u.add_argument("--password-stdin", action="store_true", help="read a password for the web pages from stdin")
     u.set_defaults(fn=cmd_user_create)
-    u = user.add_parser("set-password", help="set a password; revokes all the user's tokens")
-    u.add_argument("email")
-    u.add_argument("--password-stdin", action="store_true", required=True)
+    command(user, "list", "list users with their tier and active token count").set_defaults(fn=cmd_user_list)
+    u = command(user, "set-password", "set a user's password from stdin; revokes all the user's tokens")
+    u.add_argument("email", help="the user's email address")
+    u.add_argument("--password-stdin", action="store_true", required=True, help="read the password from stdin")
     u.set_defaults(fn=cmd_user_set_password)
-    u = user.add_parser("set-tier")
-    u.add_argument("email")
-    u.add_argument("tier", choices=["free", "pro"])
+    u = command(user, "set-tier", "change a user's tier (pro lifts the token and transcription caps)")
+    u.add_argument("email", help="the user's email address")
+    u.add_argument("tier", choices=["free", "pro"], help="the new tier")
     u.set_defaults(fn=cmd_user_set_tier)
 
-    token = sub.add_parser("token").add_subparsers(dest="sub", required=True)
-    t = token.add_parser("create", help="mint a token; prints it alone on stdout (shown once)")
-    t.add_argument("--user", required=True)
-    t.add_argument("--name", required=True)
-    t.add_argument("--write", action="store_true")
-    t.add_argument("--folder", action="append", default=[])
-    t.add_argument("--no-kb-only", dest="kb_only", action="store_false")
-    t.add_argument("--expires-in-days", type=int, default=get_settings().token_default_days)
-    t.add_argument("--write-cap", type=int, default=None)
+    token = group("token", "manage bearer tokens (lev_...) for agents and automations")
+    t = command(token, "create", "mint a token; prints it alone on stdout (shown once)")
+    t.add_argument("--user", required=True, metavar="EMAIL", help="the owner's email address")
+    t.add_argument("--name", required=True, help="a name to recognise the token by")
+    t.add_argument("--write", action="store_true", help="allow writes (read is always granted)")
+    t.add_argument("--folder", action="append", default=[], metavar="FOLDER_ID",
+                   help="limit the token to this folder (repeatable; default: the whole library)")
+    t.add_argument("--no-kb-only", dest="kb_only", action="store_false",
+                   help="also see items kept out of the knowledge base")
+    t.add_argument("--expires-in-days", type=int, default=get_settings().token_default_days,
+                   help="lifetime in days (default LEV_TOKEN_DEFAULT_DAYS)")
+    t.add_argument("--write-cap", type=int, default=None,
+                   help="monthly writes allowed (default LEV_DEFAULT_WRITE_CAP; 0: no cap)")
     t.set_defaults(fn=cmd_token_create)
-    t = token.add_parser("list")
-    t.add_argument("--user", required=True)
+    t = command(token, "list", "list a user's tokens (never the secrets)")
+    t.add_argument("--user", required=True, metavar="EMAIL", help="the owner's email address")
     t.set_defaults(fn=cmd_token_list)
-    t = token.add_parser("revoke")
-    t.add_argument("token_id")
+    t = command(token, "revoke", "revoke a token by id")
+    t.add_argument("token_id", help="the token's id (from `lev token list`)")
     t.set_defaults(fn=cmd_token_revoke)
 
-    folder = sub.add_parser("folder").add_subparsers(dest="sub", required=True)
-    f = folder.add_parser("create", help="create a folder; prints its id")
-    f.add_argument("--user", required=True)
-    f.add_argument("name")
+    folder = group("folder", "manage folders")
+    f = command(folder, "create", "create a folder; prints its id")
+    f.add_argument("--user", required=True, metavar="EMAIL", help="the owner's email address")
+    f.add_argument("name", help="the folder name (unique per user, case-insensitive)")
     f.set_defaults(fn=cmd_folder_create)
+    f = command(folder, "list", "list a user's folders with their item counts")
+    f.add_argument("--user", required=True, metavar="EMAIL", help="the owner's email address")
+    f.set_defaults(fn=cmd_folder_list)
 
-    act = sub.add_parser("activity").add_subparsers(dest="sub", required=True)
-    a = act.add_parser("clear", help="delete a user's activity log")
-    a.add_argument("--user", required=True)
+    act = group("activity", "manage activity logs")
+    a = command(act, "clear", "delete a user's activity log")
+    a.add_argument("--user", required=True, metavar="EMAIL", help="the owner's email address")
     a.set_defaults(fn=cmd_activity_clear)
     return p
 

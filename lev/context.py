@@ -55,7 +55,6 @@ def served_base_url(scheme: str, server: tuple[str, int | None] | None) -> str:
 
 def base_url() -> str:
     """The service's public base URL: `LEV_BASE_URL` when set, else the address this request was served on."""
-
     configured = get_settings().base_url
     if configured:
         return configured.rstrip("/")

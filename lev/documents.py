@@ -34,7 +34,6 @@ _OCR_ENGINE: Any = None
 @dataclass
 class Page:
     """One PDF page's text; `ocr` is true when the text came from OCR of the rendered page."""
-
     number: int
     text: str
     ocr: bool

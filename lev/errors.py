@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import botocore.exceptions
 import psycopg
 import redis.exceptions
 import sqlalchemy.exc
@@ -31,7 +32,6 @@ JSONRPC_CUSTOM = -32605
 @dataclass(frozen=True)
 class ErrorKind:
     """One row of the table: the HTTP status, the JSON-RPC code on MCP, and whether a tool returns it as a result."""
-
     status: int
     rpc: int = JSONRPC_CUSTOM
     tool_result: bool = False
@@ -72,7 +72,6 @@ MCP_TOOL_ERRORS = frozenset(code for code, kind in TABLE.items() if kind.tool_re
 
 class ApiError(Exception):
     """An error with a code from `TABLE`, a message and extra body fields; the status comes from the table."""
-
     def __init__(self, code: str, message: str | None = None, *, headers: dict[str, str] | None = None,
                  **extra: Any) -> None:
         super().__init__(message or code)
@@ -172,8 +171,9 @@ def invalid_body(message: str, **extra: Any) -> ApiError:
     return ApiError("invalid_body", message, **extra)
 
 
-def invalid_id(value: object) -> ApiError:
-    return ApiError("invalid_id", f"{value!r} is not a valid UUID.")
+def invalid_id(what: str) -> ApiError:
+    """400 for a path id that is not a canonical UUID; `what` names it (the parameter, or the value quoted)."""
+    return ApiError("invalid_id", f"{what} is not a UUID in canonical form (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx).")
 
 
 def ingest_failed(message: str) -> ApiError:
@@ -290,6 +290,9 @@ def infrastructure_error(exc: BaseException) -> ApiError | None:
                     cur.connection_invalidated or isinstance(cur, (sqlalchemy.exc.OperationalError,
                                                                 sqlalchemy.exc.InterfaceError)))):
             return unavailable("The database is unavailable right now; retry shortly.", part="database")
+        if isinstance(cur, (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectionClosedError,
+                            botocore.exceptions.ConnectTimeoutError, botocore.exceptions.ReadTimeoutError)):
+            return unavailable("The object store is unavailable right now; retry shortly.", part="object_store")
         if isinstance(cur, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
             return unavailable("The job queue and limiter store (Redis) is unavailable right now; retry shortly.",
                                part="redis")

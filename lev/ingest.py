@@ -13,11 +13,12 @@ from typing import Any
 
 from lev import runtime
 from lev.chunking import chunk_text, embed_chunks
-from lev.errors import ingest_failed, invalid_body, not_found
+from lev.errors import folder_not_found, ingest_failed, invalid_body, not_found
 from lev.media_ingest import ingest_media_url
-from lev.policy import Principal, require
+from lev.policy import Principal, filing_target, require
 from lev.webfetch import UnsupportedMedia, canonical_url, classify_media_url, fetch_page
 from store import contents as content_store
+from store import folders as folder_store
 from store.db import session_scope
 
 INLINE_CHUNK_LIMIT = 60
@@ -32,9 +33,10 @@ def _result(status: str, content_id: uuid.UUID, item_id: uuid.UUID, folder_id: u
 
 async def ingest(
     principal: Principal, *, kind: str, url: str | None = None, text: str | None = None, title: str | None = None,
-    in_kb: bool = True, auto_transform: bool = False,
+    in_kb: bool = True, auto_transform: bool = False, folder_id: uuid.UUID | None = None,
 ) -> dict[str, Any]:
-    """Add a text snippet or a URL to the caller's library; returns the Ingest result."""
+    """Add a text snippet or a URL to the caller's library, filed into `folder_id` when given (else by the
+    scope-size-1 rule); returns the Ingest result."""
     require(principal, "write")
     for name, value in (("url", url), ("text", text), ("title", title)):
         if value is not None and "\x00" in value:  # PostgreSQL text cannot hold NUL
@@ -47,6 +49,7 @@ async def ingest(
             raise invalid_body("kind 'text' needs a non-empty `text`.")
         if len(text) > MAX_TEXT_CHARS:
             raise invalid_body(f"text is limited to {MAX_TEXT_CHARS} characters.")
+        principal = await _filing(principal, folder_id)
         return await _ingest_text(principal, text, title, in_kb, auto_transform)
     if kind == "url":
         if text is not None:
@@ -55,8 +58,20 @@ async def ingest(
             raise invalid_body("kind 'url' needs a `url`.")
         if len(url) > MAX_URL_CHARS:
             raise invalid_body(f"url is limited to {MAX_URL_CHARS} characters.")
+        principal = await _filing(principal, folder_id)
         return await _ingest_url(principal, url.strip(), title, in_kb, auto_transform)
     raise invalid_body("kind must be 'url' or 'text'.")
+
+
+async def _filing(principal: Principal, folder_id: uuid.UUID | None) -> Principal:
+    """The principal filing into `folder_id`: 403 forbidden_scope outside a scoped token's folders, 404
+    folder_not_found (with `missing`) when the user has no such folder."""
+    filing = filing_target(principal, folder_id)
+    if folder_id is not None:
+        async with session_scope() as s:
+            if not await folder_store.owned_ids(s, principal.user_id, [folder_id]):
+                raise folder_not_found("There is no such folder.", missing=[str(folder_id)])
+    return filing
 
 
 async def _store_new(
@@ -68,7 +83,7 @@ async def _store_new(
         raise ingest_failed("there is no text to store")
     queued = len(bodies) > INLINE_CHUNK_LIMIT
     vectors = [] if queued else await embed_chunks(title, bodies)
-    folder_id = principal.single_folder
+    folder_id = principal.new_item_folder
     status = "processing" if queued else "ready"
     async with session_scope() as s:
         content_id = await content_store.create(
@@ -83,7 +98,7 @@ async def _store_new(
             await content_store.add_chunks(s, content_id, title, bodies, vectors)
         item_id = await content_store.create_item(
             s, user_id=principal.user_id, content_id=content_id, kind=kind, title=title, url=url, in_kb=in_kb,
-            auto_transform=auto_transform, status=status, folder_id=folder_id,
+            auto_transform=auto_transform, status=status, folder_id=folder_id, created_by=principal.token_id,
         )
         if item_id is None:  # the token's folder was deleted while the request ran
             raise not_found()
@@ -94,11 +109,11 @@ async def _store_new(
 async def _new_item(s: Any, principal: Principal, existing: dict[str, Any], kind: str, url: str | None,
                     title: str | None, in_kb: bool, auto_transform: bool) -> dict[str, Any]:
     status = "ready" if existing["status"] == "ready" else "processing"
-    folder_id = principal.single_folder
+    folder_id = principal.new_item_folder
     item_id = await content_store.create_item(
         s, user_id=principal.user_id, content_id=existing["id"], kind=existing["kind"] or kind,
         title=title or existing["title"], url=url, in_kb=in_kb, auto_transform=auto_transform, status=status,
-        folder_id=folder_id,
+        folder_id=folder_id, created_by=principal.token_id,
     )
     if item_id is None:  # the token's folder was deleted while the request ran
         raise not_found()
@@ -167,5 +182,4 @@ async def _ingest_url(principal: Principal, url: str, title: str | None, in_kb: 
 async def _ingest_media_url(principal: Principal, url: str, kind: str, title: str | None, in_kb: bool,
                             auto_transform: bool) -> dict[str, Any]:
     """YouTube, PDF, audio and video URLs go to the upload/media pipeline (lev.media_ingest)."""
-
     return await ingest_media_url(principal, url, kind, title=title, in_kb=in_kb, auto_transform=auto_transform)

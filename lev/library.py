@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev import context
+from lev import context, progress
 from lev.embedder import embed_query
 from lev.errors import invalid_body, name_taken, not_found
 from lev.policy import Principal, folder_name, folder_visible
@@ -73,6 +73,8 @@ async def get_item(principal: Principal, item_id: uuid.UUID) -> dict[str, Any]:
     if item is None:
         raise not_found()
     context.note_results(1)
+    item["progress"] = await progress.read(uuid.UUID(str(item["content_id"]))) if item["status"] == "processing" \
+        else None
     return item
 
 

@@ -142,7 +142,6 @@ async def receive_upload(path: str, *, expires: str | None, size: str | None, mi
                          sig: str | None, content_type: str | None, content_length: str | None,
                          chunks: Any) -> dict[str, Any]:
     """The local store's signed PUT: check the signature, the Content-Type and the byte cap, stream to disk."""
-
     store = get_object_store()
     if not isinstance(store, LocalObjectStore):
         raise not_found("Uploads go straight to object storage on this server.")
@@ -152,8 +151,10 @@ async def receive_upload(path: str, *, expires: str | None, size: str | None, mi
         raise invalid_signature(f"The signed upload URL is not valid: {exc}.") from None
     assert size is not None and mime is not None
     declared = int(size)
-    if normalize_mime(content_type or "") != mime:
-        raise unsupported_media_type(f"Send Content-Type: {mime} (the MIME type the upload URL was signed for).")
+    # application/octet-stream is "these bytes" (what generated clients send): the signature binds the type
+    if normalize_mime(content_type or "") not in (mime, "application/octet-stream"):
+        raise unsupported_media_type(f"Send Content-Type: {mime} (the MIME type the upload URL was signed for) or "
+                                     "application/octet-stream.")
     if content_length and content_length.strip().isdigit() and int(content_length) > declared:
         raise file_too_large(f"This upload was signed for {declared} bytes.", max_bytes=declared)
     async with session_scope() as s:
@@ -260,7 +261,6 @@ async def _discard_upload(path: str) -> None:
 
 class _Source:
     """Where the bytes came from: an upload path (always set once stored) and, for URL ingest, the URL."""
-
     def __init__(self, *, path: str | None, mime: str | None, size: int | None, filename: str,
                  url: str | None, canonical: str | None) -> None:
         self.path = path
@@ -309,7 +309,6 @@ def _pdf_plan(path: Path) -> tuple[int, int]:
 
 def _extract(path: Path, mime: str) -> tuple[str, dict[str, Any]]:
     """Text and metadata of a document file (blocking; run in a thread)."""
-
     if mime == "application/pdf":
         pages, meta = documents.extract_pdf(path)
         return "\n\n".join(p.text for p in pages if p.text.strip()), meta
@@ -368,7 +367,7 @@ async def _store(principal: Principal, source: _Source, *, kind: str, title: str
                  auto_transform: bool, transcription_status: str = "not_required", duration: float | None = None,
                  quota_seconds: float | None = None) -> dict[str, Any]:
     """Insert the content, its chunks and the user item in one transaction (idempotent per upload path)."""
-    folder_id = principal.single_folder
+    folder_id = principal.new_item_folder
     result_status = "transcribing" if transcription_status == "pending" else status
     async with session_scope() as s:
         if source.url is None and source.path is not None:
@@ -397,7 +396,7 @@ async def _store(principal: Principal, source: _Source, *, kind: str, title: str
         item_id = await content_store.create_item(
             s, user_id=principal.user_id, content_id=content_id, kind=kind, title=title, url=source.url,
             in_kb=in_kb, auto_transform=auto_transform, status=status, transcription_status=transcription_status,
-            folder_id=folder_id,
+            folder_id=folder_id, created_by=principal.token_id,
         )
         if item_id is None:  # the token's folder was deleted while the request ran
             raise not_found()
@@ -493,7 +492,6 @@ async def _queue_object_deletion(path: str) -> None:
 async def _share_existing(principal: Principal, canonical: str, url: str, title: str | None, in_kb: bool,
                           auto_transform: bool) -> dict[str, Any] | None:
     """A new item on the content someone already stored for this URL (no second download or charge)."""
-
     async with session_scope() as s:
         row = (await s.execute(select(contents.c.id, contents.c.kind, contents.c.title, contents.c.status,
                                       contents.c.transcript, contents.c.mime)
@@ -506,11 +504,11 @@ async def _share_existing(principal: Principal, canonical: str, url: str, title:
             return None
         media = row.kind in ("audio", "video", "youtube")
         tstatus = ("done" if row.status == "ready" else "pending") if media else "not_required"
-        folder_id = principal.single_folder
+        folder_id = principal.new_item_folder
         item_id = await content_store.create_item(
             s, user_id=principal.user_id, content_id=row.id, kind=row.kind, title=title or row.title, url=url,
             in_kb=in_kb, auto_transform=auto_transform, status=row.status, transcription_status=tstatus,
-            folder_id=folder_id,
+            folder_id=folder_id, created_by=principal.token_id,
         )
         if item_id is None:  # the token's folder was deleted while the request ran
             raise not_found()
@@ -614,7 +612,6 @@ def _pick_mime(ctype: str, url: str, kind: str) -> str:
 
 async def _put_file(store: ObjectStore, path: str, local: Path, mime: str) -> None:
     """Put a server-side file into the object store (the ObjectStore protocol has no server-side put)."""
-
     if isinstance(store, LocalObjectStore):
         async def chunks() -> Any:
             with local.open("rb") as fh:
@@ -685,7 +682,6 @@ async def _fail_content(content_id: uuid.UUID, message: str, *, transcription: b
 async def _finish(content_id: uuid.UUID, title: str | None, body: str, content_values: dict[str, Any],
                   item_values: dict[str, Any], charge: tuple[uuid.UUID, float] | None = None) -> int:
     """Chunk, embed and store `body`, mark the content and its items ready, charge, queue transforms."""
-
     bodies = await asyncio.to_thread(chunk_text, body, title) if body.strip() else []
     vectors = await embed_chunks(title, bodies) if bodies else []
     async with session_scope() as s:
@@ -738,7 +734,6 @@ async def run_extract_document(content_id: str) -> int:
 
 async def run_transcription(content_id: str, user_id: str) -> int:
     """Job body: send the media to the Transcriber, store and embed the transcript, charge the duration."""
-
     cid = uuid.UUID(content_id)
     row = await _content_row(cid)
     if row is None or row.status != "processing":

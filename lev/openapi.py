@@ -14,10 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from connexion.exceptions import BadRequestProblem
+from connexion.json_schema import format_error_with_path
 from connexion.resolver import Resolution, Resolver
 from connexion.spec import OpenAPISpecification
+from connexion.validators import JSONRequestBodyValidator, ParameterValidator
 from inflection import underscore
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
 from openapi_spec_validator import validate
+
+from lev.errors import ApiError, file_too_large, invalid_body, invalid_id, method_not_allowed, unsupported_media_type
+from lev.media import ALLOWED_MIMES, MAX_UPLOAD_BYTES
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_PATH = ROOT / "openapi.yaml"
@@ -52,11 +60,15 @@ def handler_name(operation: dict[str, Any]) -> str:
 
 class OperationResolver(Resolver):
     """Connexion's resolver for our clean operationIds; the routed operation keeps the spec's operationId."""
-
     def resolve(self, operation: Any) -> Resolution:
         op_id = operation.operation_id
         name = f"{operation.router_controller}.{underscore(op_id)}"
         return Resolution(self.resolve_function_from_operation_id(name), op_id)
+
+
+def literal_route(path: str) -> bool:
+    """Whether `path` is a documented route without parameters (`/api/v1/items/bulk-delete`)."""
+    return any(op["path"] == path for op in operations().values())
 
 
 def operations() -> dict[str, dict[str, Any]]:
@@ -73,3 +85,69 @@ def operations() -> dict[str, dict[str, Any]]:
 def mcp_tools() -> dict[str, Any]:
     """The MCP tool declarations from `mcp_tools.json`."""
     return json.loads(MCP_TOOLS_PATH.read_text())
+
+
+class ContractParameterValidator(ParameterValidator):
+    """A path id that breaks its schema (canonical UUID) answers 400 invalid_id, the error table's code."""
+    def validate_path_parameter(self, param: dict[str, Any], request: Any) -> str | None:
+        error: str | None = super().validate_path_parameter(param, request)
+        if error and literal_route(request.url.path):  # GET /items/bulk-delete is not GET /items/{id}
+            raise method_not_allowed()
+        if error and param.get("schema", {}).get("format") == "uuid":
+            raise invalid_id(param["name"])
+        return error
+
+
+def _mapped_error(error: ValidationError) -> ApiError | None:
+    """Schema violations the error table gives their own code: a declared upload size over the cap (413) and
+    a MIME type outside the allowlist (415); an allowed type sent to the other finalize endpoint stays 400."""
+
+    field = error.path[-1] if error.path else None
+    if field == "size" and error.validator == "maximum":
+        return file_too_large(f"Uploads are limited to {MAX_UPLOAD_BYTES} bytes (50 MB).", MAX_UPLOAD_BYTES)
+    if field == "mime" and error.validator == "enum" and isinstance(error.instance, str):
+        if error.instance not in ALLOWED_MIMES:
+            return unsupported_media_type(f"MIME type {error.instance[:200]!r} is not accepted; upload a PDF, an "
+                                          "image, audio or video (lower case, without parameters).")
+        wanted = "finalize" if error.instance.startswith(("audio/", "video/")) else "finalize-document"
+        return invalid_body(f"{error.instance} uploads are finalized with POST /api/v1/uploads/{wanted}.")
+    return None
+
+
+def _branch_errors(error: ValidationError, body: Any) -> ValidationError:
+    """For a `oneOf` with a discriminator (ingest's `kind`), the errors of the branch the body names."""
+    disc = error.schema.get("discriminator") if isinstance(error.schema, dict) else None
+    if error.validator != "oneOf" or not disc or not isinstance(body, dict):
+        return error
+    prop = disc["propertyName"]
+    value = body.get(prop)
+    # Connexion hands the validator the schema with its $refs resolved: find the branch by its enum of `prop`
+    index = next((i for i, branch in enumerate(error.validator_value)
+                  if value in branch.get("properties", {}).get(prop, {}).get("enum", [])), None)
+    if index is None:
+        return ValidationError(f"{prop} must be one of {', '.join(disc.get('mapping', {}))}", path=[prop],
+                               validator="enum")
+    chosen = [e for e in error.context or [] if e.relative_schema_path and e.relative_schema_path[0] == index]
+    return best_match(chosen) if chosen else error
+
+
+class ContractJSONBodyValidator(JSONRequestBodyValidator):
+    """JSON bodies checked with JSON Schema 2020-12 (as openapi.yaml is written; `500.0` is an integer there),
+    with formats asserted, instead of Connexion's Draft 4."""
+
+    @property
+    def _validator(self) -> Draft202012Validator:
+        return Draft202012Validator(self._schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+    def _validate(self, body: Any) -> dict[str, Any] | None:
+        if not self._nullable and body is None:
+            raise BadRequestProblem(detail="Request body must not be empty")
+        errors = list(self._validator.iter_errors(body))
+        if not errors:
+            return None
+        mapped = [_mapped_error(e) for e in errors]
+        if all(m is not None for m in mapped):
+            raise mapped[0]  # type: ignore[misc]
+        error = best_match(_branch_errors(e, body) for e, m in zip(errors, mapped, strict=True) if m is None)
+        raise BadRequestProblem(detail=f"{error.message}{format_error_with_path(exception=error)}")
+

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -36,7 +37,6 @@ TOKEN_SECRET_BYTES = 32  # token_urlsafe(32) -> 43 URL-safe characters
 @dataclass(frozen=True)
 class Principal:
     """An authenticated token."""
-
     token_id: uuid.UUID
     user_id: uuid.UUID
     name: str
@@ -47,10 +47,18 @@ class Principal:
     write_cap: int
     tier: str
     extra: dict[str, object] = field(default_factory=dict, compare=False)
+    file_into: uuid.UUID | None = field(default=None, compare=False)  # the ingest request's folder_id
 
     @property
     def scope(self) -> Scope:
-        return Scope(self.user_id, None if self.is_unscoped else self.folder_ids, self.kb_only)
+        if self.is_unscoped:
+            return Scope(self.user_id, None, self.kb_only)
+        return Scope(self.user_id, self.folder_ids, self.kb_only, self.token_id)
+
+    @property
+    def new_item_folder(self) -> uuid.UUID | None:
+        """The folder a new item is filed into: the one asked for at ingest, else the scope-size-1 folder."""
+        return self.file_into or self.single_folder
 
     @property
     def single_folder(self) -> uuid.UUID | None:
@@ -75,7 +83,8 @@ async def mint_token(
     used = await token_store.count_active(session, user["id"])
     if cap >= 0 and used >= cap:
         raise payment_required(
-            f"The {user['tier']} tier cannot mint more tokens (cap {cap}, used {used}); upgrade to pro.",
+            f"The {user['tier']} tier cannot mint more tokens (cap {cap}, used {used}). On a self-hosted Lev the "
+            f"operator lifts it with `lev user set-tier {user['email']} pro`.",
             tier=user["tier"], cap=cap, used=used,
         )
     if not name.strip():
@@ -163,6 +172,16 @@ def check_membership_targets(principal: Principal, folder_ids: list[uuid.UUID]) 
         )
 
 
+def filing_target(principal: Principal, folder_id: uuid.UUID | None) -> Principal:
+    """The principal that files new items into `folder_id` (ingest's optional folder_id), or 403 forbidden_scope
+    when that folder is outside a folder-scoped token's scope."""
+    if folder_id is None:
+        return principal
+    if not principal.is_unscoped and folder_id not in principal.folder_ids:
+        raise forbidden_scope("folder_id is outside this token's scope.", out_of_scope=[str(folder_id)])
+    return replace(principal, file_into=folder_id)
+
+
 def folder_visible(scope: Scope, folder_id: uuid.UUID) -> bool:
     return scope.folder_ids is None or folder_id in scope.folder_ids
 
@@ -177,19 +196,32 @@ def folder_name(name: str) -> str:
     return clean
 
 
+# The one accepted spelling of an id on every surface: the canonical 8-4-4-4-12 hex form (either case);
+# no braces, no `urn:uuid:`, no dash-less form. openapi.yaml and mcp_tools.json carry the same pattern.
+UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+_CANONICAL_UUID = re.compile(UUID_PATTERN)
+
+
+def canonical_uuid(value: object) -> uuid.UUID | None:
+    """The UUID spelled canonically in `value`, else None."""
+    if not isinstance(value, str) or not _CANONICAL_UUID.fullmatch(value):
+        return None
+    return uuid.UUID(value)
+
+
 def parse_uuid(value: str) -> uuid.UUID:
-    """A path UUID, or 400 invalid_id."""
-    try:
-        return uuid.UUID(str(value))
-    except (ValueError, AttributeError, TypeError):
-        raise invalid_id(value) from None
+    """A path UUID in canonical form, or 400 invalid_id."""
+    parsed = canonical_uuid(value)
+    if parsed is None:
+        raise invalid_id(repr(str(value)[:100]))
+    return parsed
 
 
 def parse_uuid_field(value: str | None, name: str) -> uuid.UUID | None:
     """An optional UUID from a query parameter or body field, or 400 invalid_body naming it."""
     if value is None:
         return None
-    try:
-        return uuid.UUID(str(value))
-    except (ValueError, AttributeError, TypeError):
-        raise invalid_body(f"{name} must be a UUID.") from None
+    parsed = canonical_uuid(value)
+    if parsed is None:
+        raise invalid_body(f"{name} must be a UUID in canonical form.")
+    return parsed

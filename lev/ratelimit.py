@@ -34,7 +34,6 @@ def _window(item: RateLimitItem) -> str:
 
 class Limiter:
     """Checks a token against its class's hourly limit and, for writes, its monthly write cap."""
-
     def __init__(self, settings: Settings, redis_url: str, redis: Any) -> None:
         self.settings = settings
         uri = redis_url.replace("unix://", "async+redis+unix://", 1) if redis_url.startswith("unix://") \

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
 
@@ -11,76 +12,123 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 class Settings(BaseSettings):
     """Every operator-facing knob. Names are part of the operator interface (DESIGN.md §3)."""
-
-    model_config = SettingsConfigDict(env_prefix="LEV_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="LEV_", extra="ignore", use_attribute_docstrings=True)
 
     database_url: str | None = None
+    """PostgreSQL (>= 14, with pgvector >= 0.5) URL; unset: the embedded PostgreSQL under the data directory."""
     redis_url: str | None = None
+    """Redis (>= 6) URL; unset: the embedded Redis under the data directory."""
     data_dir: Path = Path("./.lev")
+    """Where the embedded servers, uploads and the signing key live."""
     # the public URL (behind a proxy); unset: the address each request was actually served on
     base_url: str | None = None
+    """Public URL behind a proxy (signed upload URLs, MCP Origin check); unset: the address served."""
     allow_private_urls: bool = False
+    """Let URL ingest fetch private, loopback and link-local addresses (off: SSRF guard)."""
     # CIDR networks URL ingest may reach even with allow_private_urls off (e.g. an intranet wiki)
     private_url_allowlist: list[str] = Field(default_factory=list)
-
+    """CIDR networks URL ingest may reach even with private URLs refused (JSON list, e.g. an intranet wiki)."""
     transcribe_url: str | None = None
+    """OpenAI-compatible transcription API base URL (audio, video); unset: no transcription."""
     transcribe_api_key: str | None = None
+    """API key for the transcription service."""
     transcribe_model: str = "whisper-1"
+    """Transcription model name."""
     transcribe_timeout_sec: float = 300.0
+    """Read timeout for one transcription request, in seconds."""
     llm_url: str | None = None
+    """OpenAI-compatible chat completions base URL for summaries and key phrases; unset: built-in extractive ones."""
     llm_api_key: str | None = None
+    """API key for the LLM service."""
     llm_model: str = "gpt-4o-mini"
-
+    """Chat model name."""
     workers_inline: bool = True
+    """Run the job worker inside `lev serve` (`lev serve --no-workers-inline` and `lev worker` split them)."""
     # operations (docs/operations.md)
     log_level: str = "info"
-    log_format: str = "json"  # "json" (one object per line) or "console"
-    metrics_dir: Path | None = None  # shared by the processes of one machine; default <data_dir>/metrics
-    shutdown_grace_sec: float = 30.0  # SIGTERM: how long in-flight requests and the current job may finish
-    job_max_tries: int = 3  # a job whose worker dies (or that times out) this often marks its item failed
+    """Log level: debug, info, warning or error."""
+    log_format: str = "json"
+    """`json` (one object per line) or `console`."""
+    metrics_dir: Path | None = None
+    """Prometheus multiprocess directory shared by the processes of one machine; unset: <data_dir>/metrics."""
+    shutdown_grace_sec: float = 30.0
+    """On SIGTERM, how long in-flight requests and the current job may finish."""
+    worker_heartbeat_sec: float = 3.0
+    """How often a worker proves it is alive; one silent for 5 beats is dead and its jobs go to another worker."""
+    job_max_tries: int = 3
+    """A job whose worker dies (or that times out) this often marks its item failed."""
     embedder: str = "local"
+    """`local` (all-MiniLM-L6-v2 on CPU) or `openai` (an OpenAI-compatible embeddings API at LEV_EMBED_URL)."""
     embed_url: str | None = None
+    """OpenAI-compatible embeddings API base URL (with LEV_EMBEDDER=openai)."""
     embed_api_key: str | None = None
+    """API key for the embeddings service."""
     embed_model: str = "text-embedding-3-small"
+    """Embedding model name (with LEV_EMBEDDER=openai)."""
     embed_dim: int = 384
-
+    """Vector size; must match the database (Lev refuses to start on a mismatch)."""
     rate_limits: str = "on"
+    """`on` or `off`: per-token hourly limits and the monthly write cap."""
     limit_read: str = "1000/hour"
+    """Reads per token (REST GETs, MCP reads)."""
     limit_ingest: str = "60/hour"
+    """Ingests and memberships per token."""
     limit_delete: str = "60/hour"
+    """Deletes per token."""
     limit_bulk: str = "30/hour"
+    """Bulk deletes and folder deletes per token."""
     limit_mcp_write: str = "60/hour"
+    """MCP add_to_knowledge calls per token."""
     default_write_cap: int = 200
-
+    """Monthly writes of a new token unless `lev token create --write-cap N` (0: no cap)."""
     tier_free_tokens: int = 0
+    """Active tokens a free-tier user may mint (-1: unlimited)."""
     tier_pro_tokens: int = -1
+    """Active tokens a pro-tier user may mint (-1: unlimited)."""
     tier_free_minutes: int = 0
+    """Monthly transcription minutes of the free tier."""
     tier_pro_minutes: int = 600
-
+    """Monthly transcription minutes of the pro tier."""
     activity_retention_days: int = 90
+    """Days activity log entries are kept."""
     trusted_proxies: list[str] = Field(default_factory=list)
+    """Proxies (JSON list of CIDRs) whose X-Forwarded-For names the client address in the activity log."""
     allowed_origins: list[str] = Field(default_factory=list)
+    """Browser origins (JSON list) allowed to call /api/mcp besides the service's own."""
     max_body_bytes: int = 2 * 1024 * 1024
+    """Largest JSON request body, in bytes (413 above; uploads have their own 50 MB cap)."""
     token_default_days: int = 365
-
+    """Lifetime of a new token unless `--expires-in-days`."""
     # uploads / object storage (store/objects.py)
     upload_secret: str | None = None  # HMAC key for local signed upload URLs; default <data_dir>/signing.key
+    """HMAC key for local signed upload URLs; unset: a random key kept in <data_dir>/signing.key."""
     object_store: str = "local"  # "local" (files under <data_dir>/objects) or "s3"
+    """`local` (files under <data_dir>/objects) or `s3`."""
     s3_bucket: str | None = None
+    """S3 bucket (with LEV_OBJECT_STORE=s3)."""
     s3_endpoint_url: str | None = None
+    """S3 endpoint URL (MinIO, R2, ...); unset: AWS."""
     s3_region: str | None = None
+    """S3 region."""
     s3_access_key: str | None = None
+    """S3 access key id."""
     s3_secret_key: str | None = None
-
+    """S3 secret access key."""
     # search tuning (tuned on SciFact train, reported on test: bench/LAB_NOTES.md, bench/RESULTS.md)
     search_candidates: int = 100
+    """Candidates per signal in hybrid search (tuned on SciFact)."""
     search_semantic_weight: float = 0.6
+    """Weight of cosine similarity in the hybrid blend (BM25 gets the rest)."""
     search_bm25_k1: float = 1.2
+    """BM25 k1."""
     search_bm25_b: float = 0.6
+    """BM25 b."""
     search_bm25_prune_df: float = 0.03
+    """Terms in more than this share of chunks score but do not generate keyword candidates."""
     hnsw_ef_search: int = 40
+    """pgvector HNSW ef_search floor."""
     search_exact_scan_max_chunks: int = 5000
-
+    """Scopes with at most this many chunks are searched exactly instead of through HNSW."""
     @property
     def limits_on(self) -> bool:
         return self.rate_limits.lower() not in {"off", "false", "0", "no"}
@@ -90,3 +138,31 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process-wide settings (tests clear the cache after changing the environment)."""
     return Settings()
+
+
+SECRET_SETTINGS = frozenset({"transcribe_api_key", "llm_api_key", "embed_api_key", "upload_secret",
+                             "s3_access_key", "s3_secret_key"})
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "(unset)"
+    if isinstance(value, list):
+        return json.dumps(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def settings_table(settings: Settings, *, markdown: bool = False) -> str:
+    """Every setting: `LEV_NAME value (default)` lines, or the Markdown table the README carries."""
+    rows = []
+    for name, field in Settings.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        if markdown:
+            rows.append(f"| `LEV_{name.upper()}` | `{_shown(default)}` | {field.description or ''} |")
+            continue
+        value = getattr(settings, name)
+        shown = "(set)" if name in SECRET_SETTINGS and value else _shown(value)
+        rows.append(f"LEV_{name.upper()}={shown}" + ("" if value == default else f"   (default {_shown(default)})"))
+    if markdown:
+        return "\n".join(["| Setting | Default | Meaning |", "| --- | --- | --- |", *rows])
+    return "\n".join(rows)

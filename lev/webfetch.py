@@ -48,7 +48,6 @@ _IPV4_COMPAT = ipaddress.ip_network("::/96")
 
 class UnsupportedMedia(ApiError):
     """The URL serves a PDF, audio or video; the caller may route it to a media pipeline."""
-
     def __init__(self, kind: str, content_type: str) -> None:
         super().__init__("ingest_failed", "PDF/audio/video URLs are not supported yet")
         self.kind = kind
@@ -169,7 +168,6 @@ async def check_host(host: str, port: int) -> list[str]:
 
 class _GuardedBackend(httpcore.AsyncNetworkBackend):
     """Resolves and checks each host, then connects to one of the checked IPs."""
-
     def __init__(self) -> None:
         self._inner = httpcore.AnyIOBackend()
 
@@ -204,7 +202,6 @@ class _GuardedBackend(httpcore.AsyncNetworkBackend):
 
 class _GuardedTransport(httpx.AsyncHTTPTransport):
     """httpx transport whose connection pool uses `_GuardedBackend` (no proxies, no env)."""
-
     def __init__(self) -> None:
         super().__init__(trust_env=False)
         self._pool = httpcore.AsyncConnectionPool(

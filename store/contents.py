@@ -63,6 +63,7 @@ async def create_item(
     session: AsyncSession, *, user_id: uuid.UUID, content_id: uuid.UUID, kind: str, title: str | None,
     url: str | None, in_kb: bool, auto_transform: bool, status: str = "ready",
     transcription_status: str = "not_required", folder_id: uuid.UUID | None = None,
+    created_by: uuid.UUID | None = None,
 ) -> uuid.UUID | None:
     """A new user item (filed into `folder_id`); None when that folder was deleted while the request ran."""
     if folder_id is not None and not await lock_folder(session, user_id, folder_id):
@@ -71,6 +72,7 @@ async def create_item(
     await session.execute(insert(user_items).values(
         id=item_id, user_id=user_id, content_id=content_id, kind=kind, title=title, url=url, in_kb=in_kb,
         archived=False, status=status, transcription_status=transcription_status, auto_transform=auto_transform,
+        created_by_token=created_by,
     ))
     if folder_id is not None:
         await session.execute(insert(item_folders).values(item_id=item_id, folder_id=folder_id))

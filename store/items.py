@@ -12,6 +12,7 @@ from sqlalchemy import (
     exists,
     func,
     literal,
+    or_,
     select,
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -25,10 +26,16 @@ def visible(scope: Scope) -> ColumnElement[bool]:
     """The SQL predicate 'this user item is visible to the caller' (user, folder scope, kb_only)."""
     conds: list[ColumnElement[bool]] = [user_items.c.user_id == scope.user_id]
     if scope.folder_ids is not None:
-        conds.append(exists().where(
+        in_scope = exists().where(
             item_folders.c.item_id == user_items.c.id,
             item_folders.c.folder_id.in_(scope.folder_ids) if scope.folder_ids else literal(False),
-        ))
+        )
+        if scope.token_id is None:
+            conds.append(in_scope)
+        else:
+            own_unfiled = and_(user_items.c.created_by_token == scope.token_id,
+                               ~exists().where(item_folders.c.item_id == user_items.c.id))
+            conds.append(or_(in_scope, own_unfiled))
     if scope.kb_only:
         conds.append(user_items.c.in_kb.is_(True))
     return and_(*conds)

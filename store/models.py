@@ -71,6 +71,7 @@ user_items = Table(
     Column("transcription_status", Text, nullable=False),
     Column("error", Text),
     Column("auto_transform", Boolean, nullable=False),
+    Column("created_by_token", UUID(as_uuid=True)),
     Column("created_at", DateTime(timezone=True)),
     Column("updated_at", DateTime(timezone=True)),
 )

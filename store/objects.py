@@ -41,7 +41,6 @@ class InvalidObjectPath(ValueError):
 
 class ObjectStore(Protocol):
     """Where uploaded bytes live between the signed PUT and processing (and until the item is deleted)."""
-
     def new_path(self, user_id: str, filename: str) -> str: ...
 
     def signed_put_url(self, path: str, size: int, mime: str, expires_in: int = 3600,
@@ -127,7 +126,6 @@ def load_or_create_secret(data_dir: Path, configured: str | None = None) -> byte
 
 class LocalObjectStore:
     """Files under `root`; uploads arrive through the service's own signed PUT route."""
-
     def __init__(self, root: Path, secret: bytes) -> None:
         self.root = Path(root)
         self._secret = secret
@@ -246,7 +244,6 @@ class LocalObjectStore:
 
 class S3ObjectStore:
     """An S3-compatible bucket; clients PUT to presigned URLs bound to Content-Type and Content-Length."""
-
     def __init__(self, bucket: str, endpoint_url: str | None = None, region: str | None = None,
                  access_key: str | None = None, secret_key: str | None = None) -> None:
         import boto3

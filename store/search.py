@@ -98,7 +98,7 @@ _KW_CAND_SQL = f"WITH {_Q}, {_KW_CAND} SELECT chunk_id, s FROM cand"
 _SEMANTIC_SQL = """
 WITH ranked AS (
   SELECT c.id AS chunk_id, 1 - (c.embedding <=> CAST(:qvec AS vector)) AS cos, NULL::float8 AS bm25,
-         1 - (c.embedding <=> CAST(:qvec AS vector)) AS score
+         1 - (c.embedding <=> CAST(:qvec AS vector)) / 2 AS score
     FROM chunks c
    WHERE {filter}
    ORDER BY (c.embedding <=> CAST(:qvec AS vector)) {exact}
@@ -107,7 +107,8 @@ WITH ranked AS (
 
 # Hybrid, second statement: the keyword candidates (ids and sel-term scores, found while the query was being
 # embedded) and the top-depth nearest neighbours; both scores made exact for every candidate of the union,
-# min-max normalised over it and blended with weight w on cosine.
+# min-max normalised over it (a signal all candidates share counts fully) and blended with weight w on cosine,
+# then mapped into [0.05, 1] so that every hit scores above zero (the order is the blend's).
 _HYBRID_SQL = f"""
 WITH {_Q}, kw AS (
   SELECT * FROM unnest(CAST(:kw_ids AS uuid[]), CAST(:kw_s AS float8[])) AS k(chunk_id, s)
@@ -131,8 +132,10 @@ WITH {_Q}, kw AS (
     FROM scored
 ), ranked AS (
   SELECT chunk_id, cos, bm25,
-         :w * coalesce((cos - cmin) / nullif(cmax - cmin, 0), 0)
-       + (1 - :w) * coalesce((coalesce(bm25, 0) - bmin) / nullif(bmax - bmin, 0), 0) AS score
+         0.05 + 0.95 * (
+           :w * CASE WHEN cmax > cmin THEN (cos - cmin) / (cmax - cmin) ELSE 1 END
+         + (1 - :w) * CASE WHEN coalesce(bm25, 0) = 0 THEN 0
+                           WHEN bmax > bmin THEN (bm25 - bmin) / (bmax - bmin) ELSE 1 END) AS score
     FROM norm
    ORDER BY score DESC, chunk_id
    LIMIT :limit

@@ -10,7 +10,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.models import users
+from store.models import tokens, users
 
 _hasher = PasswordHasher()
 
@@ -33,6 +33,17 @@ async def create(session: AsyncSession, email: str, tier: str = "free",
 async def by_email(session: AsyncSession, email: str) -> dict[str, Any] | None:
     row = (await session.execute(select(users).where(func.lower(users.c.email) == email.strip().lower()))).first()
     return dict(row._mapping) if row else None
+
+
+async def list_all(session: AsyncSession) -> list[dict[str, Any]]:
+    """Every user with the number of active tokens, oldest first (for `lev user list`)."""
+    active = (select(func.count()).select_from(tokens)
+              .where(tokens.c.user_id == users.c.id, tokens.c.revoked_at.is_(None),
+                     tokens.c.expires_at > func.now())
+              .scalar_subquery())
+    rows = await session.execute(select(users.c.id, users.c.email, users.c.tier, users.c.created_at,
+                                        active.label("active_tokens")).order_by(users.c.created_at, users.c.email))
+    return [dict(r._mapping) for r in rows]
 
 
 async def set_password(session: AsyncSession, user_id: uuid.UUID, password: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from lev import progress
 from lev.chunking import chunk_text, embed_chunks
 from lev.media_ingest import drain_object_deletions as drain
 from lev.media_ingest import expire_uploads as expire
@@ -22,10 +23,11 @@ from store.models import contents, user_items
 
 log = logging.getLogger("lev.jobs")
 
+EMBED_BATCH = 64  # chunks embedded between two progress reports
+
 
 async def process_content(_ctx: dict[str, Any], content_id: str) -> int:
     """Chunk and embed a stored content record, then mark it and its items ready."""
-
     cid = uuid.UUID(content_id)
     async with session_scope() as s:
         row = (await s.execute(select(contents.c.title, contents.c.text, contents.c.transcript)
@@ -33,14 +35,20 @@ async def process_content(_ctx: dict[str, Any], content_id: str) -> int:
     if row is None:
         return 0
     body = row.transcript or row.text or ""
+    await progress.report(cid, "chunking", 0, None)
     bodies = await asyncio.to_thread(chunk_text, body, row.title)
-    vectors = await embed_chunks(row.title, bodies)
+    vectors: list[list[float]] = []
+    for start in range(0, len(bodies), EMBED_BATCH):  # batches, so GET /items/{id} can show how far it is
+        await progress.report(cid, "embedding", start, len(bodies))
+        vectors += await embed_chunks(row.title, bodies[start:start + EMBED_BATCH])
+    await progress.report(cid, "storing", len(bodies), len(bodies))
     async with session_scope() as s:
         await content_store.add_chunks(s, cid, row.title, bodies, vectors)
         await content_store.update_content(s, cid, status="ready")
         await content_store.set_items_status(s, cid, status="ready")
         todo = list((await s.execute(select(user_items.c.id).where(
             user_items.c.content_id == cid, user_items.c.auto_transform.is_(True)))).scalars())
+    await progress.clear(cid)
     for item_id in todo:
         await enqueue("transform_item", str(item_id))
     return len(bodies)
@@ -48,7 +56,6 @@ async def process_content(_ctx: dict[str, Any], content_id: str) -> int:
 
 async def transform_item(_ctx: dict[str, Any], item_id: str) -> int:
     """Run the configured Transformer over an item's text and store its outputs."""
-
     iid = uuid.UUID(item_id)
     async with session_scope() as s:
         item = await content_store.item_for_transform(s, iid)
@@ -67,25 +74,21 @@ async def transform_item(_ctx: dict[str, Any], item_id: str) -> int:
 
 async def extract_document(_ctx: dict[str, Any], content_id: str) -> int:
     """Extract (OCR) and embed a queued PDF or image upload (lev.media_ingest)."""
-
     return await run_extract_document(content_id)
 
 
 async def transcribe_content(_ctx: dict[str, Any], content_id: str, user_id: str) -> int:
     """Transcribe queued audio, video or YouTube content and charge the user's quota (lev.media_ingest)."""
-
     return await run_transcription(content_id, user_id)
 
 
 async def drain_object_deletions(_ctx: dict[str, Any]) -> int:
     """Delete stored objects queued by item deletes and expired uploads; retried every minute until gone."""
-
     return await drain()
 
 
 async def expire_uploads(_ctx: dict[str, Any]) -> int:
     """Forget uploads never finalized within 24 h and delete their objects."""
-
     return await expire()
 
 

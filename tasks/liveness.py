@@ -20,6 +20,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from arq.worker import Retry
+
 from lev import logs, metrics
 from lev.settings import get_settings
 from store import contents as content_store
@@ -27,8 +29,8 @@ from store.db import session_scope
 
 log = logs.get_logger("lev.worker")
 
-HEARTBEAT_SEC = 3
-HEARTBEAT_TTL_SEC = 15
+HEARTBEATS_TO_DEATH = 5
+RETRY_DEFER_SEC = 10
 WORKER_KEY = "lev:worker:"
 CLAIM_KEY = "lev:claim:"
 IN_PROGRESS_KEY = "arq:in-progress:"
@@ -39,14 +41,16 @@ WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 async def heartbeat(redis: Any, stop: asyncio.Event) -> None:
     """Refresh this worker's liveness key and rescue dead workers' jobs until `stop` is set."""
+    every = get_settings().worker_heartbeat_sec
+    ttl_ms = int(every * HEARTBEATS_TO_DEATH * 1000)
     while not stop.is_set():
         try:
-            await redis.set(WORKER_KEY + WORKER_ID, b"1", ex=HEARTBEAT_TTL_SEC)
+            await redis.set(WORKER_KEY + WORKER_ID, b"1", px=ttl_ms)
             await rescue_orphans(redis)
         except Exception as exc:  # Redis restarting: keep trying, the jobs are still ours
             log.warning("heartbeat failed", error=type(exc).__name__)
         try:
-            await asyncio.wait_for(stop.wait(), HEARTBEAT_SEC)
+            await asyncio.wait_for(stop.wait(), every)
         except TimeoutError:
             pass
     try:
@@ -73,13 +77,14 @@ async def rescue_orphans(redis: Any) -> int:
     return freed
 
 
-async def give_up(job: str, args: tuple[Any, ...], tries: int) -> None:
+async def give_up(job: str, args: tuple[Any, ...], tries: int, error: str | None = None) -> None:
     """Mark the content behind a job that never finished as failed, with the reason."""
     if job not in CONTENT_JOBS or not args:
         return
 
     content_id = uuid.UUID(str(args[0]))
-    reason = f"processing was abandoned after {tries - 1} attempts that did not finish (worker crash or timeout)"
+    reason = (f"processing failed {tries - 1} times, last with {error}" if error else
+              f"processing was abandoned after {tries - 1} attempts that did not finish (worker crash or timeout)")
     async with session_scope() as s:
         if not await content_store.mark_failed_if_processing(s, content_id, reason,
                                                              transcription=CONTENT_JOBS[job]):
@@ -113,6 +118,15 @@ def instrumented(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[A
         except asyncio.CancelledError:
             outcome = "cancelled"
             raise
+        except Exception as exc:
+            # the database, Redis or S3 went away mid-job (or a bug): try again later, within the bound
+            if tries < limit:
+                outcome = "retried"
+                log.warning("job failed; retrying", error=f"{type(exc).__name__}: {exc}"[:300], tries=tries)
+                raise Retry(defer=RETRY_DEFER_SEC * tries) from exc
+            log.exception("job failed on its last try")
+            await give_up(name, args, tries + 1, f"{type(exc).__name__}: {str(exc)[:200]}")
+            return None
         finally:
             metrics.observe_job(name, outcome, time.perf_counter() - started)
             if redis is not None and job_id:

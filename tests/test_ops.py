@@ -171,14 +171,16 @@ def test_sigterm_finishes_in_flight_requests_and_the_current_job(data_dir: Path,
     import threading
     import uuid
 
+    from lev.embedded import ensure_redis, stop_redis
     from tests import fixtures_media as fm
     from tests.sites import Site
     from tests.stack import Api
     from tests.test_uploads import upload
 
+    own_redis = tmp_path / "redis"  # its own queue: the session server's worker must not take the job
     srv = LiveServer(data_dir, {"LEV_RATE_LIMITS": "off", "LEV_ALLOW_PRIVATE_URLS": "true",
-                                "LEV_TRANSCRIBE_URL": transcribe_stub.url, "LEV_SHUTDOWN_GRACE_SEC": "20"},
-                     log_name="sigterm").start()
+                                "LEV_TRANSCRIBE_URL": transcribe_stub.url, "LEV_SHUTDOWN_GRACE_SEC": "20",
+                                "LEV_REDIS_URL": ensure_redis(own_redis)}, log_name="sigterm").start()
     site = Site()
     try:
         c = Api(srv.url, user.token(write=True))
@@ -206,3 +208,4 @@ def test_sigterm_finishes_in_flight_requests_and_the_current_job(data_dir: Path,
     finally:
         site.close()
         srv.stop()
+        stop_redis(own_redis)
