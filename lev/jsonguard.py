@@ -19,6 +19,7 @@ _BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
 
 class BadJson(ValueError):
     """A body the service refuses; `parsed` says whether it was JSON at all (MCP: -32602 vs -32700)."""
+
     def __init__(self, message: str, *, parsed: bool, document: Any = None) -> None:
         super().__init__(message)
         self.parsed = parsed
@@ -27,6 +28,7 @@ class BadJson(ValueError):
 
 class _OutOfRange:
     """A number JSON allows but we do not (checked after parsing, so the document's shape is known)."""
+
     def __init__(self, message: str) -> None:
         self.message = message
 

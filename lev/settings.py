@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 class Settings(BaseSettings):
     """Every operator-facing knob. Names are part of the operator interface (DESIGN.md §3)."""
+
     model_config = SettingsConfigDict(env_prefix="LEV_", extra="ignore", use_attribute_docstrings=True)
 
     database_url: str | None = None
@@ -28,6 +29,7 @@ class Settings(BaseSettings):
     # CIDR networks URL ingest may reach even with allow_private_urls off (e.g. an intranet wiki)
     private_url_allowlist: list[str] = Field(default_factory=list)
     """CIDR networks URL ingest may reach even with private URLs refused (JSON list, e.g. an intranet wiki)."""
+
     transcribe_url: str | None = None
     """OpenAI-compatible transcription API base URL (audio, video); unset: no transcription."""
     transcribe_api_key: str | None = None
@@ -42,6 +44,7 @@ class Settings(BaseSettings):
     """API key for the LLM service."""
     llm_model: str = "gpt-4o-mini"
     """Chat model name."""
+
     workers_inline: bool = True
     """Run the job worker inside `lev serve` (`lev serve --no-workers-inline` and `lev worker` split them)."""
     # operations (docs/operations.md)
@@ -67,6 +70,7 @@ class Settings(BaseSettings):
     """Embedding model name (with LEV_EMBEDDER=openai)."""
     embed_dim: int = 384
     """Vector size; must match the database (Lev refuses to start on a mismatch)."""
+
     rate_limits: str = "on"
     """`on` or `off`: per-token hourly limits and the monthly write cap."""
     limit_read: str = "1000/hour"
@@ -81,6 +85,7 @@ class Settings(BaseSettings):
     """MCP add_to_knowledge calls per token."""
     default_write_cap: int = 200
     """Monthly writes of a new token unless `lev token create --write-cap N` (0: no cap)."""
+
     tier_free_tokens: int = 0
     """Active tokens a free-tier user may mint (-1: unlimited)."""
     tier_pro_tokens: int = -1
@@ -89,6 +94,7 @@ class Settings(BaseSettings):
     """Monthly transcription minutes of the free tier."""
     tier_pro_minutes: int = 600
     """Monthly transcription minutes of the pro tier."""
+
     activity_retention_days: int = 90
     """Days activity log entries are kept."""
     trusted_proxies: list[str] = Field(default_factory=list)
@@ -99,6 +105,7 @@ class Settings(BaseSettings):
     """Largest JSON request body, in bytes (413 above; uploads have their own 50 MB cap)."""
     token_default_days: int = 365
     """Lifetime of a new token unless `--expires-in-days`."""
+
     # uploads / object storage (store/objects.py)
     upload_secret: str | None = None  # HMAC key for local signed upload URLs; default <data_dir>/signing.key
     """HMAC key for local signed upload URLs; unset: a random key kept in <data_dir>/signing.key."""
@@ -114,6 +121,7 @@ class Settings(BaseSettings):
     """S3 access key id."""
     s3_secret_key: str | None = None
     """S3 secret access key."""
+
     # search tuning (tuned on SciFact train, reported on test: bench/LAB_NOTES.md, bench/RESULTS.md)
     search_candidates: int = 100
     """Candidates per signal in hybrid search (tuned on SciFact)."""
@@ -129,6 +137,7 @@ class Settings(BaseSettings):
     """pgvector HNSW ef_search floor."""
     search_exact_scan_max_chunks: int = 5000
     """Scopes with at most this many chunks are searched exactly instead of through HNSW."""
+
     @property
     def limits_on(self) -> bool:
         return self.rate_limits.lower() not in {"off", "false", "0", "no"}

@@ -24,6 +24,7 @@ MAX_RETRY_WAIT_SEC = 60.0
 @dataclass
 class Transcript:
     """A transcription result; `segments` are `{start, end, text}` dicts when the provider gives them."""
+
     text: str
     duration_sec: float | None = None
     language: str | None = None
@@ -32,6 +33,7 @@ class Transcript:
 
 class TranscriptionError(Exception):
     """The provider refused the file or kept failing; `retryable` says whether a later retry may work."""
+
     def __init__(self, message: str, retryable: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
@@ -39,6 +41,7 @@ class TranscriptionError(Exception):
 
 class Transcriber(Protocol):
     """Anything that turns an audio or video file into a transcript."""
+
     async def transcribe(self, path: Path, mime: str, filename: str) -> Transcript: ...
 
 
@@ -89,6 +92,7 @@ def _parse(response: httpx.Response) -> Transcript:
 
 class OpenAITranscriber:
     """Adapter for the OpenAI-compatible `POST {base}/audio/transcriptions` endpoint."""
+
     def __init__(self, base_url: str, api_key: str | None, model: str, *, read_timeout: float = 300.0,
                  connect_timeout: float = 10.0, backoff_base: float = 1.0,
                  max_attempts: int = MAX_ATTEMPTS) -> None:

@@ -98,6 +98,7 @@ def _mmr(doc: np.ndarray, cands: np.ndarray, top: int, diversity: float) -> list
 
 class LocalTransformer:
     """Extractive summary and key phrases from embeddings; no third party involved."""
+
     def __init__(self, embedder: Embedder | None = None) -> None:
         self._embedder = embedder
 
@@ -188,6 +189,7 @@ SYSTEM_PROMPT = (
 
 class OpenAIChatTransformer:
     """Summary and key phrases from an OpenAI-compatible `POST {base}/chat/completions`."""
+
     def __init__(
         self,
         base_url: str,

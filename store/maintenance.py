@@ -30,6 +30,7 @@ async def table_counts() -> dict[str, int]:
 @dataclass
 class Snapshot:
     """One frozen view of the database: its id (for `pg_dump --snapshot`) and what it holds."""
+
     id: str
     revision: str | None
     counts: dict[str, int] = field(default_factory=dict)
