@@ -175,7 +175,7 @@ def measure(lev: Lev, call: Call, mode: str, queries: list[str], threads: int, p
 
 def floor(lev: Lev, mode: str, queries: list[str]) -> dict[str, dict[str, float]]:
     """In-process: LocalEmbedder.embed_query (timed) + store.search.search through lev.admin (timed)."""
-    from lev.embedder import LocalEmbedder
+    from lev.pipeline.embedder import LocalEmbedder
 
     emb = LocalEmbedder()
     for q in queries[:WARMUP]:
@@ -198,8 +198,8 @@ def hnsw_recall(lev: Lev, queries: list[str], limit: int) -> dict[str, Any]:
     the exact `ORDER BY distance + 0` over the same scope."""
     from sqlalchemy import text
 
-    from lev.embedder import LocalEmbedder
     from lev.library import search_params
+    from lev.pipeline.embedder import LocalEmbedder
     from lev.policy import Scope
     from store import search as ss
 

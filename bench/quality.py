@@ -122,7 +122,7 @@ def metrics(run: Run, qrels: dict[str, dict[str, int]]) -> dict[str, float]:
 # ----------------------------------------------------------------------------- baselines outside Lev
 def embed_texts(texts: list[str], batch: int = 256) -> np.ndarray:
     """LocalEmbedder (all-MiniLM-L6-v2, 256 wordpieces, normalised) over texts, length-sorted batches."""
-    from lev.embedder import LocalEmbedder
+    from lev.pipeline.embedder import LocalEmbedder
 
     emb = LocalEmbedder()
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -184,7 +184,7 @@ def main() -> str:
     t = time.perf_counter()
     doc_emb = cached("scifact-doc-emb", corpus_key,
                      lambda: embed_texts([f"{corpus[d][0]} {corpus[d][1]}" for d in doc_ids]))
-    from lev.embedder import LocalEmbedder
+    from lev.pipeline.embedder import LocalEmbedder
 
     qe = LocalEmbedder()
     qkey = corpus_key + "-queries-" + str(len(test) + len(train))

@@ -33,8 +33,8 @@ from lev.errors import (
     tool_error,
     transport_error,
 )
-from lev.ingest import ingest
 from lev.openapi import mcp_tools
+from lev.pipeline.ingest import ingest
 from lev.policy import Principal, authenticate, parse_bearer, parse_uuid_field, require
 from lev.settings import get_settings
 from store.db import read_scope

@@ -26,7 +26,6 @@ from handlers import mcp as mcp_handler
 from handlers import ops
 from handlers import spec as spec_handler
 from lev import clock, context, jsonguard, logs, metrics, runtime
-from lev.embedder import check_dimension, get_embedder
 from lev.errors import ApiError, file_too_large, rest_body, rest_headers, to_api_error
 from lev.openapi import (
     ContractJSONBodyValidator,
@@ -35,6 +34,7 @@ from lev.openapi import (
     connexion_spec,
     operations,
 )
+from lev.pipeline.embedder import check_dimension, get_embedder
 from lev.policy import authenticate
 from lev.settings import Settings, get_settings
 from store.db import read_scope

@@ -25,7 +25,7 @@ from jsonschema.exceptions import ValidationError, best_match
 from openapi_spec_validator import validate
 
 from lev.errors import ApiError, file_too_large, invalid_body, invalid_id, method_not_allowed, unsupported_media_type
-from lev.media import ALLOWED_MIMES, MAX_UPLOAD_BYTES
+from lev.pipeline.media import ALLOWED_MIMES, MAX_UPLOAD_BYTES
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_PATH = ROOT / "openapi.yaml"

@@ -3,6 +3,7 @@
 - No import circle among the project's modules (any import, at module level or inside a function).
 - `store/` imports nothing above it (no `lev`, `handlers`, `tasks`).
 - No function-level import of a project module: such an import exists only to dodge a circle.
+- No product module reaches 400 lines.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("lev", "store", "handlers", "tasks")
+MAX_LINES = 400
 
 
 def _modules() -> dict[str, Path]:
@@ -114,6 +116,11 @@ def test_store_depends_on_nothing_above_it() -> None:
 def test_no_function_level_project_imports() -> None:
     nested = {m: sorted({t for t, inner in _imports(m, p) if inner}) for m, p in MODULES.items()}
     assert not {m: ts for m, ts in nested.items() if ts}, nested
+
+
+def test_product_modules_stay_small() -> None:
+    sizes = {m: len(p.read_text().splitlines()) for m, p in MODULES.items()}
+    assert not {m: n for m, n in sizes.items() if n >= MAX_LINES}, sorted(sizes.items(), key=lambda kv: -kv[1])[:5]
 
 
 def test_the_checker_sees_a_circle() -> None:

@@ -93,7 +93,7 @@ def test_scope_strategies_agree(server, api, user, admin) -> None:
     import random
     import uuid
 
-    from lev.embedder import LocalEmbedder
+    from lev.pipeline.embedder import LocalEmbedder
     from lev.policy import Scope
     from store import search as search_store
     from tests.stack import new_user

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
+from urllib.parse import urlsplit
 
 import filetype
 
@@ -29,8 +30,16 @@ AUDIO_MIMES = frozenset({
 VIDEO_MIMES = frozenset({"video/mp4", "video/webm", "video/quicktime"})
 ALLOWED_MIMES = DOCUMENT_MIMES | AUDIO_MIMES | VIDEO_MIMES
 
-# How many leading bytes `sniff_matches` needs to decide.
+# How many leading bytes `sniff_matches` needs to decide; SNIFF_HEAD is what callers read (PDFs may lead with junk).
 SNIFF_BYTES = 64
+SNIFF_HEAD = 1024
+
+# File extensions of media URLs and yt-dlp downloads -> the MIME type to store them under.
+EXT_MIME = {
+    ".pdf": "application/pdf", ".mp3": "audio/mpeg", ".m4a": "audio/mp4", ".wav": "audio/wav",
+    ".ogg": "audio/ogg", ".opus": "audio/ogg", ".flac": "audio/flac", ".mp4": "video/mp4",
+    ".webm": "video/webm", ".mov": "video/quicktime", ".mkv": "video/webm",
+}
 
 _MP3_SYNC = re.compile(rb"\xff[\xe2-\xe3\xf2-\xf3\xfa-\xfb]")
 
@@ -55,6 +64,23 @@ def media_class(mime: str) -> MediaClass | None:
 def finalize_endpoint(mime: str) -> Literal["finalize", "finalize-document"]:
     """The finalize route the client must call after the byte upload."""
     return "finalize-document" if media_class(mime) == "document" else "finalize"
+
+
+def pick_mime(ctype: str, url: str, kind: str) -> str:
+    """The MIME type of a downloaded media file: the served type when it fits `kind`, else by extension."""
+    klass = media_class(ctype) if ctype else None
+    if klass is not None and (klass == "document") == (kind == "pdf"):
+        return ctype
+    guess = EXT_MIME.get(PurePosixPath(urlsplit(url).path).suffix.lower())
+    if guess:
+        return guess
+    return {"pdf": "application/pdf", "audio": "audio/mpeg", "video": "video/mp4"}.get(kind, ctype)
+
+
+def read_head(path: Path, n: int = SNIFF_HEAD) -> bytes:
+    """The first `n` bytes of a local file (blocking)."""
+    with path.open("rb") as fh:
+        return fh.read(n)
 
 
 def check_signing(mime: str, size: int) -> None:

@@ -16,14 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import httpx
-from tenacity import (
-    retry,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential,
-)
 
 from lev.metrics import embedding_timer
+from lev.pipeline.retry import retrying
 from lev.settings import get_settings
 
 # The weights ship inside the package: never reach the Hugging Face Hub. Set before anything imports
@@ -47,6 +42,7 @@ PROBE_TEXT = "Lev embedding dimension probe."
 @runtime_checkable
 class Embedder(Protocol):
     """Turns texts into unit-length vectors of `dim` floats."""
+
     dim: int
     name: str
 
@@ -165,6 +161,7 @@ def _normalize(vec: list[float]) -> list[float]:
 
 class LocalEmbedder:
     """sentence-transformers all-MiniLM-L6-v2 on CPU, 384 dims, normalized."""
+
     dim = LOCAL_DIM
     name = f"local:{LOCAL_MODEL_NAME}"
 
@@ -189,15 +186,9 @@ class EmbeddingServiceError(RuntimeError):
     """The hosted embedding API failed or answered with something unusable."""
 
 
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, httpx.HTTPStatusError):
-        code = exc.response.status_code
-        return code == 429 or code >= 500
-    return isinstance(exc, httpx.TransportError)
-
-
 class OpenAIEmbedder:
     """Adapter for an OpenAI-compatible `POST {base}/embeddings` endpoint."""
+
     def __init__(
         self,
         base_url: str,
@@ -223,24 +214,15 @@ class OpenAIEmbedder:
         )
 
     def _post(self, batch: list[str]) -> dict[str, Any]:
-        @retry(
-            retry=retry_if_exception(_retryable),
-            stop=stop_after_attempt(4),  # the first try + 3 retries
-            wait=wait_exponential(multiplier=self._backoff, max=8.0),
-            reraise=True,
-        )
-        def call() -> dict[str, Any]:
-            resp = self._client.post(
-                f"{self.base_url}/embeddings", json={"model": self.model, "input": batch}
-            )
-            resp.raise_for_status()
-            data: dict[str, Any] = resp.json()
-            return data
-
         try:
-            return call()
+            for attempt in retrying(self._backoff, max_wait=8.0):
+                with attempt:
+                    resp = self._client.post(f"{self.base_url}/embeddings", json={"model": self.model, "input": batch})
+                    resp.raise_for_status()
+                    data: dict[str, Any] = resp.json()
         except httpx.HTTPError as exc:
             raise EmbeddingServiceError(f"embedding service {self.base_url} failed: {exc}") from exc
+        return data
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         out: list[list[float]] = []
@@ -268,6 +250,7 @@ class OpenAIEmbedder:
 
 class TimedEmbedder:
     """Any Embedder, with the time of every call recorded in the `lev_embedding_seconds` metric."""
+
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
         self.dim = inner.dim

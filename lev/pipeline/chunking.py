@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import re
 
-from lev.embedder import LOCAL_MAX_SEQ_LENGTH, get_embedder, tokenizer
+from lev.pipeline.embedder import LOCAL_MAX_SEQ_LENGTH, get_embedder, tokenizer
 
 CHUNK_TOKENS = 200  # budget for title + chunk; leaves margin under the 256-token model window
 MIN_CHUNK_TOKENS = 64
