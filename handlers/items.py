@@ -6,8 +6,8 @@ from typing import Any
 
 from handlers import principal
 from lev import context, library
-from lev.errors import ApiError, folder_not_found, invalid_body, not_found
-from lev.policy import check_membership_targets, folder_visible, parse_uuid, parse_uuid_field, require
+from lev.errors import folder_not_found, not_found
+from lev.policy import check_membership_targets, folder_visible, parse_uuid, parse_uuid_field, parse_uuid_list, require
 from store import folders as folder_store
 from store import items as item_store
 from store.db import session_scope
@@ -54,10 +54,7 @@ async def delete_item(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
 async def bulk_delete_items(body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     require(p, "write")
-    try:
-        wanted = list(dict.fromkeys(parse_uuid(raw) for raw in body["ids"]))
-    except ApiError:
-        raise invalid_body("ids must be UUIDs.") from None
+    wanted = parse_uuid_list(body["ids"], "ids")
     not_found_ids: list[str] = []
     async with session_scope() as s:
         deleted = set(await item_store.delete_visible(s, p.scope, wanted))
@@ -70,10 +67,7 @@ async def add_item_to_folders(id_: str, body: dict[str, Any], token_info: dict[s
     p = principal(token_info)
     item_id = parse_uuid(id_)
     require(p, "write")
-    try:
-        targets = list(dict.fromkeys(parse_uuid(f) for f in body["folder_ids"]))
-    except ApiError:
-        raise invalid_body("folder_ids must be UUIDs.") from None
+    targets = parse_uuid_list(body["folder_ids"], "folder_ids")
     async with session_scope() as s:
         if not await item_store.is_visible(s, p.scope, item_id):
             raise not_found()

@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
-import os
 import sys
 import uuid
-import warnings
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
-from lev import library, logs, metrics
-from lev.app import create_app
+from lev import library, serve
 from lev.backup import BackupError, backup, restore
-from lev.embedded import resolve_database_url, resolve_urls, stop_started_redis
+from lev.embedded import resolve_database_url, resolve_urls
 from lev.errors import ApiError, email_taken
 from lev.policy import Scope, mint_token
 from lev.settings import get_settings, settings_table
 from store import activity, db, folders, tokens, users
-from tasks.worker import run_worker
 
 
 def _die(message: str, code: int = 1) -> None:
@@ -199,15 +195,17 @@ async def _with_url(fn: Callable[[str], Awaitable[Any]]) -> Any:
         await db.dispose_engine()
 
 
-def cmd_backup(args: argparse.Namespace) -> None:
-    from pathlib import Path
-
-
+def _with_backup(op: Callable[[Path, str], Awaitable[dict[str, Any]]], path: str) -> dict[str, Any]:
+    """Run `lev backup` or `lev restore` on `path`; a refusal is the command's error message."""
     try:
-        manifest = asyncio.run(_with_url(lambda url: backup(Path(args.path), url)))
+        return asyncio.run(_with_url(lambda url: op(Path(path), url)))
     except BackupError as exc:
         _die(str(exc))
-        return
+        raise
+
+
+def cmd_backup(args: argparse.Namespace) -> None:
+    manifest = _with_backup(backup, args.path)
     objects = sum(o["bytes"] for o in manifest["objects"])
     print(f"backup written to {args.path}: database {manifest['database']['bytes']} bytes, "
           f"{len(manifest['objects'])} objects ({objects} bytes), {manifest['counts'].get('user_items', 0)} items",
@@ -218,14 +216,7 @@ def cmd_backup(args: argparse.Namespace) -> None:
 
 
 def cmd_restore(args: argparse.Namespace) -> None:
-    from pathlib import Path
-
-
-    try:
-        manifest = asyncio.run(_with_url(lambda url: restore(Path(args.path), url)))
-    except BackupError as exc:
-        _die(str(exc))
-        return
+    manifest = _with_backup(restore, args.path)
     print(f"restored {args.path} (taken {manifest['created_at']}): {manifest['counts'].get('user_items', 0)} "
           f"items, {len(manifest['objects'])} objects", file=sys.stderr)
 
@@ -238,76 +229,12 @@ def cmd_migrate(_args: argparse.Namespace) -> None:
     print("migrations applied", file=sys.stderr)
 
 
-def _quiet_libraries() -> None:
-    """Silence library chatter that says nothing to an operator (model-loading notes, fork advice)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", module="(transformers|torch|sentence_transformers|pgserver|platformdirs)")
-    for name in ("pgserver", "alembic", "sentence_transformers", "httpx"):  # start-up chatter at INFO
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-
-def banner(url: str, data_dir: str, lev: str) -> str:
-    """What `lev serve` prints once it listens: where, where the data is, and the first three commands."""
-    return "\n".join([
-        "",
-        f"Lev is ready at {url}  (API docs {url}/api/v1/docs; data in {data_dir})",
-        f"  1. create a user:    {lev} user create you@example.com --tier pro",
-        f"  2. mint a token:     {lev} token create --user you@example.com --name agent --write",
-        f"  3. connect an agent: claude mcp add --transport http lev {url}/api/mcp "
-        '--header "Authorization: Bearer <token>"',
-        "Press Ctrl-C to stop.",
-        "",
-    ])
-
-
 def cmd_serve(args: argparse.Namespace) -> None:
-    import uvicorn
-
-
-    _quiet_libraries()
-    settings = get_settings()
-    settings.workers_inline = args.workers_inline
-    _setup_observability()
-    lev = os.path.relpath(sys.argv[0]) if os.path.sep in sys.argv[0] else "lev"
-    if not lev.endswith("lev"):
-        lev = "lev"
-
-    class Server(uvicorn.Server):
-        async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets)
-            if self.started and self.servers:
-                host, port = self.servers[0].sockets[0].getsockname()[:2]
-                host = f"[{host}]" if ":" in host else host
-                print(banner(f"http://{host}:{port}", str(settings.data_dir.resolve()), lev), file=sys.stderr,
-                      flush=True)
-
-    # SIGTERM/SIGINT: uvicorn stops accepting, lets in-flight requests finish (bounded), then runs the lifespan
-    # shutdown, which lets the inline worker's current jobs finish (bounded) and re-queues the rest.
-    config = uvicorn.Config(create_app(settings), host=args.host, port=args.port, lifespan="on", proxy_headers=False,
-                            log_config=None, access_log=False,
-                            timeout_graceful_shutdown=int(settings.shutdown_grace_sec))
-    try:
-        Server(config).run()
-    finally:  # then stop the embedded Redis if this process started it (pgserver stops its PostgreSQL itself)
-        stop_started_redis()
-
-
-def _setup_observability() -> None:
-    settings = get_settings()
-    logs.configure(settings.log_level, settings.log_format)
-    metrics.configure(settings)
+    serve.serve(args.host, args.port, workers_inline=args.workers_inline)
 
 
 def cmd_worker(_args: argparse.Namespace) -> None:
-    _quiet_libraries()
-    _setup_observability()
-    try:
-        run_worker()
-    finally:
-        stop_started_redis()
+    serve.worker()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -217,6 +217,14 @@ def parse_uuid(value: str) -> uuid.UUID:
     return parsed
 
 
+def parse_uuid_list(values: list[str], name: str) -> list[uuid.UUID]:
+    """The distinct UUIDs of a body list, in order, or 400 invalid_body naming the field."""
+    parsed = [canonical_uuid(v) for v in values]
+    if any(p is None for p in parsed):
+        raise invalid_body(f"{name} must be UUIDs.")
+    return list(dict.fromkeys(p for p in parsed if p is not None))
+
+
 def parse_uuid_field(value: str | None, name: str) -> uuid.UUID | None:
     """An optional UUID from a query parameter or body field, or 400 invalid_body naming it."""
     if value is None:

@@ -115,6 +115,16 @@ def _read_page(pdf: Any, index: int, want_render: bool) -> tuple[str, Image.Imag
         page.close()
 
 
+def _open_pdf(path: Path | str) -> Any:
+    """The pdfium document (the caller holds _PDFIUM_LOCK), or 422 extraction_failed."""
+    import pypdfium2 as pdfium
+
+    try:
+        return pdfium.PdfDocument(str(path))
+    except pdfium.PdfiumError as exc:
+        raise extraction_failed(f"The PDF could not be read (corrupt or password-protected): {exc}") from None
+
+
 def extract_pdf(path: Path | str) -> tuple[list[Page], dict[str, Any]]:
     """Per-page text of a PDF, OCRing pages without a text layer; metadata has page_count, title, author."""
     import pypdfium2 as pdfium
@@ -123,10 +133,7 @@ def extract_pdf(path: Path | str) -> tuple[list[Page], dict[str, Any]]:
     meta: dict[str, Any] = {}
     ocr_pages = ocr_skipped = 0
     with _PDFIUM_LOCK:
-        try:
-            pdf = pdfium.PdfDocument(str(path))
-        except pdfium.PdfiumError as exc:
-            raise extraction_failed(f"The PDF could not be read (corrupt or password-protected): {exc}") from None
+        pdf = _open_pdf(path)
     try:
         with _PDFIUM_LOCK:
             count = len(pdf)
@@ -196,10 +203,7 @@ def pdf_plan(path: Path) -> tuple[int, int]:
     import pypdfium2 as pdfium
 
     with _PDFIUM_LOCK:
-        try:
-            pdf = pdfium.PdfDocument(str(path))
-        except pdfium.PdfiumError as exc:
-            raise extraction_failed(f"The PDF could not be read (corrupt or password-protected): {exc}") from None
+        pdf = _open_pdf(path)
         try:
             count = len(pdf)
             textless = 0

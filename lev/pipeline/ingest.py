@@ -119,6 +119,16 @@ async def _shared(principal: Principal, canonical: str, url: str, title: str | N
     return shared
 
 
+async def _canonical_or_shared(principal: Principal, url: str, title: str | None, in_kb: bool,
+                               auto_transform: bool) -> tuple[str, Stored | None]:
+    """The URL's canonical form and, when someone already stored it, the caller's new item on that content."""
+    try:
+        canonical = canonical_url(url)
+    except ValueError:
+        raise ingest_failed("the URL cannot be parsed") from None
+    return canonical, await _shared(principal, canonical, url, title, in_kb, auto_transform)
+
+
 async def _ingest_url(principal: Principal, url: str, title: str | None, in_kb: bool,
                       auto_transform: bool) -> Stored:
     if not url.lower().startswith(("http://", "https://")):
@@ -126,11 +136,7 @@ async def _ingest_url(principal: Principal, url: str, title: str | None, in_kb: 
     media = classify_media_url(url)
     if media is not None:
         return await _ingest_media_url(principal, url, media, title, in_kb, auto_transform)
-    try:
-        canonical = canonical_url(url)
-    except ValueError:
-        raise ingest_failed("the URL cannot be parsed") from None
-    shared = await _shared(principal, canonical, url, title, in_kb, auto_transform)
+    canonical, shared = await _canonical_or_shared(principal, url, title, in_kb, auto_transform)
     if shared is not None:
         return shared
     try:
@@ -152,11 +158,7 @@ async def _ingest_media_url(principal: Principal, url: str, kind: str, title: st
         return await _ingest_youtube(principal, url, title, in_kb, auto_transform)
     if kind in ("audio", "video") and get_transcriber() is None:
         raise transcription_unavailable()
-    try:
-        canonical = canonical_url(url)
-    except ValueError:
-        raise ingest_failed("the URL cannot be parsed") from None
-    shared = await _shared(principal, canonical, url, title, in_kb, auto_transform)
+    canonical, shared = await _canonical_or_shared(principal, url, title, in_kb, auto_transform)
     if shared is not None:
         return shared
     try:
