@@ -38,3 +38,12 @@ async def delete_folder(id_: str, token_info: dict[str, Any], cascade_items: boo
     if deleted is None:
         raise not_found()
     return deleted
+
+
+async def rename_folder(id_: str, body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
+    p = principal(token_info)
+    folder_id = parse_uuid(id_)
+    require(p, "write")
+    require_whole_library(p, "rename folders")
+    async with session_scope() as s:
+        return await library.rename_folder(s, p.scope, folder_id, body["name"])

@@ -6,7 +6,7 @@ from typing import Any
 
 from handlers import principal
 from lev import context, library
-from lev.errors import folder_not_found, not_found
+from lev.errors import folder_not_found, invalid_body, not_found
 from lev.policy import check_membership_targets, folder_visible, parse_uuid, parse_uuid_field, parse_uuid_list, require
 from store import folders as folder_store
 from store import items as item_store
@@ -49,6 +49,22 @@ async def delete_item(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
         if not await item_store.delete_visible(s, p.scope, [item_id]):
             raise not_found()
     return {"id": str(item_id), "deleted": True}
+
+
+async def update_item(id_: str, body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
+    p = principal(token_info)
+    item_id = parse_uuid(id_)
+    require(p, "write")
+    if "title" in body:
+        title = body["title"].strip()
+        if not title or "\x00" in title:
+            raise invalid_body("title must be 1-500 characters after trimming, without NUL.")
+        body = {**body, "title": title}
+    async with session_scope() as s:
+        updated = await item_store.update_visible(s, p.scope, item_id, body)
+    if updated is None:
+        raise not_found()
+    return updated
 
 
 async def bulk_delete_items(body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:

@@ -23,10 +23,10 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from handlers import mcp as mcp_handler
-from handlers import ops
+from handlers import ops, pages
 from handlers import spec as spec_handler
-from lev import clock, context, jsonguard, logs, metrics, runtime
-from lev.errors import ApiError, file_too_large, rest_body, rest_headers, to_api_error
+from lev import accounts, clock, context, jsonguard, logs, metrics, runtime
+from lev.errors import ApiError, file_too_large, not_signed_in, rest_body, rest_headers, to_api_error
 from lev.openapi import (
     ContractJSONBodyValidator,
     ContractParameterValidator,
@@ -57,6 +57,9 @@ def error_response(err: ApiError) -> ConnexionResponse:
 
 async def handle_error(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     err = to_api_error(exc)
+    info = context.current()
+    if err.code == "missing_bearer_token" and info is not None and info.surface == "web":
+        err = not_signed_in()
     if err.status == 405:  # RFC 9110: a 405 names the methods the route has
         err.headers["Allow"] = ", ".join(allowed_methods(request.url.path))
     return error_response(err)
@@ -136,6 +139,20 @@ async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
     return {"sub": str(principal.user_id), "principal": principal}
 
 
+async def session_info(cookie_value: str, request: Any = None) -> dict[str, Any]:
+    """Connexion's cookie hook: a signed-in browser session acts as its user (surface `web`); unsafe methods
+    need the session's X-CSRF-Token (403 csrf_failed)."""
+    async with read_scope() as s:
+        principal = await accounts.authenticate_session(s, cookie_value)
+    if request is not None:
+        accounts.check_csrf(principal, request.method, request.headers.get(accounts.CSRF_HEADER))
+    info = context.current()
+    if info is not None:
+        info.principal = principal
+        info.surface = "web"
+    return {"sub": str(principal.user_id), "principal": principal}
+
+
 def _client_ip(scope: Scope, headers: dict[str, str], trusted: list[str]) -> str | None:
     peer = (scope.get("client") or (None, None))[0]
     if peer is None:
@@ -204,12 +221,14 @@ class LevMiddleware:
         started = time.perf_counter()
         request_id = uuid.uuid4().hex
         path: str = scope.get("path", "")
-        surface = "mcp" if path.startswith("/api/mcp") else "ops" if path in OPS_PATHS else "rest"
+        surface = ("mcp" if path.startswith("/api/mcp") else "ops" if path in OPS_PATHS
+                   else "rest" if path.startswith("/api/v1") else "web")
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         info = context.RequestInfo(request_id=request_id, surface=surface,
-                                   base_url=context.served_base_url(scope.get("scheme", "http"), scope.get("server")))
+                                   base_url=context.served_base_url(scope.get("scheme", "http"), scope.get("server")),
+                                   ip=_client_ip(scope, headers, self.settings.trusted_proxies))
         context.set_current(info)
         logs.new_context(request_id=request_id)
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         status_holder = {"status": 500, "started": False}
         cap = self.settings.max_body_bytes
 
@@ -297,12 +316,12 @@ class LevMiddleware:
         method = info.method or f"{scope.get('method', '')} {route_template(path)}"
         rt.activity.record({
             "ts": clock.now(),
-            "user_id": p.user_id if p else None,
+            "user_id": None if info.unlogged else p.user_id if p else info.user_id,
             "token_id": p.token_id if p else None,
             "surface": info.surface,
             "method": method[:300],
             "status": status,
-            "ip": _client_ip(scope, headers, self.settings.trusted_proxies),
+            "ip": info.ip,
             "user_agent": (headers.get("user-agent") or "")[:500] or None,
             "result_count": info.result_count,
             "latency_ms": round(elapsed * 1000, 3),
@@ -352,6 +371,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
     app.add_url_rule("/healthz", "healthz", ops.healthz, methods=["GET"])
     app.add_url_rule("/readyz", "readyz", ops.readyz, methods=["GET"])
     app.add_url_rule("/metrics", "metrics", ops.metrics_text, methods=["GET"])
+    pages.add_routes(app)
     for exc_type in (ApiError, ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_type, handle_error)
     return LevMiddleware(app, settings)

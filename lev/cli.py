@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from lev import library, serve
+from lev.accounts import mint_token
 from lev.backup import BackupError, backup, restore
 from lev.embedded import resolve_database_url, resolve_urls
 from lev.errors import ApiError, email_taken
-from lev.policy import Scope, mint_token
+from lev.policy import Scope
 from lev.settings import get_settings, settings_table
 from store import activity, db, folders, tokens, users
 
@@ -107,22 +108,18 @@ def cmd_user_set_tier(args: argparse.Namespace) -> None:
 
 
 def cmd_token_create(args: argparse.Namespace) -> None:
-    settings = get_settings()
     try:
         folder_ids = [uuid.UUID(f) for f in args.folder]
     except ValueError:
         _die("--folder takes a folder id (UUID)")
         return
-    write_cap = settings.default_write_cap if args.write_cap is None else args.write_cap
 
     async def go(s: Any) -> str:
         user = await _user(s, args.user)
-        token, _ = await mint_token(
-            s, user, args.name, write=args.write, folder_ids=folder_ids, kb_only=args.kb_only,
-            expires_in_days=args.expires_in_days, write_cap=write_cap,
-            tier_caps={"free": settings.tier_free_tokens, "pro": settings.tier_pro_tokens},
-        )
-        return token
+        minted = await mint_token(s, user, name=args.name, write=args.write, folder_ids=folder_ids,
+                                  kb_only=args.kb_only, expires_in_days=args.expires_in_days,
+                                  write_cap=args.write_cap)
+        return str(minted["token"])
 
     print(_run(go))
 

@@ -6,6 +6,7 @@ The outer middleware sets a fresh `RequestInfo` in a ContextVar; inner code fill
 
 from __future__ import annotations
 
+import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -21,6 +22,9 @@ class RequestInfo:
     principal: Principal | None = None
     result_count: int | None = None
     query: str | None = None
+    ip: str | None = None
+    user_id: uuid.UUID | None = None  # for requests without a principal (sign-up, sign-in)
+    unlogged: bool = False  # the entry is not written to the user's log (e.g. the request that clears it)
     headers: dict[str, str] = field(default_factory=dict)
     base_url: str = ""
 
@@ -43,6 +47,20 @@ def note_results(count: int, query: str | None = None) -> None:
         info.result_count = count
         if query is not None:
             info.query = query
+
+
+def note_user(user_id: uuid.UUID) -> None:
+    """Attribute this request to a user that has no principal yet (sign-up, sign-in)."""
+    info = _current.get()
+    if info is not None:
+        info.user_id = user_id
+
+
+def forget_user() -> None:
+    """Keep this request out of the user's activity log."""
+    info = _current.get()
+    if info is not None:
+        info.unlogged = True
 
 
 def served_base_url(scheme: str, server: tuple[str, int | None] | None) -> str:

@@ -45,12 +45,16 @@ TABLE: dict[str, ErrorKind] = {
     "transcription_unavailable": ErrorKind(400, tool_result=True),
     "missing_bearer_token": ErrorKind(401, JSONRPC_INVALID_REQUEST),
     "invalid_token": ErrorKind(401, JSONRPC_INVALID_REQUEST),
+    "invalid_credentials": ErrorKind(401),
+    "not_signed_in": ErrorKind(401),
     "quota_exceeded": ErrorKind(402),
     "payment_required": ErrorKind(402),
     "capability_denied": ErrorKind(403),
     "forbidden_scope": ErrorKind(403),
     "invalid_signature": ErrorKind(403),
     "forbidden_origin": ErrorKind(403, JSONRPC_INVALID_REQUEST),
+    "csrf_failed": ErrorKind(403),
+    "signup_closed": ErrorKind(403),
     "not_found": ErrorKind(404, tool_result=True),
     "folder_not_found": ErrorKind(404, tool_result=True),
     "method_not_allowed": ErrorKind(405),
@@ -103,7 +107,7 @@ def rest_body(err: ApiError, request_id: str | None = None) -> dict[str, Any]:
 def rest_headers(err: ApiError) -> dict[str, str]:
     """The response headers an error carries (Retry-After, WWW-Authenticate on 401, ...)."""
     headers = dict(err.headers)
-    if err.status == 401:
+    if err.code in ("missing_bearer_token", "invalid_token"):
         headers["WWW-Authenticate"] = 'Bearer realm="lev"'
     return headers
 
@@ -193,6 +197,22 @@ def missing_bearer_token() -> ApiError:
 
 def invalid_token() -> ApiError:
     return ApiError("invalid_token", "The token is unknown, revoked or expired.")
+
+
+def invalid_credentials() -> ApiError:
+    return ApiError("invalid_credentials", "The email or password is wrong.")
+
+
+def not_signed_in() -> ApiError:
+    return ApiError("not_signed_in", "Sign in first: this needs a browser session.")
+
+
+def csrf_failed() -> ApiError:
+    return ApiError("csrf_failed", "Send the session's csrf_token in the X-CSRF-Token header.")
+
+
+def signup_closed() -> ApiError:
+    return ApiError("signup_closed", "Sign-up is closed on this server; ask its operator for an account.")
 
 
 def quota_exceeded(message: str, **extra: Any) -> ApiError:

@@ -17,6 +17,7 @@ from store import folders as folder_store
 from store import items as item_store
 from store import search as search_store
 from store.db import session_scope
+from store.scope import Scope
 
 
 def search_params() -> search_store.SearchParams:
@@ -65,6 +66,17 @@ async def create_folder(session: AsyncSession, user_id: uuid.UUID, name: str) ->
     if created is None:
         raise name_taken(f"A folder named {clean!r} already exists.")
     return created
+
+
+async def rename_folder(session: AsyncSession, scope: Scope, folder_id: uuid.UUID, name: str) -> dict[str, Any]:
+    """Rename one of the user's folders: 400 for a bad name, 404 for no such folder, 409 name_taken."""
+    clean = folder_name(name)
+    if not await folder_store.owned_ids(session, scope.user_id, [folder_id], lock=True):
+        raise not_found()
+    renamed = await folder_store.rename(session, scope, folder_id, clean)
+    if renamed is None:
+        raise name_taken(f"A folder named {clean!r} already exists.")
+    return renamed
 
 
 async def get_item(principal: Principal, item_id: uuid.UUID) -> dict[str, Any]:

@@ -36,8 +36,10 @@ TOKEN_SECRET_BYTES = 32  # token_urlsafe(32) -> 43 URL-safe characters
 
 @dataclass(frozen=True)
 class Principal:
-    """An authenticated token."""
-    token_id: uuid.UUID
+    """An authenticated token, or a signed-in browser session (token_id None: whole library, read and write,
+    not-in-KB items visible)."""
+
+    token_id: uuid.UUID | None
     user_id: uuid.UUID
     name: str
     capabilities: frozenset[str]
@@ -74,7 +76,7 @@ def new_token() -> tuple[str, bytes, str]:
     return token, hash_token(token), token[:12]
 
 
-async def mint_token(
+async def mint(
     session: AsyncSession, user: dict[str, Any], name: str, *, write: bool, folder_ids: list[uuid.UUID],
     kb_only: bool, expires_in_days: int, write_cap: int, tier_caps: dict[str, int],
 ) -> tuple[str, uuid.UUID]:

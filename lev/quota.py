@@ -26,12 +26,17 @@ def cap_minutes(tier: str) -> int:
     return int(value) if isinstance(value, int) else 0
 
 
+async def used_seconds(session: AsyncSession, user_id: uuid.UUID) -> float:
+    """Transcription seconds charged to the user this month."""
+    return await usage.used_seconds(session, user_id, clock.month_key())
+
+
 async def check(session: AsyncSession, user_id: uuid.UUID, tier: str, seconds: float) -> None:
     """402 quota_exceeded unless `seconds` more transcription fit in this month's cap."""
     cap = cap_minutes(tier)
     if cap < 0:
         return
-    used = await usage.used_seconds(session, user_id, clock.month_key()) + await usage.pending_seconds(session, user_id)
+    used = await used_seconds(session, user_id) + await usage.pending_seconds(session, user_id)
     if used + max(seconds, 0.0) > cap * 60:
         left = max(0.0, cap * 60 - used)
         raise quota_exceeded(

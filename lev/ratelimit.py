@@ -47,6 +47,7 @@ class Limiter:
             "bulk": parse(settings.limit_bulk),
             "mcp_write": parse(settings.limit_mcp_write),
         }
+        self.sign_in_items = {"email": parse(settings.limit_sign_in_email), "ip": parse(settings.limit_sign_in_ip)}
         self._redis = redis
 
     async def apply(self, principal: Principal, limit_class: str | None) -> None:
@@ -63,7 +64,7 @@ class Limiter:
 
     async def check(self, principal: Principal, limit_class: str | None) -> dict[str, str]:
         """Consume one call; returns the RateLimit-* headers, or raises 429 rate_limited."""
-        if not limit_class:
+        if not limit_class or principal.token_id is None:  # browser sessions are the owner, not a token
             return {}
         headers: dict[str, str] = {}
         if self.settings.limits_on:
@@ -103,3 +104,26 @@ class Limiter:
             raise rate_limited(f"This token's monthly write cap of {principal.write_cap} is used up; it resets when "
                                f"the month rolls over, in {retry} s.", {**headers, "Retry-After": str(retry)},
                                retry_after_sec=retry, limit="monthly_writes")
+
+    async def check_sign_in(self, email: str, ip: str | None) -> None:
+        """429 rate_limited while the email or the source address has used up its failed sign-in attempts."""
+        for kind, key in (("email", email.strip().lower()), ("ip", ip or "-")):
+            item = self.sign_in_items[kind]
+            if not await self.strategy.test(item, "sign_in", kind, key):
+                stats = await self.strategy.get_window_stats(item, "sign_in", kind, key)
+                retry = max(1, math.ceil(stats.reset_time - time.time()))
+                who = "account" if kind == "email" else "address"
+                raise rate_limited(f"Too many failed sign-ins from this {who}; try again in {retry} s.",
+                                   {"Retry-After": str(retry)}, retry_after_sec=retry, limit=f"sign_in_{kind}")
+
+    async def note_failed_sign_in(self, email: str, ip: str | None) -> None:
+        await self.strategy.hit(self.sign_in_items["email"], "sign_in", "email", email.strip().lower())
+        await self.strategy.hit(self.sign_in_items["ip"], "sign_in", "ip", ip or "-")
+
+    async def writes_this_month(self, token_ids: list[str]) -> dict[str, int]:
+        """Writes counted against each token's monthly cap so far."""
+        if not token_ids:
+            return {}
+        month = clock.month_key()
+        values = await self._redis.mget([f"lev:writes:{t}:{month}" for t in token_ids])
+        return {t: int(v or 0) for t, v in zip(token_ids, values, strict=True)}

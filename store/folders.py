@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import delete, exists, func, insert, select
+from sqlalchemy import delete, exists, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -49,6 +49,18 @@ async def create(session: AsyncSession, user_id: uuid.UUID, name: str) -> dict[s
     except IntegrityError:
         return None
     return {"id": str(row.id), "name": row.name, "item_count": 0, "created_at": row.created_at.isoformat()}
+
+
+async def rename(session: AsyncSession, scope: Scope, folder_id: uuid.UUID, name: str) -> dict[str, Any] | None:
+    """Rename the user's folder (known to exist) to `name` (already validated) and return it with its item count;
+    None when the user has another folder of that name."""
+    try:
+        async with session.begin_nested():
+            await session.execute(update(folders).where(folders.c.id == folder_id, folders.c.user_id == scope.user_id)
+                                  .values(name=name))
+    except IntegrityError:
+        return None
+    return next(f for f in await list_visible(session, scope) if f["id"] == str(folder_id))
 
 
 async def owned_ids(session: AsyncSession, user_id: uuid.UUID, ids: list[uuid.UUID], *,

@@ -14,6 +14,7 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    update,
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -144,6 +145,22 @@ async def get_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -
         "folders": item["folder_ids"],
     })
     return item
+
+
+async def update_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID,
+                         changes: dict[str, Any]) -> dict[str, Any] | None:
+    """Set title / in_kb / archived on a visible item; returns its summary, or None when it is not visible."""
+    values = {k: v for k, v in changes.items() if k in ("title", "in_kb", "archived")}
+    res = await session.execute(
+        update(user_items).where(user_items.c.id == item_id, visible(scope))
+        .values(**values, updated_at=func.now()).returning(user_items.c.id)
+    )
+    if res.first() is None:
+        return None
+    row = (await session.execute(
+        select(*_SUMMARY_COLS, _folder_ids(scope).label("folder_ids")).where(user_items.c.id == item_id)
+    )).one()
+    return shape_summary(row)
 
 
 async def is_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID, *, lock: bool = False) -> bool:

@@ -169,3 +169,12 @@ usage_monthly = Table(
     Column("month", Text, primary_key=True),
     Column("transcription_seconds", Float, nullable=False),
 )
+
+sessions = Table(
+    "sessions", metadata,
+    Column("id_hash", LargeBinary, primary_key=True),
+    Column("user_id", UUID(as_uuid=True), ForeignKey("users.id"), nullable=False),
+    Column("csrf_token", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True)),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+)

@@ -54,6 +54,11 @@ async def set_tier(session: AsyncSession, user_id: uuid.UUID, tier: str) -> None
     await session.execute(update(users).where(users.c.id == user_id).values(tier=tier))
 
 
+def hash_password(password: str) -> str:
+    """An argon2id hash (argon2-cffi's default type)."""
+    return _hasher.hash(password)
+
+
 def verify_password(password_hash: str | None, password: str) -> bool:
     if not password_hash:
         return False

@@ -9,7 +9,7 @@ from typing import Any
 from lev import clock
 from lev.pipeline.uploads import UPLOAD_EXPIRY
 from lev.settings import get_settings
-from store import activity
+from store import activity, sessions
 from store import uploads as upload_store
 from store.db import session_scope
 from store.objects import InvalidObjectPath, ObjectStore
@@ -53,9 +53,10 @@ async def expire_uploads(ctx: dict[str, Any]) -> int:
 
 
 async def purge_activity(_ctx: dict[str, Any]) -> int:
-    """Delete activity entries older than the retention setting (90 days by default)."""
+    """Delete activity entries older than the retention setting (90 days by default) and expired sessions."""
     cutoff = clock.now() - timedelta(days=get_settings().activity_retention_days)
     async with session_scope() as s:
         n = await activity.purge_before(s, cutoff)
-    log.info("purged %d activity entries older than %s", n, cutoff.isoformat())
+        ended = await sessions.purge_expired(s)
+    log.info("purged %d activity entries older than %s and %d expired sessions", n, cutoff.isoformat(), ended)
     return n

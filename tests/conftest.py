@@ -51,7 +51,9 @@ def transcribe_stub() -> Iterator[TranscribeStub]:
 
 @pytest.fixture(scope="session")
 def server(data_dir: Path, admin: Admin, transcribe_stub: TranscribeStub) -> Iterator[LiveServer]:
+    # Every test signs in from 127.0.0.1: the per-address sign-in budget is tested on a server of its own.
     srv = LiveServer(data_dir, {"LEV_RATE_LIMITS": "off", "LEV_ALLOW_PRIVATE_URLS": "true",
+                                "LEV_LIMIT_SIGN_IN_IP": "100000/15 minutes",
                                 "LEV_TRANSCRIBE_URL": transcribe_stub.url}).start()
     yield srv
     srv.stop()

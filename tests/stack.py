@@ -127,12 +127,12 @@ class User:
 
     def token(self, *, write: bool = False, folders: list[str] | None = None, kb_only: bool = True,
               expires_in_days: int = 365, write_cap: int = 0, name: str = "test") -> str:
-        from lev.policy import mint_token
+        from lev.policy import mint
         from store import users
 
         async def go(s: Any) -> str:
             user = await users.by_email(s, self.email)
-            tok, _ = await mint_token(
+            tok, _ = await mint(
                 s, user, name, write=write, folder_ids=[uuid.UUID(f) for f in folders or []], kb_only=kb_only,
                 expires_in_days=expires_in_days, write_cap=write_cap, tier_caps={"free": 0, "pro": -1},
             )

@@ -113,7 +113,7 @@ def test_405_names_the_allowed_methods(server, api, user) -> None:
     c = api(user.token(write=True))
     for method, path, allow in (("PATCH", "/api/v1/search", "GET"), ("TRACE", "/api/v1/folders", "GET, POST"),
                                 ("GET", "/api/v1/items/bulk-delete", "POST"),
-                                ("PUT", f"/api/v1/items/{user.folder('Allow')}", "DELETE, GET")):
+                                ("PUT", f"/api/v1/items/{user.folder('Allow')}", "DELETE, GET, PATCH")):
         r = c.request(method, path)
         assert r.status_code == 405 and r.json()["error"] == "method_not_allowed", (method, path, r.text)
         assert r.headers["allow"] == allow, (method, path, r.headers)

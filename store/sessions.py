@@ -1,0 +1,47 @@
+"""Browser sessions: create, resolve (with the user's email and tier), end one, end all others, purge expired.
+
+Only the SHA-256 of the cookie value is stored; the caller hashes it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from store.models import sessions, users
+
+
+async def create(session: AsyncSession, id_hash: bytes, user_id: uuid.UUID, csrf_token: str,
+                 expires_at: datetime) -> None:
+    await session.execute(insert(sessions).values(id_hash=id_hash, user_id=user_id, csrf_token=csrf_token,
+                                                  expires_at=expires_at))
+
+
+async def lookup(session: AsyncSession, id_hash: bytes) -> dict[str, Any] | None:
+    """The live session with its user's email and tier, or None (unknown or expired)."""
+    q = (
+        select(sessions.c.user_id, sessions.c.csrf_token, sessions.c.expires_at, users.c.email, users.c.tier)
+        .join(users, users.c.id == sessions.c.user_id)
+        .where(sessions.c.id_hash == id_hash, sessions.c.expires_at > func.now())
+    )
+    row = (await session.execute(q)).first()
+    return dict(row._mapping) if row else None
+
+
+async def end(session: AsyncSession, id_hash: bytes) -> None:
+    await session.execute(delete(sessions).where(sessions.c.id_hash == id_hash))
+
+
+async def end_others(session: AsyncSession, user_id: uuid.UUID, keep: bytes) -> int:
+    """End every session of the user except `keep` (after a password change)."""
+    res = await session.execute(delete(sessions).where(sessions.c.user_id == user_id, sessions.c.id_hash != keep))
+    return int(res.rowcount)  # type: ignore[attr-defined]
+
+
+async def purge_expired(session: AsyncSession) -> int:
+    res = await session.execute(delete(sessions).where(sessions.c.expires_at <= func.now()))
+    return int(res.rowcount)  # type: ignore[attr-defined]
