@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from lev import clock, context, quota
 from lev.errors import (
     csrf_failed,
+    email_taken,
     invalid_body,
     invalid_credentials,
     not_found,
@@ -108,8 +109,16 @@ async def signup(s: AsyncSession, email: str, password: str) -> dict[str, Any]:
         raise invalid_body("email must be an email address.")
     _check_new_password(password)
     tier = settings.signup_tier if settings.signup_tier in ("free", "pro") else "free"
-    user_id = await user_store.create(s, email, tier, password)
+    user_id = await create_user(s, email, tier, password)
     return {"id": user_id, "email": email, "tier": tier}
+
+
+async def create_user(s: AsyncSession, email: str, tier: str, password: str | None = None) -> uuid.UUID:
+    """A new user (sign-up and `lev user create`); 409 email_taken when the address, in any case, is taken."""
+    user_id = await user_store.create(s, email, tier, password)
+    if user_id is None:
+        raise email_taken(email.strip())
+    return user_id
 
 
 async def login(s: AsyncSession, email: str, password: str, ip: str | None) -> dict[str, Any]:

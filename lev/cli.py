@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from lev import library, serve
-from lev.accounts import mint_token
+from lev.accounts import create_user, mint_token
 from lev.backup import BackupError, backup, restore
 from lev.embedded import resolve_database_url, resolve_urls
-from lev.errors import ApiError, email_taken
+from lev.errors import ApiError
 from lev.policy import Scope
 from lev.settings import get_settings, settings_table
 from store import activity, db, folders, tokens, users
@@ -66,13 +66,7 @@ def cmd_user_create(args: argparse.Namespace) -> None:
     password = _read_password(args)
     if "@" not in args.email:
         _die("EMAIL must be an email address")
-    async def go(s: Any) -> uuid.UUID:
-        created = await users.create(s, args.email, args.tier, password)
-        if created is None:
-            raise email_taken(args.email)
-        return created
-
-    print(_run(go))
+    print(_run(lambda s: create_user(s, args.email, args.tier, password)))
     cap = get_settings().tier_free_tokens
     if args.tier == "free" and cap == 0:
         print(f"note: a free-tier user cannot mint tokens (LEV_TIER_FREE_TOKENS=0); "
