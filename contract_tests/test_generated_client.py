@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import httpx
 import pytest
@@ -43,7 +43,8 @@ def client_pkg(server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
             del sys.modules[name]
 
 
-def test_generated_client_runs_every_operation(client_pkg: Any, server, user, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_generated_client_runs_every_operation(client_pkg: Any, server, user, admin,  # type: ignore[no-untyped-def]
+                                               tmp_path: Path) -> None:
     api = lambda tag, op: importlib.import_module(f"lev_client.api.{tag}.{op}")  # noqa: E731
     models = importlib.import_module("lev_client.models")
     types = importlib.import_module("lev_client.types")
@@ -104,6 +105,37 @@ def test_generated_client_runs_every_operation(client_pkg: Any, server, user, tm
     assert call("folders", "delete_folder", 200, id=folder.id).deleted is True
     time.sleep(1.5)  # the activity writer flushes in the background
     assert call("activity", "list_activity", 200).total > 0
+
+    # updates
+    folder2 = call("folders", "create_folder", 201, body=models.FolderCreate(name="Before"))
+    assert call("folders", "rename_folder", 200, id=folder2.id, body=models.FolderUpdate(name="After")).name == "After"
+    kept = models.IngestText(kind=models.IngestTextKind.TEXT, text="kept")
+    item2 = call("ingest", "ingest", 200, body=kept).user_item_id
+    assert call("items", "update_item", 200, id=item2, body=models.ItemUpdate(title="Renamed")).title == "Renamed"
+
+    # the account API: a browser-style session (cookie kept by the client, CSRF token sent as a header)
+    email = f"gen{uuid4().hex[:8]}@example.com"
+    browser = client_pkg.Client(base_url=server.url, timeout=60)
+    signed = call("account", "sign_up", 201, client=browser,
+                  body=models.SignUp(email=email, password="generated client pw 1"))
+    admin.sql("UPDATE users SET tier = 'pro' WHERE id = :u", u=str(signed.user_id))
+    session = client_pkg.AuthenticatedClient(base_url=server.url, token=signed.csrf_token, prefix="",
+                                             auth_header_name="X-CSRF-Token", timeout=60,
+                                             cookies=dict(browser.get_httpx_client().cookies))
+    assert call("account", "get_account", 200, client=session).email == email
+    minted = call("account", "create_token", 201, client=session, body=models.TokenCreate(name="gen"))
+    assert [t.name for t in call("account", "list_tokens", 200, client=session).tokens] == ["gen"]
+    assert call("account", "revoke_token", 200, client=session, id=minted.id)
+    call("account", "list_account_activity", 200, client=session)
+    call("account", "clear_account_activity", 200, client=session)
+    call("account", "change_password", 200, client=session, body=models.PasswordChange(
+        current_password="generated client pw 1", new_password="generated client pw 2"))
+    again = call("account", "sign_in", 200, client=browser,
+                 body=models.SignIn(email=email, password="generated client pw 2"))
+    session = client_pkg.AuthenticatedClient(base_url=server.url, token=again.csrf_token, prefix="",
+                                             auth_header_name="X-CSRF-Token", timeout=60,
+                                             cookies=dict(browser.get_httpx_client().cookies))
+    call("account", "sign_out", 200, client=session)
 
     # errors come back as the contract's Error model
     missing = api("items", "get_item").sync_detailed(client=client, id=UUID(int=1))

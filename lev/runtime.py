@@ -36,8 +36,16 @@ _runtime: Runtime | None = None
 QUEUE = "lev:queue"  # the arq queue the API enqueues to and the worker reads
 
 
+def job_id(job: str, subject: Any) -> str:
+    """The one arq job id of `job` on `subject` (a content or item id): queueing the same work twice (a retried
+    request, the reconciler) finds the queued job instead of adding a second."""
+    return f"{job}:{subject}"
+
+
 async def enqueue(job: str, *args: Any, **kwargs: Any) -> None:
-    """Queue a background job for the arq worker."""
+    """Queue a background job for the arq worker (jobs on a content or item get their fixed job id)."""
+    if args and "_job_id" not in kwargs:
+        kwargs["_job_id"] = job_id(job, args[0])
     await get_runtime().arq.enqueue_job(job, *args, **kwargs)
 
 

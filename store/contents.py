@@ -48,12 +48,6 @@ async def get(session: AsyncSession, content_id: uuid.UUID) -> dict[str, Any] | 
     return dict(row._mapping) if row else None
 
 
-async def lock_alive(session: AsyncSession, content_id: uuid.UUID) -> bool:
-    """Lock the content row for this transaction; False when it was deleted meanwhile."""
-    q = select(contents.c.id).where(contents.c.id == content_id).with_for_update()
-    return (await session.execute(q)).first() is not None
-
-
 async def auto_transform_items(session: AsyncSession, content_id: uuid.UUID) -> list[uuid.UUID]:
     """The content's items that asked for AI transforms."""
     q = select(user_items.c.id).where(user_items.c.content_id == content_id, user_items.c.auto_transform.is_(True))
@@ -126,6 +120,44 @@ async def mark_failed_if_processing(session: AsyncSession, content_id: uuid.UUID
     extra = {"transcription_status": "failed"} if transcription else {}
     await set_items_status(session, content_id, status="failed", error=reason[:1000], **extra)
     return True
+
+
+async def lock_unfinished(session: AsyncSession, content_id: uuid.UUID) -> bool:
+    """Lock the content for its finishing write; False unless it still exists and is `processing` (a job that
+    finds it finished or deleted stores nothing, so a repeated run never adds chunks twice or charges twice)."""
+    row = (await session.execute(select(contents.c.status).where(contents.c.id == content_id)
+                                 .with_for_update())).first()
+    return row is not None and row.status == "processing"
+
+
+async def has_outputs(session: AsyncSession, item_id: uuid.UUID) -> bool:
+    return (await session.execute(select(outputs.c.id).where(outputs.c.item_id == item_id).limit(1))).first() \
+        is not None
+
+
+async def unfinished(session: AsyncSession, settled_before: Any) -> list[dict[str, Any]]:
+    """Contents still `processing` (created before `settled_before`) and what finishing them needs: the job
+    name and its arguments, decided from the content itself (the database is the record of unfinished work)."""
+    pending_user = (
+        select(user_items.c.user_id)
+        .where(user_items.c.content_id == contents.c.id, user_items.c.transcription_status == "pending")
+        .order_by(user_items.c.created_at).limit(1).scalar_subquery()
+    )
+    rows = (await session.execute(
+        select(contents.c.id, contents.c.kind, contents.c.object_path, contents.c.text, contents.c.transcript,
+               pending_user.label("pending_user"))
+        .where(contents.c.status == "processing", contents.c.created_at < settled_before)
+        .order_by(contents.c.created_at).limit(500)
+    )).all()
+    work: list[dict[str, Any]] = []
+    for r in rows:
+        if r.pending_user is not None and not r.transcript:
+            work.append({"job": "transcribe_content", "args": [str(r.id), str(r.pending_user)]})
+        elif r.kind in ("pdf", "image") and r.object_path and not (r.text or "").strip():
+            work.append({"job": "extract_document", "args": [str(r.id)]})
+        else:
+            work.append({"job": "process_content", "args": [str(r.id)]})
+    return work
 
 
 async def item_for_transform(session: AsyncSession, item_id: uuid.UUID, *,

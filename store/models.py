@@ -163,6 +163,13 @@ uploads = Table(
     Column("created_at", DateTime(timezone=True)),
 )
 
+token_monthly_writes = Table(
+    "token_monthly_writes", metadata,
+    Column("token_id", UUID(as_uuid=True), ForeignKey("tokens.id"), primary_key=True),
+    Column("month", Text, primary_key=True),
+    Column("writes", Integer, nullable=False),
+)
+
 usage_monthly = Table(
     "usage_monthly", metadata,
     Column("user_id", UUID(as_uuid=True), primary_key=True),

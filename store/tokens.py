@@ -7,9 +7,10 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.models import token_folders, tokens, users
+from store.models import token_folders, token_monthly_writes, tokens, users
 
 
 async def lookup(session: AsyncSession, digest: bytes) -> dict[str, Any] | None:
@@ -109,6 +110,19 @@ async def revoke_emptied_by_folder_delete(session: AsyncSession, folder_id: uuid
         .values(revoked_at=func.now())
     )
     return int(res.rowcount)  # type: ignore[attr-defined]
+
+
+async def count_write(session: AsyncSession, token_id: uuid.UUID, month: str, cap: int) -> bool:
+    """Count one write of the token in `month` unless `cap` are already counted; False when refused.
+
+    One atomic statement, so concurrent requests can never together pass the cap.
+    """
+    insert_one = pg_insert(token_monthly_writes).values(token_id=token_id, month=month, writes=1)
+    stmt = insert_one.on_conflict_do_update(
+        index_elements=["token_id", "month"], set_={"writes": token_monthly_writes.c.writes + 1},
+        where=token_monthly_writes.c.writes < cap,
+    ).returning(token_monthly_writes.c.writes)
+    return (await session.execute(stmt)).first() is not None
 
 
 async def touch_last_used(session: AsyncSession, seen: dict[uuid.UUID, datetime]) -> None:

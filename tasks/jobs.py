@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import asdict
 from typing import Any
@@ -11,14 +12,23 @@ from store import contents as content_store
 from store.db import session_scope
 
 
+def work_bound(*, chars: int = 0, size_bytes: int = 0, media_sec: float = 0.0) -> float:
+    """How long one run of a job may take, from the size of its work (a stuck run fails and is retried or given
+    up instead of holding the work for arq's flat job timeout)."""
+    seconds = 120 + chars / 1000 + size_bytes / (1 << 20) * 30 + media_sec * 3
+    return min(seconds, 3500.0)
+
+
 async def process_content(_ctx: dict[str, Any], content_id: str) -> int:
     """Chunk and embed a stored content record, then mark it and its items ready."""
     cid = uuid.UUID(content_id)
     async with session_scope() as s:
         row = await content_store.get(s, cid)
-    if row is None:
-        return 0
-    return await finish_content(cid, row["title"], row["transcript"] or row["text"] or "")
+    if row is None or row["status"] != "processing":
+        return 0  # deleted, or finished by an earlier run of this job
+    body = row["transcript"] or row["text"] or ""
+    async with asyncio.timeout(work_bound(chars=len(body))):
+        return await finish_content(cid, row["title"], body)
 
 
 async def transform_item(ctx: dict[str, Any], item_id: str) -> int:
@@ -35,5 +45,7 @@ async def transform_item(ctx: dict[str, Any], item_id: str) -> int:
     async with session_scope() as s:
         if await content_store.item_for_transform(s, iid, lock=True) is None:
             return 0
+        if await content_store.has_outputs(s, iid):
+            return 0  # an earlier run of this job stored them
         await content_store.add_outputs(s, iid, [asdict(o) for o in produced])
     return len(produced)

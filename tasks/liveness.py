@@ -81,7 +81,6 @@ async def give_up(job: str, args: tuple[Any, ...], tries: int, error: str | None
     """Mark the content behind a job that never finished as failed, with the reason."""
     if job not in CONTENT_JOBS or not args:
         return
-
     content_id = uuid.UUID(str(args[0]))
     reason = (f"processing failed {tries - 1} times, last with {error}" if error else
               f"processing was abandoned after {tries - 1} attempts that did not finish (worker crash or timeout)")

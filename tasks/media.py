@@ -18,6 +18,7 @@ from lev.pipeline.transcriber import Transcript, TranscriptionError
 from lev.pipeline.youtube import youtube_audio
 from store import contents as content_store
 from store.db import session_scope
+from tasks.jobs import work_bound
 
 log = logging.getLogger("lev.media")
 
@@ -30,11 +31,16 @@ async def _queued(content_id: uuid.UUID) -> dict[str, Any] | None:
 
 
 async def extract_document(ctx: dict[str, Any], content_id: str) -> int:
-    """Extract (OCR) and embed a queued PDF or image upload."""
+    """Extract (OCR) and embed a queued PDF or image upload, within a time bound from its size."""
     cid = uuid.UUID(content_id)
     row = await _queued(cid)
     if row is None or not row["object_path"]:
         return 0
+    async with asyncio.timeout(work_bound(size_bytes=row["size_bytes"] or 0)):
+        return await _extract(ctx, cid, row)
+
+
+async def _extract(ctx: dict[str, Any], cid: uuid.UUID, row: dict[str, Any]) -> int:
     try:
         local = await ctx["object_store"].local_copy(row["object_path"])
     except FileNotFoundError:
@@ -46,7 +52,7 @@ async def extract_document(ctx: dict[str, Any], content_id: str) -> int:
         await fail_content(cid, exc.message or exc.code, transcription=False)
         return 0
     except Exception as exc:
-        log.exception("document extraction failed for %s", content_id)
+        log.exception("document extraction failed for %s", cid)
         await fail_content(cid, f"extraction failed: {exc}", transcription=False)
         return 0
     finally:
@@ -74,11 +80,18 @@ async def _transcribe(ctx: dict[str, Any], row: dict[str, Any], workdir: Path) -
 
 
 async def transcribe_content(ctx: dict[str, Any], content_id: str, user_id: str) -> int:
-    """Transcribe queued audio, video or YouTube content, store and embed the transcript, charge the duration."""
+    """Transcribe queued audio, video or YouTube content, store and embed the transcript, charge the duration;
+    within a time bound from the media's size and length."""
     cid = uuid.UUID(content_id)
     row = await _queued(cid)
     if row is None:
         return 0
+    bound = work_bound(size_bytes=row["size_bytes"] or 0, media_sec=row["duration_sec"] or 0.0)
+    async with asyncio.timeout(bound):
+        return await _transcribe_and_finish(ctx, cid, row, uuid.UUID(user_id))
+
+
+async def _transcribe_and_finish(ctx: dict[str, Any], cid: uuid.UUID, row: dict[str, Any], user_id: uuid.UUID) -> int:
     if ctx["transcriber"] is None:
         await fail_content(cid, "transcription is not configured on this server", transcription=True)
         return 0
@@ -92,7 +105,7 @@ async def transcribe_content(ctx: dict[str, Any], content_id: str, user_id: str)
     except FileNotFoundError:
         return await _failed(cid, "the media file is gone")
     except Exception as exc:
-        log.exception("transcription failed for %s", content_id)
+        log.exception("transcription failed for %s", cid)
         return await _failed(cid, f"transcription failed: {exc}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -107,7 +120,7 @@ async def transcribe_content(ctx: dict[str, Any], content_id: str, user_id: str)
     return await finish_content(
         cid, row["title"], transcript.text,
         content_values={"transcript": transcript.text, "duration_sec": duration, "metadata": metadata},
-        item_values={"transcription_status": "done"}, charge=(uuid.UUID(user_id), duration),
+        item_values={"transcription_status": "done"}, charge=(user_id, duration),
     )
 
 

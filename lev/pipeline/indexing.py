@@ -199,8 +199,8 @@ async def finish_content(content_id: uuid.UUID, title: str | None, body: str, *,
         chunks.vectors += await embed_chunks(title, bodies[start:start + EMBED_BATCH])
     await progress.report(content_id, "storing", len(bodies), len(bodies))
     async with session_scope() as s:
-        if not await content_store.lock_alive(s, content_id):
-            return 0
+        if not await content_store.lock_unfinished(s, content_id):
+            return 0  # deleted while we worked, or finished by another run of this job (no second chunks or charge)
         todo = await index_content(s, content_id, title, chunks, content_values=content_values,
                                    item_values=item_values)
         if charge is not None:
