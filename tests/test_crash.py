@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from lev.chunking import chunk_text
 from PIL import Image
 
+from lev.pipeline.chunking import chunk_text
 from tests import fixtures_media as fm
 from tests.stack import LiveServer
 from tests.test_uploads import upload
