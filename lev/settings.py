@@ -95,11 +95,16 @@ class Settings(BaseSettings):
     tier_pro_minutes: int = 600
     """Monthly transcription minutes of the pro tier."""
 
-    signup: str = "open"  # "open" or "closed" (403 signup_closed); `lev user create` works either way
+    signup: str = "open"
+    """`open` or `closed` (403 signup_closed) for sign-up on the web pages; `lev user create` works either way."""
     signup_tier: str = "free"
+    """Tier of accounts created by sign-up."""
     session_days: int = 30
-    limit_sign_in_email: str = "10/15 minutes"  # failed sign-ins per email
-    limit_sign_in_ip: str = "50/15 minutes"  # failed sign-ins per source address
+    """Lifetime of a browser session, in days."""
+    limit_sign_in_email: str = "10/15 minutes"
+    """Failed sign-ins allowed per email."""
+    limit_sign_in_ip: str = "50/15 minutes"
+    """Failed sign-ins allowed per source address."""
 
     activity_retention_days: int = 90
     """Days activity log entries are kept."""
