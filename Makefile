@@ -7,7 +7,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 PORT ?= 8080
 export HF_HUB_OFFLINE := 1
 
-.PHONY: cluster test-cluster cluster-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-cluster clean
+.PHONY: cluster test-cluster cluster-deps browser-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-cluster clean
 
 PIP := $(BIN)/pip install --disable-pip-version-check --progress-bar on
 
@@ -31,6 +31,11 @@ $(DEV_STAMP): $(STAMP) pyproject.toml
 
 # The cluster's separate servers: Debian's redis-server and haproxy (PostgreSQL + pgvector comes from pgserver's
 # binaries, moto's S3 server from the dev extras). Installed when missing.
+# The browser tests drive Debian's chromium through Playwright (executable_path=/usr/bin/chromium).
+browser-deps:
+	@command -v chromium >/dev/null || { \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
+
 cluster-deps:
 	@command -v redis-server >/dev/null && command -v haproxy >/dev/null || { \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
@@ -54,7 +59,7 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
-test: $(DEV_STAMP) cluster-deps
+test: $(DEV_STAMP) cluster-deps browser-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest -q tests contract_tests -p no:cacheprovider

@@ -61,6 +61,7 @@ def test_generated_client_runs_every_operation(client_pkg: Any, server, user, ad
     anonymous = client_pkg.Client(base_url=server.url, timeout=60)
 
     spec = call("meta", "get_open_api_document", 200, client=anonymous)
+    assert call("token", "introspect_token", 200).whole_library is True
     assert spec.additional_properties["openapi"].startswith("3.1")
     folder = call("folders", "create_folder", 201, body=models.FolderCreate(name="Generated"))
     assert isinstance(folder.id, UUID)
@@ -70,6 +71,7 @@ def test_generated_client_runs_every_operation(client_pkg: Any, server, user, ad
                     body=models.IngestText(kind=models.IngestTextKind.TEXT, text="Generated clients read zebras."))
     item_id = ingested.user_item_id
     assert call("items", "get_item", 200, id=item_id).text == "Generated clients read zebras."
+    assert call("items", "similar_items", 200, id=item_id).results == []
     added = call("items", "add_item_to_folders", 200, id=item_id, body=models.MembershipAdd(folder_ids=[folder.id]))
     assert added.folder_ids == [folder.id]
     assert call("items", "list_items", 200, folder_id=folder.id).total == 1

@@ -115,3 +115,8 @@ async def remove_item_from_folder(id_: str, folder_id: str, token_info: dict[str
             raise not_found()
         folder_ids = await item_store.visible_folder_ids(s, p.scope, item_id)
     return {"item_id": str(item_id), "folder_ids": folder_ids}
+
+
+async def similar_items(id_: str, token_info: dict[str, Any], limit: int = 10) -> dict[str, Any]:
+    p = principal(token_info)
+    return await library.similar_items(p, parse_uuid(id_), limit)

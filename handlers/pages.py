@@ -1,9 +1,252 @@
-"""The web app's pages (server-rendered with Jinja2)."""
+"""The web app's pages: server-rendered Jinja2 templates under web/templates, pinned static files under
+web/static. Pages read through the store with the signed-in user's scope; every change a page makes goes
+through the JSON APIs (/api/v1 and /api/account) with the session cookie and its X-CSRF-Token."""
 
 from __future__ import annotations
 
+import math
+import uuid
+from pathlib import Path
 from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+
+from lev import accounts, context, library
+from lev.errors import ApiError
+from lev.policy import Principal
+from lev.settings import get_settings
+from store import activity as activity_store
+from store import folders as folder_store
+from store import items as item_store
+from store.db import read_scope, session_scope
+
+WEB = Path(__file__).resolve().parent.parent / "web"
+STATIC = WEB / "static"
+PER_PAGE = 25
+ACTIVITY_PER_PAGE = 50
+_env = Environment(loader=FileSystemLoader(WEB / "templates"), autoescape=select_autoescape(["html"]))
+_STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml", ".txt": "text/plain"}
+
+
+def _render(name: str, request: Request, principal: Principal | None = None, status: int = 200,
+            **ctx: Any) -> HTMLResponse:
+    html = _env.get_template(name).render(
+        request=request, me=principal, csrf=principal.extra.get("csrf_token") if principal else "",
+        email=principal.extra.get("email") if principal else "", base_url=context.base_url(), path=request.url.path,
+        **ctx,
+    )
+    return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+async def _principal(request: Request) -> Principal | None:
+    try:
+        async with read_scope() as s:
+            return await accounts.authenticate_session(s, request.cookies.get(accounts.COOKIE_NAME))
+    except ApiError:
+        return None
+
+
+def _to_login(request: Request) -> Response:
+    return RedirectResponse(f"/login?next={request.url.path}", status_code=303)
+
+
+def _uuid(value: str | None) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(value)) if value else None
+    except ValueError:
+        return None
+
+
+def _int(value: str | None, default: int, low: int = 1, high: int = 100000) -> int:
+    try:
+        return min(high, max(low, int(value or default)))
+    except ValueError:
+        return default
+
+
+def _bool(value: str | None) -> bool | None:
+    return {"true": True, "false": False}.get((value or "").lower())
+
+
+def _not_found(request: Request, p: Principal) -> HTMLResponse:
+    return _render("not_found.html", request, p, status=404)
+
+
+async def home(request: Request) -> Response:
+    p = await _principal(request)
+    if p is None:
+        return _render("login.html", request, mode="login", next="/")
+    return await _library(request, p, None)
+
+
+async def login_page(request: Request) -> Response:
+    p = await _principal(request)
+    if p is not None:
+        return RedirectResponse("/", status_code=303)
+    nxt = request.query_params.get("next", "/")
+    return _render("login.html", request, mode="login", next=nxt if nxt.startswith("/") and "//" not in nxt else "/")
+
+
+async def signup_page(request: Request) -> Response:
+    if await _principal(request) is not None:
+        return RedirectResponse("/", status_code=303)
+
+    return _render("login.html", request, mode="signup", next="/",
+                   signup_open=get_settings().signup.strip().lower() == "open")
+
+
+async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | None) -> dict[str, Any]:
+    q = request.query_params
+    page = _int(q.get("page"), 1)
+    filters = {"in_kb": _bool(q.get("in_kb")), "archived": _bool(q.get("archived"))}
+    async with session_scope() as s:
+        folders = await folder_store.list_visible(s, p.scope)
+        found, total = await item_store.list_items(s, p.scope, folder_id=folder_id, page=page, per_page=PER_PAGE,
+                                                   **filters)
+    names = {f["id"]: f["name"] for f in folders}
+    return {"folders": folders, "items": found, "total": total, "page": page,
+            "pages": max(1, math.ceil(total / PER_PAGE)), "filters": filters, "names": names,
+            "live": any(i["status"] == "processing" or i["transcription_status"] == "pending" for i in found),
+            "query_string": "&".join(f"{k}={str(v).lower()}" for k, v in filters.items() if v is not None)}
+
+
+async def _library(request: Request, p: Principal, folder: dict[str, Any] | None) -> Response:
+    folder_id = uuid.UUID(folder["id"]) if folder else None
+    view = await _items_view(request, p, folder_id)
+    search = None
+    q = (request.query_params.get("q") or "").strip()
+    mode = request.query_params.get("mode") or "hybrid"
+    if q:
+        try:
+            search = await library.search(p, query=q[:2000], mode=mode if mode in ("hybrid", "semantic", "keyword")
+                                          else "hybrid", limit=10, folder_id=folder_id)
+        except ApiError as err:
+            search = {"error": err.message or err.code, "results": []}
+    return _render("library.html", request, p, folder=folder, search=search, q=q, mode=mode, **view)
+
+
+async def items_partial(request: Request) -> Response:
+    """The item table alone, for the live refresh while items are processing."""
+    p = await _principal(request)
+    if p is None:
+        return Response(status_code=401)
+    folder_id = _uuid(request.query_params.get("folder_id"))
+    view = await _items_view(request, p, folder_id)
+    return _render("_items.html", request, p, folder={"id": str(folder_id)} if folder_id else None, **view)
+
+
+async def folder_page(request: Request) -> Response:
+    p = await _principal(request)
+    if p is None:
+        return _to_login(request)
+    folder_id = _uuid(request.path_params.get("id"))
+    async with session_scope() as s:
+        folders = await folder_store.list_visible(s, p.scope)
+    folder = next((f for f in folders if folder_id and f["id"] == str(folder_id)), None)
+    if folder is None:
+        return _not_found(request, p)
+    return await _library(request, p, folder)
+
+
+async def _item(p: Principal, item_id: uuid.UUID | None) -> dict[str, Any] | None:
+    if item_id is None:
+        return None
+    async with session_scope() as s:
+        return await item_store.get_visible(s, p.scope, item_id)
+
+
+async def item_page(request: Request) -> Response:
+    p = await _principal(request)
+    if p is None:
+        return _to_login(request)
+    item = await _item(p, _uuid(request.path_params.get("id")))
+    if item is None:
+        return _not_found(request, p)
+    async with session_scope() as s:
+        folders = await folder_store.list_visible(s, p.scope)
+    return _render("item.html", request, p, item=item, folders=folders,
+                   names={f["id"]: f["name"] for f in folders})
+
+
+async def item_status(request: Request) -> Response:
+    """The status badges of one item (polled while it is processing); asks for a full reload once it is done."""
+    p = await _principal(request)
+    if p is None:
+        return Response(status_code=401)
+    item = await _item(p, _uuid(request.path_params.get("id")))
+    if item is None:
+        return Response(status_code=404)
+    response = _render("_status.html", request, p, item=item, poll=True)
+    if request.query_params.get("was") and request.query_params.get("was") != _state(item):
+        response.headers["HX-Refresh"] = "true"
+    return response
+
+
+def _state(item: dict[str, Any]) -> str:
+    return f"{item['status']}/{item['transcription_status']}"
+
+
+async def integrations_page(request: Request) -> Response:
+    p = await _principal(request)
+    if p is None:
+        return _to_login(request)
+    async with session_scope() as s:
+        folders = await folder_store.list_visible(s, p.scope)
+        tokens = await accounts.list_tokens(s, p.user_id)
+    preset = _uuid(request.query_params.get("folder"))
+    return _render("integrations.html", request, p, folders=folders, tokens=tokens,
+                   names={f["id"]: f["name"] for f in folders},
+                   preset=str(preset) if preset and any(f["id"] == str(preset) for f in folders) else None,
+                   caps=accounts.token_caps())
+
+
+async def activity_page(request: Request) -> Response:
+    p = await _principal(request)
+    if p is None:
+        return _to_login(request)
+    q = request.query_params
+    token_id = _uuid(q.get("token_id"))
+    surface = q.get("surface") if q.get("surface") in ("rest", "mcp", "web") else None
+    page = _int(q.get("page"), 1)
+    async with session_scope() as s:
+        entries, total = await activity_store.list_for_user(s, p.user_id, token_id=token_id, surface=surface,
+                                                            page=page, per_page=ACTIVITY_PER_PAGE)
+        tokens = await accounts.list_tokens(s, p.user_id)
+    filters = "&".join(f"{k}={v}" for k, v in (("token_id", token_id), ("surface", surface)) if v)
+    return _render("activity.html", request, p, entries=entries, total=total, page=page, tokens=tokens,
+                   token_names={t["id"]: t["name"] for t in tokens}, token_id=str(token_id) if token_id else "",
+                   surface=surface or "", pages=max(1, math.ceil(total / ACTIVITY_PER_PAGE)), filters=filters)
+
+
+async def account_page(request: Request) -> Response:
+    p = await _principal(request)
+    if p is None:
+        return _to_login(request)
+    async with session_scope() as s:
+        account = await accounts.account_view(s, p)
+        tokens = await accounts.list_tokens(s, p.user_id)
+    active = [t for t in tokens if t["revoked_at"] is None]
+    return _render("account.html", request, p, account=account, tokens=tokens, active=active)
+
+
+async def static_file(request: Request) -> Response:
+    name = str(request.path_params.get("name", ""))
+    path = STATIC / name
+    if "/" in name or name.startswith(".") or not path.is_file():
+        return Response("not found", status_code=404, media_type="text/plain")
+    return FileResponse(path, media_type=_STATIC_TYPES.get(path.suffix, "application/octet-stream"),
+                        headers={"Cache-Control": "public, max-age=3600"})
 
 
 def add_routes(app: Any) -> None:
     """Register the pages and the static files on the Connexion app."""
+    for path, name, fn in (
+        ("/", "home", home), ("/login", "login", login_page), ("/signup", "signup", signup_page),
+        ("/folders/{id}", "folder", folder_page), ("/items/{id}", "item", item_page),
+        ("/items/{id}/status", "item_status", item_status), ("/partials/items", "items_partial", items_partial),
+        ("/settings/integrations", "integrations", integrations_page), ("/activity", "activity", activity_page),
+        ("/settings/account", "account", account_page), ("/static/{name}", "static", static_file),
+    ):
+        app.add_url_rule(path, f"page_{name}", fn, methods=["GET"])

@@ -186,8 +186,8 @@ def shape_token(row: dict[str, Any], writes: int | None = None) -> dict[str, Any
 
 async def list_tokens(s: AsyncSession, user_id: uuid.UUID) -> list[dict[str, Any]]:
     rows = await token_store.list_for_user(s, user_id)
-    writes = await get_runtime().limiter.writes_this_month([str(r["id"]) for r in rows])
-    return [shape_token(r, writes.get(str(r["id"]), 0)) for r in reversed(rows)]
+    writes = await token_store.writes_in_month(s, [r["id"] for r in rows], clock.month_key())
+    return [shape_token(r, writes.get(r["id"], 0)) for r in reversed(rows)]
 
 
 async def revoke_token(s: AsyncSession, user_id: uuid.UUID, token_id: uuid.UUID) -> dict[str, Any]:

@@ -95,3 +95,15 @@ async def list_recent(principal: Principal, limit: int) -> list[dict[str, Any]]:
         items = await item_store.recent(s, principal.scope, limit)
     context.note_results(len(items))
     return items
+
+
+async def similar_items(principal: Principal, item_id: uuid.UUID, limit: int = 10) -> dict[str, Any]:
+    """Visible in-KB items ranked by how near their chunks lie to the item's chunks (search's scope rules)."""
+    if not 1 <= limit <= 50:
+        raise invalid_body("limit must be between 1 and 50.")
+    async with session_scope() as s:
+        results = await search_store.similar_items(s, principal.scope, item_id, limit=limit, params=search_params())
+    if results is None:
+        raise not_found()
+    context.note_results(len(results))
+    return {"item_id": str(item_id), "results": results}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import uuid
 from typing import Any
 
 from limits import RateLimitItem, parse
@@ -32,6 +33,9 @@ WRITE_CLASSES = frozenset({"ingest", "delete", "bulk", "mcp_write"})
 def _window(item: RateLimitItem) -> str:
     unit = item.GRANULARITY.name
     return unit if item.multiples == 1 else f"{item.multiples} {unit}s"
+
+
+UNCAPPED = 2**31 - 1  # the count a token without a write cap can never reach
 
 
 class Limiter:
@@ -71,9 +75,34 @@ class Limiter:
         headers: dict[str, str] = {}
         if self.settings.limits_on:
             headers = await self._check_hourly(principal, limit_class)
-        if limit_class in WRITE_CLASSES and principal.write_cap > 0 and principal.token_id is not None:
+        if limit_class in WRITE_CLASSES and principal.token_id is not None:
             await self._count_write(principal, headers)
         return headers
+
+    async def status(self, principal: Principal) -> dict[str, Any]:
+        """What the token has left, without consuming anything: monthly writes and the hourly budgets of the
+        classes its capabilities reach (None when the hourly limits are off or Redis cannot be asked)."""
+        used: int | None = (await self.writes_this_month([str(principal.token_id)]))[str(principal.token_id)]
+        cap = principal.write_cap or None
+        writes = {"used": used, "cap": cap,
+                  "remaining": None if cap is None or used is None else max(0, cap - used),
+                  "resets_in_sec": clock.seconds_to_month_end()}
+        return {"monthly_writes": writes, "hourly": await self._hourly_status(principal)}
+
+    async def _hourly_status(self, principal: Principal) -> dict[str, Any] | None:
+        if not self.settings.limits_on:
+            return None
+        classes = ["read"] + (sorted(WRITE_CLASSES) if "write" in principal.capabilities else [])
+        out: dict[str, Any] = {}
+        try:
+            for cls in classes:
+                item = self.items[cls]
+                stats = await self.strategy.get_window_stats(item, cls, str(principal.token_id))
+                out[cls] = {"limit": item.amount, "window": _window(item), "remaining": stats.remaining,
+                            "resets_in_sec": max(0, math.ceil(stats.reset_time - time.time()))}
+        except (RedisError, OSError, StorageError):
+            return None
+        return out
 
     async def _check_hourly(self, principal: Principal, limit_class: str) -> dict[str, str]:
         item = self.items[limit_class]
@@ -98,7 +127,9 @@ class Limiter:
         # In PostgreSQL, beside the data it guards: a crash of Redis (or of everything) cannot reset it.
         assert principal.token_id is not None  # browser sessions have no write cap
         async with session_scope() as s:
-            counted = await token_store.count_write(s, principal.token_id, clock.month_key(), principal.write_cap)
+            # uncapped tokens are counted too (never refused), so GET /api/v1/token can say what they wrote
+            cap = principal.write_cap if principal.write_cap > 0 else UNCAPPED
+            counted = await token_store.count_write(s, principal.token_id, clock.month_key(), cap)
         if not counted:
             retry = clock.seconds_to_month_end()
             raise rate_limited(f"This token's monthly write cap of {principal.write_cap} is used up; it resets when "
@@ -124,6 +155,7 @@ class Limiter:
         """Writes counted against each token's monthly cap so far."""
         if not token_ids:
             return {}
-        month = clock.month_key()
-        values = await self._redis.mget([f"lev:writes:{t}:{month}" for t in token_ids])
-        return {t: int(v or 0) for t, v in zip(token_ids, values, strict=True)}
+
+        async with session_scope() as s:
+            counted = await token_store.writes_in_month(s, [uuid.UUID(t) for t in token_ids], clock.month_key())
+        return {t: counted.get(uuid.UUID(t), 0) for t in token_ids}

@@ -10,7 +10,7 @@ from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.models import token_folders, token_monthly_writes, tokens, users
+from store.models import folders, token_folders, token_monthly_writes, tokens, users
 
 
 async def lookup(session: AsyncSession, digest: bytes) -> dict[str, Any] | None:
@@ -125,6 +125,15 @@ async def count_write(session: AsyncSession, token_id: uuid.UUID, month: str, ca
     return (await session.execute(stmt)).first() is not None
 
 
+async def writes_in_month(session: AsyncSession, token_ids: list[uuid.UUID], month: str) -> dict[uuid.UUID, int]:
+    """Writes counted for each token in `month` (tokens without any are absent)."""
+    rows = await session.execute(
+        select(token_monthly_writes.c.token_id, token_monthly_writes.c.writes)
+        .where(token_monthly_writes.c.token_id.in_(token_ids), token_monthly_writes.c.month == month)
+    )
+    return {r.token_id: int(r.writes) for r in rows}
+
+
 async def touch_last_used(session: AsyncSession, seen: dict[uuid.UUID, datetime]) -> None:
     """Record last_used_at for many tokens at once (batched by the activity writer)."""
     for token_id, at in sorted(seen.items()):  # one lock order with folder deletes (lock_scoped_by_folder)
@@ -137,3 +146,21 @@ async def touch_last_used(session: AsyncSession, seen: dict[uuid.UUID, datetime]
 
 async def delete_for_user(session: AsyncSession, user_id: uuid.UUID) -> None:
     await session.execute(delete(tokens).where(tokens.c.user_id == user_id))
+
+
+async def describe(session: AsyncSession, token_id: uuid.UUID) -> dict[str, Any] | None:
+    """A token's own record for introspection: expiry, creation and its scope folders with their names
+    (None once the token is gone)."""
+    row = (await session.execute(
+        select(tokens.c.expires_at, tokens.c.created_at).where(tokens.c.id == token_id)
+    )).one_or_none()
+    if row is None:
+        return None
+    scope = (await session.execute(
+        select(folders.c.id, folders.c.name)
+        .join(token_folders, token_folders.c.folder_id == folders.c.id)
+        .where(token_folders.c.token_id == token_id)
+        .order_by(func.lower(folders.c.name), folders.c.id)
+    )).all()
+    return {"expires_at": row.expires_at, "created_at": row.created_at,
+            "folders": [{"id": str(f.id), "name": f.name} for f in scope]}

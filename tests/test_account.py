@@ -340,6 +340,8 @@ def test_patch_folder_and_item(browser: Browser, admin: Admin, server) -> None: 
     assert r.status_code == 404  # unfiled: outside the one-folder scope
     foreign = make_item(other, title="x")
     assert browser.call("PATCH", f"/api/v1/items/{foreign}", json={"archived": True}).status_code == 404
+    counted = {t["name"]: t["writes_this_month"] for t in browser.client.get("/api/account/tokens").json()["tokens"]}
+    assert counted["w"] == 4  # every write call of the token counts, refused ones too
 
 
 @pytest.fixture(scope="module")

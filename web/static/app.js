@@ -1,0 +1,182 @@
+// Lev's pages: forms and buttons with data-api="METHOD /path" send JSON to the REST and account APIs with the
+// session's X-CSRF-Token, show errors in words, then follow data-then. Uploads use the signed-URL handshake.
+(function () {
+  "use strict";
+  const csrf = () => document.querySelector('meta[name="csrf-token"]').content;
+  const MAX_UPLOAD = 52428800;
+
+  async function api(method, url, body) {
+    const headers = { "X-CSRF-Token": csrf(), Accept: "application/json" };
+    const init = { method, headers, credentials: "same-origin" };
+    if (body !== undefined) { headers["Content-Type"] = "application/json"; init.body = JSON.stringify(body); }
+    let res;
+    try { res = await fetch(url, init); } catch (e) { return { ok: false, status: 0, data: { message: "The server cannot be reached. Check your connection and try again." } }; }
+    let data = {};
+    try { data = await res.json(); } catch (e) { /* empty body */ }
+    return { ok: res.ok, status: res.status, data };
+  }
+
+  function words(r) {
+    const d = r.data || {};
+    switch (d.error) {
+      case "payment_required": return `Your ${d.tier} plan cannot mint more tokens: the cap is ${d.cap} and you have ${d.used}. Upgrade the plan to mint tokens.`;
+      case "quota_exceeded": return d.message || `The monthly transcription quota of your ${d.tier} plan (${d.cap_per_month} min) is used up.`;
+      case "file_too_large": return "The file is larger than 50 MB, the upload limit.";
+      case "unsupported_media_type": return d.message || "This kind of file is not supported: upload a PDF, an image, audio or video.";
+      case "rate_limited": return d.message || `Too many requests; try again in ${d.retry_after_sec} s.`;
+      case "not_signed_in": return "Your session has ended. Sign in again.";
+      case "csrf_failed": return "This page is out of date. Reload it and try again.";
+      case "invalid_credentials": return "The email or password is wrong.";
+      default: return d.message || d.error || `Something went wrong (HTTP ${r.status}).`;
+    }
+  }
+
+  function showError(scope, text) {
+    const el = scope && scope.querySelector('[role="alert"]');
+    if (el) { el.textContent = text; el.hidden = false; el.focus && el.setAttribute("tabindex", "-1"); }
+    else { window.alert(text); }
+  }
+
+  function collect(form) {
+    const body = {};
+    for (const el of form.elements) {
+      if (!el.name || el.disabled || el.hasAttribute("data-skip")) continue;
+      const box = el.closest("[data-kind]");
+      if (box && box.hidden) continue;
+      if (el.type === "checkbox") body[el.name] = el.checked;
+      else if (el.type === "radio") { if (el.checked) body[el.name] = el.value; }
+      else if (el.hasAttribute("data-list")) body[el.name] = Array.from(el.selectedOptions).map((o) => o.value);
+      else if (el.hasAttribute("data-number")) body[el.name] = Number(el.value);
+      else if (el.value.trim() !== "" || el.required) body[el.name] = el.value;
+    }
+    if (form.id === "mint-form") {
+      const access = form.querySelector('input[name="access"]:checked').value;
+      if (access === "all") delete body.folder_ids;
+      else if (!body.folder_ids || !body.folder_ids.length) return { error: "Choose at least one folder, or give the token the whole library." };
+    }
+    return { body };
+  }
+
+  async function then(how, r, scope) {
+    const d = r.data || {};
+    if (how === "reload") location.reload();
+    else if (how.startsWith("go:")) location.assign(how.slice(3));
+    else if (how === "go-item") {
+      if (scope.dataset.folder) await api("POST", `/api/v1/items/${d.user_item_id}/folders`, { folder_ids: [scope.dataset.folder] });
+      location.assign(`/items/${d.user_item_id}`);
+    }
+    else if (how === "go-folder") location.assign(`/folders/${d.id}`);
+    else if (how === "token") {
+      const box = document.getElementById("minted");
+      document.getElementById("new-token").textContent = d.token;
+      box.querySelectorAll("[data-snippet]").forEach((pre) => {
+        pre.dataset.template = pre.dataset.template || pre.textContent;
+        pre.textContent = pre.dataset.template.split("__TOKEN__").join(d.token);
+      });
+      box.hidden = false;
+      box.setAttribute("tabindex", "-1");
+      box.focus();
+      box.scrollIntoView();
+    } else if (how === "password") {
+      const ok = scope.querySelector('[role="status"]');
+      ok.textContent = `Password changed. ${d.revoked_tokens} token(s) were revoked; mint new ones for your agents.`;
+      ok.hidden = false;
+      scope.reset();
+    }
+  }
+
+  async function run(el, method, url, body) {
+    if (el.dataset.confirm && !window.confirm(el.dataset.confirm)) return;
+    const scope = el.tagName === "FORM" ? el : el.closest("section, form, nav, div");
+    const err = scope && scope.querySelector('[role="alert"]');
+    if (err) err.hidden = true;
+    const button = el.tagName === "FORM" ? el.querySelector('[type="submit"]') : el;
+    if (button) button.disabled = true;
+    const r = await api(method, url, body);
+    if (button) button.disabled = false;
+    if (!r.ok) { showError(scope, words(r)); return; }
+    await then(el.dataset.then || "reload", r, scope);
+  }
+
+  document.addEventListener("submit", (ev) => {
+    const form = ev.target.closest("form[data-api]");
+    if (!form) return;
+    ev.preventDefault();
+    const [method, path] = form.dataset.api.split(" ");
+    const got = collect(form);
+    if (got.error) { showError(form, got.error); return; }
+    let url = path;
+    let body = method === "DELETE" ? undefined : got.body;
+    if (form.dataset.query) { // send these fields in the query string (DELETE ... ?cascade_items=true)
+      const qs = form.dataset.query.split(",").map((k) => `${k}=${encodeURIComponent(got.body[k])}`).join("&");
+      url = `${path}?${qs}`;
+      body = undefined;
+    }
+    if (body && body.kind === "url") delete body.text;
+    if (body && body.kind === "text") delete body.url;
+    run(form, method, url, body);
+  });
+
+  document.addEventListener("click", (ev) => {
+    const copy = ev.target.closest("[data-copy]");
+    if (copy) {
+      const text = document.querySelector(copy.dataset.copy).textContent;
+      navigator.clipboard.writeText(text).then(() => { copy.textContent = "Copied"; }, () => { copy.textContent = "Select and copy"; });
+      return;
+    }
+    const el = ev.target.closest("button[data-api]");
+    if (!el || el.form) return;
+    const [method, path] = el.dataset.api.split(" ");
+    run(el, method, path, el.dataset.body ? JSON.parse(el.dataset.body) : undefined);
+  });
+
+  document.addEventListener("change", (ev) => {
+    if (ev.target.name === "kind" && ev.target.form && ev.target.form.id === "add-form") {
+      ev.target.form.querySelectorAll("[data-kind]").forEach((box) => { box.hidden = box.dataset.kind !== ev.target.value; });
+    }
+  });
+
+  // Uploads: signed URL -> PUT with progress -> finalize -> the item's page (its status updates live).
+  function upload(zone, file) {
+    const state = zone.querySelector("#upload-state");
+    const bar = zone.querySelector("progress");
+    zone.querySelector('[role="alert"]').hidden = true;
+    if (file.size > MAX_UPLOAD) { showError(zone, "The file is larger than 50 MB, the upload limit."); return; }
+    if (!file.type) { showError(zone, "This kind of file is not supported: upload a PDF, an image, audio or video."); return; }
+    (async () => {
+      state.textContent = `Preparing ${file.name}…`;
+      const signed = await api("POST", "/api/v1/uploads/signed-url", { mime: file.type, size: file.size, filename: file.name });
+      if (!signed.ok) { state.textContent = ""; showError(zone, words(signed)); return; }
+      const s = signed.data;
+      bar.hidden = false; bar.value = 0;
+      const put = await new Promise((resolve) => {
+        const xhr = new XMLHttpRequest();
+        xhr.open(s.method || "PUT", s.signed_url);
+        const headers = s.headers || { "Content-Type": file.type };
+        for (const k of Object.keys(headers)) xhr.setRequestHeader(k, headers[k]);
+        xhr.upload.onprogress = (e) => { if (e.lengthComputable) { bar.value = Math.round((e.loaded / e.total) * 100); state.textContent = `Uploading ${file.name}: ${bar.value}%`; } };
+        xhr.onload = () => { let d = {}; try { d = JSON.parse(xhr.responseText); } catch (e) { /* S3 answers XML */ } resolve({ ok: xhr.status < 300, status: xhr.status, data: d }); };
+        xhr.onerror = () => resolve({ ok: false, status: 0, data: { message: "The upload was interrupted. Try again." } });
+        xhr.send(file);
+      });
+      if (!put.ok) { state.textContent = ""; showError(zone, words(put)); return; }
+      bar.value = 100;
+      state.textContent = `Uploaded ${file.name}; processing…`;
+      const fin = await api("POST", `/api/v1/uploads/${s.finalize_endpoint}`, { path: s.path, mime: file.type, size: file.size, filename: file.name });
+      if (!fin.ok) { state.textContent = ""; showError(zone, words(fin)); return; }
+      const folder = zone.dataset.folder;
+      if (folder) await api("POST", `/api/v1/items/${fin.data.user_item_id}/folders`, { folder_ids: [folder] });
+      location.assign(`/items/${fin.data.user_item_id}`);
+    })();
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    const zone = document.getElementById("dropzone");
+    if (!zone) return;
+    const input = zone.querySelector('input[type="file"]');
+    input.addEventListener("change", () => { if (input.files[0]) upload(zone, input.files[0]); });
+    zone.addEventListener("dragover", (e) => { e.preventDefault(); zone.classList.add("over"); });
+    zone.addEventListener("dragleave", () => zone.classList.remove("over"));
+    zone.addEventListener("drop", (e) => { e.preventDefault(); zone.classList.remove("over"); if (e.dataTransfer.files[0]) upload(zone, e.dataTransfer.files[0]); });
+  });
+})();
