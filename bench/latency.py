@@ -22,8 +22,7 @@ import httpx
 import numpy as np
 
 from bench.common import SCIFACT, Lev, cleanup, fmt_pct, pct, start_lev
-from bench.quality import ingest_docs, store_search
-from bench.scifact_lab import load_data
+from bench.scifact import ingest_docs, load_data, store_search
 
 TARGET_CHUNKS = 100_000
 MODES = ("hybrid", "semantic", "keyword")
@@ -175,7 +174,7 @@ def measure(lev: Lev, call: Call, mode: str, queries: list[str], threads: int, p
 
 def floor(lev: Lev, mode: str, queries: list[str]) -> dict[str, dict[str, float]]:
     """In-process: LocalEmbedder.embed_query (timed) + store.search.search through lev.admin (timed)."""
-    from lev.embedder import LocalEmbedder
+    from lev.pipeline.embedder import LocalEmbedder
 
     emb = LocalEmbedder()
     for q in queries[:WARMUP]:
@@ -198,8 +197,8 @@ def hnsw_recall(lev: Lev, queries: list[str], limit: int) -> dict[str, Any]:
     the exact `ORDER BY distance + 0` over the same scope."""
     from sqlalchemy import text
 
-    from lev.embedder import LocalEmbedder
     from lev.library import search_params
+    from lev.pipeline.embedder import LocalEmbedder
     from lev.policy import Scope
     from store import search as ss
 
@@ -209,17 +208,17 @@ def hnsw_recall(lev: Lev, queries: list[str], limit: int) -> dict[str, Any]:
     recalls, efs, ms_h, ms_e = [], set(), [], []
 
     async def one(s: Any, q: str, vec: list[float]) -> tuple[list[Any], list[Any], int, float, float]:
-        plan = await ss._plan(s, scope, None, limit, "semantic", p)
+        plan = await ss.plan_scope(s, scope, None, limit, "semantic", p)
         assert plan.exact == "", "expected the HNSW path at this scale"
         ef = int((await s.execute(text("SHOW hnsw.ef_search"))).scalar_one())
-        item = ss._item_sql(scope, None)
-        params = {"qvec": str(vec), "limit": limit}
+        item = ss.item_sql(scope, None)
+        params = {"qvec": vec, "limit": limit}
         t = time.perf_counter()
         h = [r.chunk_id for r in await s.execute(
-            text(ss._SEMANTIC_SQL.format(filter=plan.vec_filter, exact="", item=item)), params)]
+            ss.with_vector(ss.SEMANTIC_SQL.format(filter=plan.vec_filter, exact="", item=item)), params)]
         t1 = time.perf_counter()
         e = [r.chunk_id for r in await s.execute(
-            text(ss._SEMANTIC_SQL.format(filter=plan.vec_filter, exact="+ 0", item=item)), params)]
+            ss.with_vector(ss.SEMANTIC_SQL.format(filter=plan.vec_filter, exact="+ 0", item=item)), params)]
         t2 = time.perf_counter()
         return h, e, ef, (t1 - t) * 1000, (t2 - t1) * 1000
 
@@ -243,7 +242,7 @@ def estimate_cost(lev: Lev) -> float:
     ms = []
     for _ in range(5):
         t = time.perf_counter()
-        lev.admin.sql(f"SELECT count(*) FROM chunks c WHERE c.content_id IN ({ss._scope_sql(scope, None)})")
+        lev.admin.sql(f"SELECT count(*) FROM chunks c WHERE c.content_id IN ({ss.scope_sql(scope, None)})")
         ms.append((time.perf_counter() - t) * 1000)
     return float(np.median(ms))
 

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,54 +22,17 @@ import httpx
 import numpy as np
 
 from bench.common import SCIFACT, Lev, cleanup, start_lev
-from bench.scifact_lab import bm25s_run, english_stemmer, evaluate_measures, load_data
+from bench.scifact import INGEST_CLIENTS, ingest_docs, load_data, store_search
+from bench.scifact_lab import bm25s_run, english_stemmer, evaluate_measures
 
 MEASURES = ("ndcg_cut.10", "recall.50", "recall.100")
 CACHE = Path("/tmp/lev-bench-cache")
-INGEST_CLIENTS = 3
 TARGET_NDCG = 0.72
 
 Run = dict[str, dict[str, float]]
 
 
 # ----------------------------------------------------------------------------- Lev through its API
-def ingest_docs(lev: Lev, docs: dict[str, tuple[str, str]], clients: int = INGEST_CLIENTS) -> tuple[dict[str, str],
-                                                                                                     float]:
-    """POST every doc as kind text (title, text, auto_transform false) from `clients` threads, each with its
-    own keep-alive client. Returns ({user_item_id: doc_id}, wall seconds)."""
-    local = threading.local()
-    clients_made: list[httpx.Client] = []
-    lock = threading.Lock()
-
-    def client() -> httpx.Client:
-        c = getattr(local, "client", None)
-        if c is None:
-            c = httpx.Client(base_url=lev.url, headers=lev.headers(), timeout=300)
-            local.client = c
-            with lock:
-                clients_made.append(c)
-        return c
-
-    def one(item: tuple[str, tuple[str, str]]) -> tuple[str, str]:
-        doc_id, (title, text) = item
-        body: dict[str, Any] = {"kind": "text", "text": text if text.strip() else title, "auto_transform": False}
-        if title.strip():
-            body["title"] = title
-        r = client().post("/api/v1/ingest", json=body)
-        if r.status_code != 200 or r.json().get("status") != "ready":
-            raise RuntimeError(f"ingest of doc {doc_id} failed: {r.status_code} {r.text[:300]}")
-        return r.json()["user_item_id"], doc_id
-
-    t0 = time.perf_counter()
-    try:
-        with ThreadPoolExecutor(clients) as pool:
-            pairs = list(pool.map(one, docs.items()))
-    finally:
-        for c in clients_made:
-            c.close()
-    return dict(pairs), time.perf_counter() - t0
-
-
 def results_to_run(results: list[dict[str, Any]], item_to_doc: dict[str, str], qid: str) -> dict[str, float]:
     """Chunk results (best first) -> {doc_id: best chunk score}, dropping the query's own id (BEIR)."""
     out: dict[str, float] = {}
@@ -98,17 +59,6 @@ def rest_run(lev: Lev, queries: dict[str, str], qids: list[str], mode: str, item
     return run, ms
 
 
-def store_search(lev: Lev, query: str, vector: list[float] | None, mode: str, limit: int) -> list[dict[str, Any]]:
-    """The server's search SQL (store.search.search with lev.library.search_params()), run in-process."""
-    from lev.library import search_params
-    from lev.policy import Scope
-    from store import search as search_store
-
-    scope = Scope(lev.user_id, None, kb_only=True)  # what the bench token (whole library, kb_only) sees
-    return lev.admin.run(lambda s: search_store.search(s, scope, query=query, query_vector=vector, mode=mode,
-                                                       limit=limit, params=search_params()))
-
-
 def inprocess_run(lev: Lev, queries: dict[str, str], qvecs: dict[str, list[float]], qids: list[str], mode: str,
                   item_to_doc: dict[str, str], limit: int = 100) -> Run:
     return {q: results_to_run(store_search(lev, queries[q], None if mode == "keyword" else qvecs[q], mode, limit),
@@ -122,7 +72,7 @@ def metrics(run: Run, qrels: dict[str, dict[str, int]]) -> dict[str, float]:
 # ----------------------------------------------------------------------------- baselines outside Lev
 def embed_texts(texts: list[str], batch: int = 256) -> np.ndarray:
     """LocalEmbedder (all-MiniLM-L6-v2, 256 wordpieces, normalised) over texts, length-sorted batches."""
-    from lev.embedder import LocalEmbedder
+    from lev.pipeline.embedder import LocalEmbedder
 
     emb = LocalEmbedder()
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -184,7 +134,7 @@ def main() -> str:
     t = time.perf_counter()
     doc_emb = cached("scifact-doc-emb", corpus_key,
                      lambda: embed_texts([f"{corpus[d][0]} {corpus[d][1]}" for d in doc_ids]))
-    from lev.embedder import LocalEmbedder
+    from lev.pipeline.embedder import LocalEmbedder
 
     qe = LocalEmbedder()
     qkey = corpus_key + "-queries-" + str(len(test) + len(train))

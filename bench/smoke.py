@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 
 from bench.common import cleanup, start_lev
-from bench.quality import ingest_docs, metrics, rest_run
+from bench.quality import metrics, rest_run
+from bench.scifact import ingest_docs
 
 DOCS: dict[str, tuple[str, str]] = {
     "volcano": ("Volcanoes", "A volcano erupts when magma rises through the crust; lava flows and ash clouds follow."),

@@ -3,11 +3,13 @@ code base can raise are exactly the documented ones."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
 import httpx
 
+from lev import errors
 from lev.openapi import ROOT, load_spec
 from tests.test_rest_foundation import err
 
@@ -16,25 +18,43 @@ SOURCE_DIRS = ("lev", "store", "handlers", "tasks")
 # Raised only by operator commands (none at the moment: sign-up raises email_taken over HTTP too).
 CLI_ONLY: set[str] = set()
 
-_API_ERROR = re.compile(r'ApiError\(\s*(\d{3})\s*,\s*"([a-z_]+)"')
-_JSONRPC_DATA = re.compile(r'data=\{\s*"error"\s*:\s*"([a-z_]+)"')
+_CONSTRUCTED = re.compile(r'ApiError\(\s*"([a-z_]+)"')
 
 
 def _py_files(*dirs: str) -> list[Path]:
     return [p for d in dirs for p in (ROOT / d).rglob("*.py") if ".venv" not in p.parts]
 
 
+def constructors() -> dict[str, str]:
+    """Named constructor in lev/errors.py -> the code it builds."""
+    out = {}
+    for name, fn in inspect.getmembers(errors, inspect.isfunction):
+        if fn.__module__ == errors.__name__:
+            codes = _CONSTRUCTED.findall(inspect.getsource(fn))
+            if len(codes) == 1:
+                out[name] = codes[0]
+    return out
+
+
 def emitted_codes() -> dict[str, set[str]]:
-    """code -> files that raise it: `ApiError(status, "code", ...)` (helper constructors in lev/errors.py are
-    such calls too) and JSON-RPC errors that carry `data={"error": "code"}`."""
+    """code -> files that raise it: a call of its named constructor, or `ApiError("code", ...)` itself."""
+    made_by = constructors()
     found: dict[str, set[str]] = {}
     for path in _py_files(*SOURCE_DIRS):
         text = path.read_text()
-        for _, code in _API_ERROR.findall(text):
-            found.setdefault(code, set()).add(str(path.relative_to(ROOT)))
-        for code in _JSONRPC_DATA.findall(text):
-            found.setdefault(code, set()).add(str(path.relative_to(ROOT)))
+        where = str(path.relative_to(ROOT))
+        for name, code in made_by.items():
+            if re.search(rf"(?<!def )\b{name}\(", text):
+                found.setdefault(code, set()).add(where)
+        if path.name != "errors.py":
+            for code in _CONSTRUCTED.findall(text):
+                found.setdefault(code, set()).add(where)
     return found
+
+
+def test_the_error_table_is_the_documented_catalogue() -> None:
+    """Every documented code has its one row in lev/errors.py's table, and the table holds nothing else."""
+    assert set(errors.TABLE) == DOCUMENTED | CLI_ONLY
 
 
 def asserting_tests(code: str) -> list[str]:

@@ -85,13 +85,14 @@ class ScopeMachine(RuleBasedStateMachine):
             "Accept": "application/json, text/event-stream"})
 
     def mint(self, user: int, *, write: bool, folders: list[str] | None, kb_only: bool) -> MToken:
-        from store import tokens, users
+        from lev.policy import mint
+        from store import users
 
         email = self.users[user].email
 
         async def go(s: Any) -> tuple[str, uuid.UUID]:
             row = await users.by_email(s, email)
-            return await tokens.mint(s, row, "sm", write=write, folder_ids=[uuid.UUID(f) for f in folders or []],
+            return await mint(s, row, "sm", write=write, folder_ids=[uuid.UUID(f) for f in folders or []],
                                      kb_only=kb_only, expires_in_days=30, write_cap=0,
                                      tier_caps={"free": 0, "pro": -1})
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from handlers import principal
-from lev import context
+from lev import context, library
+from lev.errors import not_found
 from lev.policy import parse_uuid, require, require_whole_library
 from store import folders as folder_store
 from store.db import session_scope
@@ -24,7 +25,7 @@ async def create_folder(body: dict[str, Any], token_info: dict[str, Any]) -> tup
     require(p, "write")
     require_whole_library(p, "create folders")
     async with session_scope() as s:
-        return await folder_store.create(s, p.scope, body["name"]), 201
+        return await library.create_folder(s, p.user_id, body["name"]), 201
 
 
 async def delete_folder(id_: str, token_info: dict[str, Any], cascade_items: bool = False) -> dict[str, Any]:
@@ -33,7 +34,10 @@ async def delete_folder(id_: str, token_info: dict[str, Any], cascade_items: boo
     require(p, "write")
     require_whole_library(p, "delete folders")
     async with session_scope() as s:
-        return await folder_store.delete_folder(s, p.scope, folder_id, cascade_items)
+        deleted = await folder_store.delete_folder(s, p.scope, folder_id, cascade_items)
+    if deleted is None:
+        raise not_found()
+    return deleted
 
 
 async def rename_folder(id_: str, body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
@@ -42,4 +46,4 @@ async def rename_folder(id_: str, body: dict[str, Any], token_info: dict[str, An
     require(p, "write")
     require_whole_library(p, "rename folders")
     async with session_scope() as s:
-        return await folder_store.rename(s, p.scope, folder_id, body["name"])
+        return await library.rename_folder(s, p.scope, folder_id, body["name"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from handlers import principal
-from lev.ingest import ingest as run_ingest
+from lev.pipeline.ingest import ingest as run_ingest
 from lev.policy import parse_uuid_field
 
 

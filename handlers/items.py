@@ -6,8 +6,8 @@ from typing import Any
 
 from handlers import principal
 from lev import context, library
-from lev.errors import ApiError, not_found
-from lev.policy import check_membership_targets, folder_visible, parse_uuid, parse_uuid_field, require
+from lev.errors import folder_not_found, invalid_body, not_found
+from lev.policy import check_membership_targets, folder_visible, parse_uuid, parse_uuid_field, parse_uuid_list, require
 from store import folders as folder_store
 from store import items as item_store
 from store.db import session_scope
@@ -58,19 +58,19 @@ async def update_item(id_: str, body: dict[str, Any], token_info: dict[str, Any]
     if "title" in body:
         title = body["title"].strip()
         if not title or "\x00" in title:
-            raise ApiError(400, "invalid_body", "title must be 1-500 characters after trimming, without NUL.")
+            raise invalid_body("title must be 1-500 characters after trimming, without NUL.")
         body = {**body, "title": title}
     async with session_scope() as s:
-        return await item_store.update_visible(s, p.scope, item_id, body)
+        updated = await item_store.update_visible(s, p.scope, item_id, body)
+    if updated is None:
+        raise not_found()
+    return updated
 
 
 async def bulk_delete_items(body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     require(p, "write")
-    try:
-        wanted = list(dict.fromkeys(parse_uuid(raw) for raw in body["ids"]))
-    except ApiError:
-        raise ApiError(400, "invalid_body", "ids must be UUIDs.") from None
+    wanted = parse_uuid_list(body["ids"], "ids")
     not_found_ids: list[str] = []
     async with session_scope() as s:
         deleted = set(await item_store.delete_visible(s, p.scope, wanted))
@@ -83,20 +83,19 @@ async def add_item_to_folders(id_: str, body: dict[str, Any], token_info: dict[s
     p = principal(token_info)
     item_id = parse_uuid(id_)
     require(p, "write")
-    try:
-        targets = list(dict.fromkeys(parse_uuid(f) for f in body["folder_ids"]))
-    except ApiError:
-        raise ApiError(400, "invalid_body", "folder_ids must be UUIDs.") from None
+    targets = parse_uuid_list(body["folder_ids"], "folder_ids")
     async with session_scope() as s:
-        await item_store.require_visible(s, p.scope, item_id)
+        if not await item_store.is_visible(s, p.scope, item_id):
+            raise not_found()
         # Folders are locked before the item (the order of folder deletes), so neither can vanish before the
         # insert: a concurrent delete that won is a 404, never a foreign-key error.
         owned = await folder_store.owned_ids(s, p.user_id, targets, lock=True)
         missing = [str(f) for f in targets if f not in owned]
         if missing:
-            raise ApiError(404, "folder_not_found", "Some target folders do not exist.", missing=missing)
+            raise folder_not_found("Some target folders do not exist.", missing=missing)
         check_membership_targets(p, targets)
-        await item_store.require_visible(s, p.scope, item_id, lock=True)
+        if not await item_store.is_visible(s, p.scope, item_id, lock=True):
+            raise not_found()
         await item_store.add_memberships(s, item_id, targets)
         folder_ids = await item_store.visible_folder_ids(s, p.scope, item_id)
     return {"item_id": str(item_id), "folder_ids": folder_ids}
@@ -110,7 +109,8 @@ async def remove_item_from_folder(id_: str, folder_id: str, token_info: dict[str
     if not folder_visible(p.scope, fid):
         raise not_found()
     async with session_scope() as s:
-        await item_store.require_visible(s, p.scope, item_id)
+        if not await item_store.is_visible(s, p.scope, item_id):
+            raise not_found()
         if not await item_store.remove_membership(s, item_id, fid):
             raise not_found()
         folder_ids = await item_store.visible_folder_ids(s, p.scope, item_id)

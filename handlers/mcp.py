@@ -1,6 +1,6 @@
 """POST /api/mcp: the MCP surface (JSON-RPC 2.0 over streamable HTTP, stateless) and its four tools.
 
-Tools, their schemas and capabilities come from `mcp_tools.json`; errors map through `ApiError.jsonrpc_error`.
+Tools, their schemas and capabilities come from `mcp_tools.json`; errors are shaped by `lev.errors`.
 """
 
 from __future__ import annotations
@@ -17,19 +17,24 @@ from jsonschema.exceptions import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lev import __version__, context, jsonguard, library, logs
-from lev.app import apply_limits
+from lev import __version__, context, jsonguard, library, logs, runtime
 from lev.errors import (
-    JSONRPC_INTERNAL,
     JSONRPC_INVALID_PARAMS,
-    JSONRPC_INVALID_REQUEST,
+    JSONRPC_METHOD_NOT_FOUND,
     JSONRPC_PARSE_ERROR,
-    MCP_TOOL_ERRORS,
     ApiError,
-    infrastructure_error,
+    forbidden_origin,
+    internal_error,
+    invalid_body,
+    jsonrpc_error,
+    jsonrpc_response,
+    rest_headers,
+    to_api_error,
+    tool_error,
+    transport_error,
 )
-from lev.ingest import ingest
 from lev.openapi import mcp_tools
+from lev.pipeline.ingest import ingest
 from lev.policy import Principal, authenticate, parse_bearer, parse_uuid_field, require
 from lev.settings import get_settings
 from store.db import read_scope
@@ -58,19 +63,9 @@ def _listed(tool: dict[str, Any]) -> dict[str, Any]:
     return {k: tool[k] for k in keys if k in tool}
 
 
-def _rpc_error(err: ApiError) -> JsonRpcError:
-    e = err.jsonrpc_error()
-    return JsonRpcError(code=e["code"], message=e["message"], data=e["data"])
-
-
 def _tool_result(obj: dict[str, Any]) -> Any:
     return Success({"content": [{"type": "text", "text": json.dumps(obj)}], "structuredContent": obj,
                     "isError": False})
-
-
-def _tool_error(err: ApiError) -> Any:
-    text = err.message or err.code
-    return Success({"content": [{"type": "text", "text": f"{text} (error: {err.code})"}], "isError": True})
 
 
 async def initialize(_ctx: dict[str, Any], **params: Any) -> Any:
@@ -93,15 +88,14 @@ async def tools_list(_ctx: dict[str, Any], **_params: Any) -> Any:
 
 
 async def server_discover(_ctx: dict[str, Any], **_params: Any) -> Any:
-    raise JsonRpcError(code=-32601, message="Method not found: use initialize (protocol 2025-11-25)")
+    raise JsonRpcError(code=JSONRPC_METHOD_NOT_FOUND, message="Method not found: use initialize (protocol 2025-11-25)")
 
 
 def _validate_arguments(tool: dict[str, Any], arguments: Any) -> dict[str, Any]:
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
-        raise JsonRpcError(code=JSONRPC_INVALID_PARAMS, message="arguments must be an object",
-                           data={"error": "invalid_body"})
+        raise jsonrpc_error(invalid_body("arguments must be an object"))
     errors = sorted(tool["_validator"].iter_errors(arguments), key=lambda e: list(e.path))
     if errors:
         first: ValidationError = errors[0]
@@ -111,16 +105,14 @@ def _validate_arguments(tool: dict[str, Any], arguments: Any) -> dict[str, Any]:
         if first.validator == "additionalProperties":
             where = "arguments"
         message = f"Invalid argument {where}: {first.message}"
-        raise JsonRpcError(code=JSONRPC_INVALID_PARAMS, message=message,
-                           data={"error": "invalid_body", "message": message})
+        raise jsonrpc_error(invalid_body(message))
     return arguments
 
 
 async def tools_call(ctx: dict[str, Any], name: Any = None, arguments: Any = None, **_extra: Any) -> Any:
     tools = _tool_index()
     if not isinstance(name, str) or name not in tools:
-        raise JsonRpcError(code=JSONRPC_INVALID_PARAMS, message=f"Unknown tool: {name!r}",
-                           data={"error": "invalid_body", "tools": sorted(tools)})
+        raise jsonrpc_error(invalid_body(f"Unknown tool: {name!r}", tools=sorted(tools)))
     tool = tools[name]
     info = context.current()
     if info is not None:
@@ -129,24 +121,18 @@ async def tools_call(ctx: dict[str, Any], name: Any = None, arguments: Any = Non
     principal: Principal = ctx["principal"]
     try:
         require(principal, tool["capability"])
-        await apply_limits(principal, tool.get("limit_class"))
+        await runtime.get_runtime().limiter.apply(principal, tool.get("limit_class"))
         result = await TOOLS[name](principal, args)
     except ApiError as err:
-        if err.code in MCP_TOOL_ERRORS:
-            return _tool_error(err)
+        if err.entry.tool_result:
+            return Success(tool_error(err))
         if err.status >= 500:
             log.error("tool %s failed: %s", name, err)
-        raise _rpc_error(err) from None
+        raise jsonrpc_error(err) from None
     except JsonRpcError:
         raise
-    except Exception as exc:
-        unavailable = infrastructure_error(exc)
-        if unavailable is not None:
-            raise _rpc_error(unavailable) from None
-        log.exception("tool %s failed", name)
-        request_id = info.request_id if info else None
-        raise JsonRpcError(code=JSONRPC_INTERNAL, message="Internal error; report the request_id if it persists.",
-                           data={"error": "internal_error", "request_id": request_id}) from None
+    except Exception as exc:  # a bug (500) or an unreachable database or Redis (503)
+        raise jsonrpc_error(to_api_error(exc), info.request_id if info else None) from None
     return _tool_result(result)
 
 
@@ -168,7 +154,7 @@ async def _list_recent(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
 async def _add(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
     has_url, has_text = "url" in args, "text" in args
     if has_url == has_text:
-        raise ApiError(400, "invalid_body", "Give exactly one of url or text.")
+        raise invalid_body("Give exactly one of url or text.")
     result = await ingest(
         p, kind="url" if has_url else "text", url=args.get("url"), text=args.get("text"), title=args.get("title"),
         in_kb=args.get("in_kb", True), auto_transform=args.get("auto_transform", False),
@@ -188,9 +174,8 @@ def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -
     return Response(json.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
 
-def _transport_error(status: int, code: int, err: ApiError, headers: dict[str, str] | None = None) -> Response:
-    return _json({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": err.message or err.code,
-                                                            "data": err.body()}}, status, headers)
+def _transport_error(err: ApiError) -> Response:
+    return _json(transport_error(err), err.status, rest_headers(err))
 
 
 def _origin_allowed(origin: str) -> bool:
@@ -212,19 +197,17 @@ async def endpoint(request: Request) -> Response:
     info = context.current()
     origin = request.headers.get("origin")
     if origin and not _origin_allowed(origin):
-        return _transport_error(403, JSONRPC_INVALID_REQUEST,
-                                ApiError(403, "forbidden_origin", f"Origin {origin} is not allowed."))
+        return _transport_error(forbidden_origin(origin))
     version = request.headers.get("mcp-protocol-version")
     if version and version not in PROTOCOL_VERSIONS + PROBE_VERSIONS:
-        return _transport_error(400, JSONRPC_INVALID_REQUEST, ApiError(
-            400, "invalid_body", f"Unsupported MCP-Protocol-Version {version}; supported: "
-            f"{', '.join(PROTOCOL_VERSIONS)}."))
+        return _transport_error(invalid_body(
+            f"Unsupported MCP-Protocol-Version {version}; supported: {', '.join(PROTOCOL_VERSIONS)}."))
     try:
         token = parse_bearer(request.headers.get("authorization"))
         async with read_scope() as s:
             principal = await authenticate(s, token)
     except ApiError as err:
-        return _transport_error(401, JSONRPC_INVALID_REQUEST, err, {"WWW-Authenticate": 'Bearer realm="lev"'})
+        return _transport_error(err)
     if info is not None:
         info.principal = principal
     logs.bind(user_id=principal.user_id, token_id=principal.token_id)
@@ -242,9 +225,8 @@ async def endpoint(request: Request) -> Response:
             out = await async_dispatch(body.decode("utf-8"), methods=METHODS, context={"principal": principal})
         except Exception:  # a bug: still a JSON-RPC answer, never a REST body
             log.exception("MCP dispatch failed")
-            out = json.dumps({"jsonrpc": "2.0", "id": _request_id(document), "error": {
-                "code": JSONRPC_INTERNAL, "message": "Internal error; report the request_id if it persists.",
-                "data": {"error": "internal_error", "request_id": info.request_id if info else None}}})
+            out = json.dumps(jsonrpc_response(internal_error(), _request_id(document),
+                                              request_id=info.request_id if info else None))
     if not out:
         return Response(status_code=202)
     accept = request.headers.get("accept", "")
@@ -266,10 +248,8 @@ def _request_id(document: Any) -> Any:
 def _refusal(exc: jsonguard.BadJson) -> str:
     """The JSON-RPC error for a body lev.jsonguard refused: -32700 if it is not JSON at all, else -32602."""
     code, prefix = (JSONRPC_INVALID_PARAMS, "Invalid params") if exc.parsed else (JSONRPC_PARSE_ERROR, "Parse error")
-    message = f"{prefix}: {exc}"
-    return json.dumps({"jsonrpc": "2.0", "id": _request_id(exc.document) if exc.parsed else None,
-                       "error": {"code": code, "message": message,
-                                 "data": {"error": "invalid_body", "message": message}}})
+    req_id = _request_id(exc.document) if exc.parsed else None
+    return json.dumps(jsonrpc_response(invalid_body(f"{prefix}: {exc}"), req_id, code=code))
 
 
 def _method_name(msg: Any) -> str:

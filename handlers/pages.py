@@ -16,6 +16,7 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 from lev import accounts, context, library
 from lev.errors import ApiError
 from lev.policy import Principal
+from lev.settings import get_settings
 from store import activity as activity_store
 from store import folders as folder_store
 from store import items as item_store
@@ -91,7 +92,6 @@ async def login_page(request: Request) -> Response:
 async def signup_page(request: Request) -> Response:
     if await _principal(request) is not None:
         return RedirectResponse("/", status_code=303)
-    from lev.settings import get_settings
 
     return _render("login.html", request, mode="signup", next="/",
                    signup_open=get_settings().signup.strip().lower() == "open")
@@ -153,11 +153,8 @@ async def folder_page(request: Request) -> Response:
 async def _item(p: Principal, item_id: uuid.UUID | None) -> dict[str, Any] | None:
     if item_id is None:
         return None
-    try:
-        async with session_scope() as s:
-            return await item_store.get_visible(s, p.scope, item_id)
-    except ApiError:
-        return None
+    async with session_scope() as s:
+        return await item_store.get_visible(s, p.scope, item_id)
 
 
 async def item_page(request: Request) -> Response:

@@ -6,8 +6,7 @@ from typing import Any
 
 from handlers import principal
 from lev import runtime
-from lev.errors import ApiError
-from lev.policy import INVALID_TOKEN_MESSAGE
+from lev.errors import invalid_token, not_found
 from store import tokens as token_store
 from store.db import session_scope
 
@@ -15,12 +14,12 @@ from store.db import session_scope
 async def introspect_token(token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     if p.token_id is None:
-        raise ApiError(404, "not_found", "This request is signed in with a browser session, not a bearer token; "
-                       "the account's tokens are listed at /api/account/tokens.")
+        raise not_found("This request is signed in with a browser session, not a bearer token; the account's "
+                        "tokens are listed at /api/account/tokens.")
     async with session_scope() as s:
         record = await token_store.describe(s, p.token_id)
     if record is None:  # the user was deleted after the token was authenticated
-        raise ApiError(401, "invalid_token", INVALID_TOKEN_MESSAGE)
+        raise invalid_token()
     usage = await runtime.get_runtime().limiter.status(p)
     return {
         "id": str(p.token_id),

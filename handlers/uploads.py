@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from handlers import principal
-from lev import media_ingest
+from lev.pipeline import uploads
 
 
 async def create_upload_url(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
     p = principal(token_info)
-    result = await media_ingest.signed_url(p, mime=body["mime"], size=int(body["size"]), filename=body["filename"])
+    result = await uploads.signed_url(p, mime=body["mime"], size=int(body["size"]), filename=body["filename"])
     return result, 200
 
 
@@ -23,7 +23,7 @@ async def put_upload_object(path: str, expires: str | None = None, size: str | N
     """
     from connexion import request
 
-    result = await media_ingest.receive_upload(
+    result = await uploads.receive_upload(
         path, expires=expires, size=size, mime=mime, sig=sig, content_type=request.headers.get("content-type"),
         content_length=request.headers.get("content-length"), chunks=request.stream(),
     )
@@ -31,9 +31,9 @@ async def put_upload_object(path: str, expires: str | None = None, size: str | N
 
 
 async def finalize_media_upload(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    return await media_ingest.finalize(principal(token_info), {**body, "size": int(body["size"])}, "finalize"), 200
+    return await uploads.finalize(principal(token_info), {**body, "size": int(body["size"])}, "finalize"), 200
 
 
 async def finalize_document_upload(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    return await media_ingest.finalize(principal(token_info), {**body, "size": int(body["size"])},
+    return await uploads.finalize(principal(token_info), {**body, "size": int(body["size"])},
                                        "finalize-document"), 200

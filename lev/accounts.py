@@ -14,8 +14,17 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev import clock, context, quota
-from lev.errors import ApiError
-from lev.policy import Principal
+from lev.errors import (
+    csrf_failed,
+    email_taken,
+    invalid_body,
+    invalid_credentials,
+    not_found,
+    not_signed_in,
+    signup_closed,
+)
+from lev.policy import Principal, mint
+from lev.runtime import get_runtime
 from lev.settings import get_settings
 from store import activity as activity_store
 from store import sessions as session_store
@@ -27,14 +36,6 @@ CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # A real argon2id hash to verify against when the email is unknown, so both cases cost the same time.
 _DUMMY_HASH = user_store.hash_password(secrets.token_urlsafe(16))
-
-
-def invalid_credentials() -> ApiError:
-    return ApiError(401, "invalid_credentials", "The email or password is wrong.")
-
-
-def not_signed_in() -> ApiError:
-    return ApiError(401, "not_signed_in", "Sign in first: this needs a browser session.")
 
 
 def _digest(value: str) -> bytes:
@@ -90,32 +91,39 @@ def check_csrf(principal: Principal, method: str, header: str | None) -> None:
         return
     expected = str(principal.extra.get("csrf_token") or "")
     if not header or not expected or not hmac.compare_digest(header.encode(), expected.encode()):
-        raise ApiError(403, "csrf_failed", "Send the session's csrf_token in the X-CSRF-Token header.")
+        raise csrf_failed()
 
 
 def _check_new_password(password: str) -> None:
     if len(password) < 8 or len(password) > 1000:
-        raise ApiError(400, "invalid_body", "The password must be 8 to 1000 characters long.")
+        raise invalid_body("The password must be 8 to 1000 characters long.")
 
 
 async def signup(s: AsyncSession, email: str, password: str) -> dict[str, Any]:
     """Create a user (tier LEV_SIGNUP_TIER); 403 signup_closed when LEV_SIGNUP=closed, 409 email_taken."""
     settings = get_settings()
     if settings.signup.strip().lower() != "open":
-        raise ApiError(403, "signup_closed", "Sign-up is closed on this server; ask its operator for an account.")
+        raise signup_closed()
     email = email.strip()
     if "@" not in email[1:-1] or any(c.isspace() for c in email):
-        raise ApiError(400, "invalid_body", "email must be an email address.")
+        raise invalid_body("email must be an email address.")
     _check_new_password(password)
     tier = settings.signup_tier if settings.signup_tier in ("free", "pro") else "free"
-    user_id = await user_store.create(s, email, tier, password)
+    user_id = await create_user(s, email, tier, password)
     return {"id": user_id, "email": email, "tier": tier}
+
+
+async def create_user(s: AsyncSession, email: str, tier: str, password: str | None = None) -> uuid.UUID:
+    """A new user (sign-up and `lev user create`); 409 email_taken when the address, in any case, is taken."""
+    user_id = await user_store.create(s, email, tier, password)
+    if user_id is None:
+        raise email_taken(email.strip())
+    return user_id
 
 
 async def login(s: AsyncSession, email: str, password: str, ip: str | None) -> dict[str, Any]:
     """The user with these credentials, or 401 invalid_credentials (never saying which part is wrong); 429 after
     too many failures for the email or the source address."""
-    from lev.runtime import get_runtime
 
     limiter = get_runtime().limiter
     await limiter.check_sign_in(email, ip)
@@ -151,7 +159,7 @@ async def mint_token(s: AsyncSession, user: dict[str, Any], *, name: str, write:
     cap. Returns the shown-once token with its settings."""
     settings = get_settings()
     cap = settings.default_write_cap if write_cap is None else write_cap
-    token, token_id = await token_store.mint(
+    token, token_id = await mint(
         s, user, name, write=write, folder_ids=folder_ids, kb_only=kb_only, expires_in_days=expires_in_days,
         write_cap=cap, tier_caps=token_caps(),
     )
@@ -186,7 +194,7 @@ async def revoke_token(s: AsyncSession, user_id: uuid.UUID, token_id: uuid.UUID)
     """Revoke one of the user's tokens (idempotent); another user's or an unknown id is 404 not_found."""
     row = next((t for t in await token_store.list_for_user(s, user_id) if t["id"] == token_id), None)
     if row is None:
-        raise ApiError(404, "not_found", "No such token.")
+        raise not_found("No such token.")
     if row["revoked_at"] is None:
         await token_store.revoke(s, token_id)
         row = next(t for t in await token_store.list_for_user(s, user_id) if t["id"] == token_id)

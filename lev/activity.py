@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
-from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert
+from store import activity as activity_store
+from store.db import session_scope
 
 log = logging.getLogger("lev.activity")
 
@@ -69,17 +68,5 @@ class ActivityWriter:
 
 
 async def _write(batch: list[dict[str, Any]]) -> None:
-    from store import tokens as token_store
-    from store.db import session_scope
-    from store.models import activity
-
-    seen: dict[uuid.UUID, datetime] = {}
-    for e in batch:
-        if e.get("token_id") is not None:
-            tid = e["token_id"]
-            if tid not in seen or seen[tid] < e["ts"]:
-                seen[tid] = e["ts"]
     async with session_scope() as s:
-        await s.execute(insert(activity), batch)
-        if seen:
-            await token_store.touch_last_used(s, seen)
+        await activity_store.write_batch(s, batch)

@@ -15,15 +15,18 @@ from typing import Any
 
 from connexion import AsyncApp
 from connexion.datastructures import MediaTypeDict
-from connexion.exceptions import BadRequestProblem, OAuthProblem, ProblemException, Unauthorized
+from connexion.exceptions import BadRequestProblem, ProblemException
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.options import SwaggerUIOptions
 from connexion.validators import VALIDATOR_MAP
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from handlers import mcp as mcp_handler
+from handlers import ops, pages
+from handlers import spec as spec_handler
 from lev import accounts, clock, context, jsonguard, logs, metrics, runtime
-from lev.errors import ApiError, infrastructure_error
+from lev.errors import ApiError, file_too_large, not_signed_in, rest_body, rest_headers, to_api_error
 from lev.openapi import (
     ContractJSONBodyValidator,
     ContractParameterValidator,
@@ -31,8 +34,11 @@ from lev.openapi import (
     connexion_spec,
     operations,
 )
-from lev.policy import Principal, authenticate
+from lev.pipeline.embedder import check_dimension, get_embedder
+from lev.policy import authenticate
 from lev.settings import Settings, get_settings
+from store.db import read_scope
+from tasks.worker import make_worker, stop_gracefully
 
 log = logging.getLogger("lev")
 request_log = logs.get_logger("lev.request")
@@ -41,68 +47,26 @@ UPLOAD_PUT_PREFIX = "/api/v1/uploads/put/"
 OPS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
-def _error_response(err: ApiError) -> ConnexionResponse:
+def error_response(err: ApiError) -> ConnexionResponse:
+    """An error as Connexion's response: the body and headers shaped by lev.errors."""
     info = context.current()
-    body = err.body()
-    headers = dict(err.headers)
-    if err.status >= 500 and info is not None:
-        body["request_id"] = info.request_id
-    if err.code in ("missing_bearer_token", "invalid_token"):
-        headers["WWW-Authenticate"] = 'Bearer realm="lev"'
-    return ConnexionResponse(status_code=err.status, body=json.dumps(body), headers=headers,
+    body = rest_body(err, info.request_id if info is not None else None)
+    return ConnexionResponse(status_code=err.status, body=json.dumps(body), headers=rest_headers(err),
                              content_type="application/json")
-
-
-def to_api_error(exc: Exception) -> ApiError:
-    """The one mapping from any exception to the contract's error bodies."""
-    if isinstance(exc, ApiError):
-        return exc
-    unavailable = infrastructure_error(exc)
-    if unavailable is not None:
-        log.warning("dependency unavailable: %s: %s", type(exc).__name__, str(exc).splitlines()[0][:200])
-        return unavailable
-    if isinstance(exc, (OAuthProblem, Unauthorized)):
-        info = context.current()
-        if info is not None and info.surface == "web":
-            return accounts.not_signed_in()
-        return ApiError(401, "missing_bearer_token", "Send Authorization: Bearer <token>.")
-    if isinstance(exc, BadRequestProblem):
-        return ApiError(400, "invalid_body", str(exc.detail or "The request failed validation."))
-    if isinstance(exc, UnicodeDecodeError):  # Connexion decodes JSON bodies before validating them
-        return ApiError(400, "invalid_body", "The request body is not UTF-8 encoded JSON.")
-    if isinstance(exc, ProblemException):
-        status = exc.status or 500
-        if status == 415:
-            return ApiError(415, "unsupported_media_type", str(exc.detail or "Send application/json."))
-        if status == 404:
-            return ApiError(404, "not_found", "No such route.")
-        if status == 405:
-            return ApiError(405, "method_not_allowed", "Method not allowed on this route.")
-        if status < 500:
-            return ApiError(400, "invalid_body", str(exc.detail or exc.title))
-    if isinstance(exc, HTTPException):
-        if exc.status_code == 404:
-            return ApiError(404, "not_found", "No such route.")
-        if exc.status_code == 405:
-            return ApiError(405, "method_not_allowed", "Method not allowed on this route.")
-        if exc.status_code == 415:
-            return ApiError(415, "unsupported_media_type", str(exc.detail))
-        if exc.status_code < 500:
-            return ApiError(400, "invalid_body", str(exc.detail))
-    log.error("unhandled error", exc_info=exc)
-    return ApiError(500, "internal_error", "Unexpected server error; report the request_id if it persists.")
 
 
 async def handle_error(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
     err = to_api_error(exc)
+    info = context.current()
+    if err.code == "missing_bearer_token" and info is not None and info.surface == "web":
+        err = not_signed_in()
     if err.status == 405:  # RFC 9110: a 405 names the methods the route has
         err.headers["Allow"] = ", ".join(allowed_methods(request.url.path))
-    return _error_response(err)
+    return error_response(err)
 
 
 class GuardedJSONBody(ContractJSONBodyValidator):
     """The contract's JSON body validator with our parser: hostile JSON is a 400, never a crash (lev.jsonguard)."""
-
     async def _parse(self, stream: Any, scope: Scope) -> Any:
         raw = b"".join([message async for message in stream])
         if not raw:
@@ -162,8 +126,6 @@ def limit_class(operation_id: str | None) -> str | None:
 
 async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
     """Connexion's bearer hook: authenticate, then apply the operation's rate-limit class."""
-    from store.db import read_scope
-
     async with read_scope() as s:
         principal = await authenticate(s, token)
     info = context.current()
@@ -173,15 +135,13 @@ async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
     op_id = None
     if request is not None:
         op_id = request.scope.get("extensions", {}).get("connexion_routing", {}).get("operation_id")
-    await apply_limits(principal, limit_class(op_id))
+    await runtime.get_runtime().limiter.apply(principal, limit_class(op_id))
     return {"sub": str(principal.user_id), "principal": principal}
 
 
 async def session_info(cookie_value: str, request: Any = None) -> dict[str, Any]:
     """Connexion's cookie hook: a signed-in browser session acts as its user (surface `web`); unsafe methods
     need the session's X-CSRF-Token (403 csrf_failed)."""
-    from store.db import read_scope
-
     async with read_scope() as s:
         principal = await accounts.authenticate_session(s, cookie_value)
     if request is not None:
@@ -191,18 +151,6 @@ async def session_info(cookie_value: str, request: Any = None) -> dict[str, Any]
         info.principal = principal
         info.surface = "web"
     return {"sub": str(principal.user_id), "principal": principal}
-
-
-async def apply_limits(principal: Principal, limit_cls: str | None) -> None:
-    try:
-        headers = await runtime.get_runtime().limiter.check(principal, limit_cls)
-    except ApiError as err:
-        if err.code == "rate_limited":
-            metrics.count_refusal(str(err.extra.get("limit") or limit_cls))
-        raise
-    info = context.current()
-    if info is not None:
-        info.headers.update(headers)
 
 
 def _client_ip(scope: Scope, headers: dict[str, str], trusted: list[str]) -> str | None:
@@ -238,7 +186,7 @@ async def _read_body(receive: Receive, cap: int) -> bytes:
         part = message.get("body", b"")
         size += len(part)
         if size > cap:
-            raise ApiError(413, "file_too_large", f"Request bodies are limited to {cap} bytes.", maxBytes=cap)
+            raise file_too_large(f"Request bodies are limited to {cap} bytes.", cap)
         parts.append(part)
         more = message.get("more_body", False)
     return b"".join(parts)
@@ -262,7 +210,6 @@ def _with_body(scope: Scope, body: bytes, receive: Receive) -> tuple[Scope, Rece
 
 class LevMiddleware:
     """Outermost layer: request id, body-size cap, response headers, activity log."""
-
     def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
         self.settings = settings
@@ -326,15 +273,13 @@ class LevMiddleware:
             if message["type"] == "http.request" and not exempt:
                 received += len(message.get("body", b""))
                 if received > cap:
-                    raise ApiError(413, "file_too_large", f"Request bodies are limited to {cap} bytes.",
-                                   maxBytes=cap)
+                    raise file_too_large(f"Request bodies are limited to {cap} bytes.", cap)
             return message
 
         try:
             if too_big:
-                await self._send_error(
-                    ApiError(413, "file_too_large", f"Request bodies are limited to {cap} bytes.", maxBytes=cap),
-                    send_wrapper)
+                await self._send_error(file_too_large(f"Request bodies are limited to {cap} bytes.", cap),
+                                       send_wrapper)
             else:
                 await self.app(scope, receive_wrapper, send_wrapper)
         except ApiError as err:
@@ -348,7 +293,7 @@ class LevMiddleware:
             self._log(scope, headers, info, status_holder["status"], started)
 
     async def _send_error(self, err: ApiError, send: Send) -> None:
-        resp = _error_response(err)
+        resp = error_response(err)
         body = resp.body if isinstance(resp.body, bytes) else str(resp.body).encode()
         raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         raw += [(k.encode(), v.encode()) for k, v in (resp.headers or {}).items()]
@@ -397,20 +342,18 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
+        # Loads the model once per process and refuses to start on a vector-size mismatch.
+        await asyncio.to_thread(check_dimension, get_embedder(), settings.embed_dim)
         metrics.configure(settings)
         rt = await runtime.start(settings)
         worker = None
         if settings.workers_inline:
-            from tasks.worker import make_worker
-
             worker = make_worker(rt.redis_url, own_runtime=False)
             task = asyncio.get_running_loop().create_task(worker.async_run())
         try:
             yield
         finally:
             if worker is not None:
-                from tasks.worker import stop_gracefully
-
                 await stop_gracefully(worker, settings.shutdown_grace_sec)
                 task.cancel()
             await runtime.stop()
@@ -427,14 +370,9 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
         validate_responses=False,
         validator_map=_validator_map(),
     )
-    from handlers import mcp as mcp_handler
-    from handlers import pages
-    from handlers import spec as spec_handler
-
     app.add_url_rule("/api/mcp", "mcp", mcp_handler.endpoint, methods=["GET", "POST", "DELETE"])
     app.add_url_rule("/api/v1/docs", "docs", spec_handler.api_docs, methods=["GET"])
     app.add_url_rule("/api/v1/docs/redoc.standalone.js", "redoc", spec_handler.redoc_js, methods=["GET"])
-    from handlers import ops
 
     app.add_url_rule("/healthz", "healthz", ops.healthz, methods=["GET"])
     app.add_url_rule("/readyz", "readyz", ops.readyz, methods=["GET"])

@@ -25,8 +25,8 @@ from typing import Any
 from sqlalchemy.engine import make_url
 
 from lev import __version__, clock
+from lev.runtime import get_object_store
 from store import maintenance
-from store.objects import get_object_store
 
 FORMAT = 1
 DUMP = "database.dump"

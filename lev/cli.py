@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
-import os
 import sys
 import uuid
-import warnings
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
+from lev import library, serve
+from lev.accounts import create_user, mint_token
+from lev.backup import BackupError, backup, restore
+from lev.embedded import resolve_database_url, resolve_urls
 from lev.errors import ApiError
-from lev.settings import get_settings
+from lev.policy import Scope
+from lev.settings import get_settings, settings_table
+from store import activity, db, folders, tokens, users
 
 
 def _die(message: str, code: int = 1) -> None:
@@ -22,9 +26,6 @@ def _die(message: str, code: int = 1) -> None:
 
 
 async def _with_db(fn: Callable[[Any], Awaitable[Any]]) -> Any:
-    from lev.embedded import resolve_database_url
-    from store import db
-
     settings = get_settings()
     db_url = await asyncio.to_thread(resolve_database_url, settings.database_url, settings.data_dir)
     await asyncio.to_thread(db.migrate, db_url)
@@ -45,8 +46,6 @@ def _run(fn: Callable[[Any], Awaitable[Any]]) -> Any:
 
 
 async def _user(s: Any, email: str) -> dict[str, Any]:
-    from store import users
-
     user = await users.by_email(s, email)
     if user is None:
         _die(f"no user with email {email}")
@@ -64,12 +63,10 @@ def _read_password(args: argparse.Namespace) -> str | None:
 
 
 def cmd_user_create(args: argparse.Namespace) -> None:
-    from store import users
-
     password = _read_password(args)
     if "@" not in args.email:
         _die("EMAIL must be an email address")
-    print(_run(lambda s: users.create(s, args.email, args.tier, password)))
+    print(_run(lambda s: create_user(s, args.email, args.tier, password)))
     cap = get_settings().tier_free_tokens
     if args.tier == "free" and cap == 0:
         print(f"note: a free-tier user cannot mint tokens (LEV_TIER_FREE_TOKENS=0); "
@@ -77,8 +74,6 @@ def cmd_user_create(args: argparse.Namespace) -> None:
 
 
 def cmd_user_list(_args: argparse.Namespace) -> None:
-    from store import users
-
     print("id\temail\ttier\tactive_tokens\tcreated_at")
     for r in _run(users.list_all):
         created = r["created_at"].isoformat() if r["created_at"] else "-"
@@ -86,8 +81,6 @@ def cmd_user_list(_args: argparse.Namespace) -> None:
 
 
 def cmd_user_set_password(args: argparse.Namespace) -> None:
-    from store import tokens, users
-
     password = _read_password(args)
     assert password is not None
 
@@ -101,8 +94,6 @@ def cmd_user_set_password(args: argparse.Namespace) -> None:
 
 
 def cmd_user_set_tier(args: argparse.Namespace) -> None:
-    from store import users
-
     async def go(s: Any) -> None:
         user = await _user(s, args.email)
         await users.set_tier(s, user["id"], args.tier)
@@ -111,8 +102,6 @@ def cmd_user_set_tier(args: argparse.Namespace) -> None:
 
 
 def cmd_token_create(args: argparse.Namespace) -> None:
-    from lev.accounts import mint_token
-
     try:
         folder_ids = [uuid.UUID(f) for f in args.folder]
     except ValueError:
@@ -130,8 +119,6 @@ def cmd_token_create(args: argparse.Namespace) -> None:
 
 
 def cmd_token_list(args: argparse.Namespace) -> None:
-    from store import tokens
-
     async def go(s: Any) -> list[dict[str, Any]]:
         user = await _user(s, args.user)
         return await tokens.list_for_user(s, user["id"])
@@ -148,8 +135,6 @@ def cmd_token_list(args: argparse.Namespace) -> None:
 
 
 def cmd_token_revoke(args: argparse.Namespace) -> None:
-    from store import tokens
-
     try:
         token_id = uuid.UUID(args.token_id)
     except ValueError:
@@ -161,20 +146,14 @@ def cmd_token_revoke(args: argparse.Namespace) -> None:
 
 
 def cmd_folder_create(args: argparse.Namespace) -> None:
-    from lev.policy import Scope
-    from store import folders
-
     async def go(s: Any) -> str:
         user = await _user(s, args.user)
-        return (await folders.create(s, Scope(user["id"], None), args.name))["id"]
+        return (await library.create_folder(s, user["id"], args.name))["id"]
 
     print(_run(go))
 
 
 def cmd_folder_list(args: argparse.Namespace) -> None:
-    from lev.policy import Scope
-    from store import folders
-
     async def go(s: Any) -> list[dict[str, Any]]:
         user = await _user(s, args.user)
         return await folders.list_visible(s, Scope(user["id"], None))
@@ -185,14 +164,10 @@ def cmd_folder_list(args: argparse.Namespace) -> None:
 
 
 def cmd_settings(args: argparse.Namespace) -> None:
-    from lev.settings import settings_table
-
     print(settings_table(get_settings(), markdown=args.markdown))
 
 
 def cmd_activity_clear(args: argparse.Namespace) -> None:
-    from store import activity
-
     async def go(s: Any) -> int:
         user = await _user(s, args.user)
         return await activity.clear_for_user(s, user["id"])
@@ -202,9 +177,6 @@ def cmd_activity_clear(args: argparse.Namespace) -> None:
 
 async def _with_url(fn: Callable[[str], Awaitable[Any]]) -> Any:
     """Run `fn(database_url)` with the engine open and no migration (backup and restore leave the schema be)."""
-    from lev.embedded import resolve_urls
-    from store import db
-
     settings = get_settings()
     db_url, _ = await asyncio.to_thread(resolve_urls, settings.database_url, settings.redis_url, settings.data_dir)
     db.init_engine(db_url, pool_size=2)
@@ -214,16 +186,17 @@ async def _with_url(fn: Callable[[str], Awaitable[Any]]) -> Any:
         await db.dispose_engine()
 
 
-def cmd_backup(args: argparse.Namespace) -> None:
-    from pathlib import Path
-
-    from lev.backup import BackupError, backup
-
+def _with_backup(op: Callable[[Path, str], Awaitable[dict[str, Any]]], path: str) -> dict[str, Any]:
+    """Run `lev backup` or `lev restore` on `path`; a refusal is the command's error message."""
     try:
-        manifest = asyncio.run(_with_url(lambda url: backup(Path(args.path), url)))
+        return asyncio.run(_with_url(lambda url: op(Path(path), url)))
     except BackupError as exc:
         _die(str(exc))
-        return
+        raise
+
+
+def cmd_backup(args: argparse.Namespace) -> None:
+    manifest = _with_backup(backup, args.path)
     objects = sum(o["bytes"] for o in manifest["objects"])
     print(f"backup written to {args.path}: database {manifest['database']['bytes']} bytes, "
           f"{len(manifest['objects'])} objects ({objects} bytes), {manifest['counts'].get('user_items', 0)} items",
@@ -234,15 +207,7 @@ def cmd_backup(args: argparse.Namespace) -> None:
 
 
 def cmd_restore(args: argparse.Namespace) -> None:
-    from pathlib import Path
-
-    from lev.backup import BackupError, restore
-
-    try:
-        manifest = asyncio.run(_with_url(lambda url: restore(Path(args.path), url)))
-    except BackupError as exc:
-        _die(str(exc))
-        return
+    manifest = _with_backup(restore, args.path)
     print(f"restored {args.path} (taken {manifest['created_at']}): {manifest['counts'].get('user_items', 0)} "
           f"items, {len(manifest['objects'])} objects", file=sys.stderr)
 
@@ -255,83 +220,12 @@ def cmd_migrate(_args: argparse.Namespace) -> None:
     print("migrations applied", file=sys.stderr)
 
 
-def _quiet_libraries() -> None:
-    """Silence library chatter that says nothing to an operator (model-loading notes, fork advice)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", module="(transformers|torch|sentence_transformers|pgserver|platformdirs)")
-    for name in ("pgserver", "alembic", "sentence_transformers", "httpx"):  # start-up chatter at INFO
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-
-def banner(url: str, data_dir: str, lev: str) -> str:
-    """What `lev serve` prints once it listens: where, where the data is, and the first three commands."""
-    return "\n".join([
-        "",
-        f"Lev is ready at {url}  (API docs {url}/api/v1/docs; data in {data_dir})",
-        f"  1. create a user:    {lev} user create you@example.com --tier pro",
-        f"  2. mint a token:     {lev} token create --user you@example.com --name agent --write",
-        f"  3. connect an agent: claude mcp add --transport http lev {url}/api/mcp "
-        '--header "Authorization: Bearer <token>"',
-        "Press Ctrl-C to stop.",
-        "",
-    ])
-
-
 def cmd_serve(args: argparse.Namespace) -> None:
-    import uvicorn
-
-    from lev.app import create_app
-    from lev.embedded import stop_started_redis
-
-    _quiet_libraries()
-    settings = get_settings()
-    settings.workers_inline = args.workers_inline
-    _setup_observability()
-    lev = os.path.relpath(sys.argv[0]) if os.path.sep in sys.argv[0] else "lev"
-    if not lev.endswith("lev"):
-        lev = "lev"
-
-    class Server(uvicorn.Server):
-        async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets)
-            if self.started and self.servers:
-                host, port = self.servers[0].sockets[0].getsockname()[:2]
-                host = f"[{host}]" if ":" in host else host
-                print(banner(f"http://{host}:{port}", str(settings.data_dir.resolve()), lev), file=sys.stderr,
-                      flush=True)
-
-    # SIGTERM/SIGINT: uvicorn stops accepting, lets in-flight requests finish (bounded), then runs the lifespan
-    # shutdown, which lets the inline worker's current jobs finish (bounded) and re-queues the rest.
-    config = uvicorn.Config(create_app(settings), host=args.host, port=args.port, lifespan="on", proxy_headers=False,
-                            log_config=None, access_log=False,
-                            timeout_graceful_shutdown=int(settings.shutdown_grace_sec))
-    try:
-        Server(config).run()
-    finally:  # then stop the embedded Redis if this process started it (pgserver stops its PostgreSQL itself)
-        stop_started_redis()
-
-
-def _setup_observability() -> None:
-    from lev import logs, metrics
-
-    settings = get_settings()
-    logs.configure(settings.log_level, settings.log_format)
-    metrics.configure(settings)
+    serve.serve(args.host, args.port, workers_inline=args.workers_inline)
 
 
 def cmd_worker(_args: argparse.Namespace) -> None:
-    from lev.embedded import stop_started_redis
-    from tasks.worker import run_worker
-
-    _quiet_libraries()
-    _setup_observability()
-    try:
-        run_worker()
-    finally:
-        stop_started_redis()
+    serve.worker()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,8 +10,8 @@ import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from lev.errors import ApiError
 from lev.policy import Principal
+from lev.settings import get_settings
 
 
 @dataclass
@@ -20,7 +20,6 @@ class RequestInfo:
     surface: str = "rest"
     method: str = ""
     principal: Principal | None = None
-    auth_error: ApiError | None = None
     result_count: int | None = None
     query: str | None = None
     ip: str | None = None
@@ -74,8 +73,6 @@ def served_base_url(scheme: str, server: tuple[str, int | None] | None) -> str:
 
 def base_url() -> str:
     """The service's public base URL: `LEV_BASE_URL` when set, else the address this request was served on."""
-    from lev.settings import get_settings
-
     configured = get_settings().base_url
     if configured:
         return configured.rstrip("/")

@@ -12,8 +12,8 @@ from typing import Any
 
 from lev import runtime
 from lev.errors import unavailable
+from lev.runtime import QUEUE, get_object_store
 from store import db
-from store.objects import get_object_store
 
 CHECK_TIMEOUT_SEC = 2.0
 ARQ_IN_PROGRESS_PREFIX = "arq:in-progress:"
@@ -73,8 +73,6 @@ async def queue_snapshot() -> dict[str, float]:
     """Jobs waiting, jobs running and the age of the oldest job due to run (0 when none is).
 
     arq keeps a job in its queue until it finishes and marks a running one with an in-progress key."""
-    from tasks.worker import QUEUE
-
     r = runtime.get_runtime().redis
     now_ms = time.time() * 1000
     total = await r.zcard(QUEUE)

@@ -6,15 +6,18 @@ import asyncio
 import uuid
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from lev import context, progress
-from lev.errors import invalid_body, not_found
-from lev.ingest import embed_query
-from lev.policy import Principal, folder_visible
+from lev.errors import invalid_body, name_taken, not_found
+from lev.pipeline.embedder import embed_query
+from lev.policy import Principal, folder_name, folder_visible
 from lev.settings import get_settings
 from store import folders as folder_store
 from store import items as item_store
 from store import search as search_store
 from store.db import session_scope
+from store.scope import Scope
 
 
 def search_params() -> search_store.SearchParams:
@@ -56,9 +59,31 @@ async def search(principal: Principal, *, query: str, mode: str = "hybrid", limi
     return {"mode": mode, "results": results}
 
 
+async def create_folder(session: AsyncSession, user_id: uuid.UUID, name: str) -> dict[str, Any]:
+    """A new folder for the REST handler and the CLI: 400 for a bad name, 409 name_taken for a used one."""
+    clean = folder_name(name)
+    created = await folder_store.create(session, user_id, clean)
+    if created is None:
+        raise name_taken(f"A folder named {clean!r} already exists.")
+    return created
+
+
+async def rename_folder(session: AsyncSession, scope: Scope, folder_id: uuid.UUID, name: str) -> dict[str, Any]:
+    """Rename one of the user's folders: 400 for a bad name, 404 for no such folder, 409 name_taken."""
+    clean = folder_name(name)
+    if not await folder_store.owned_ids(session, scope.user_id, [folder_id], lock=True):
+        raise not_found()
+    renamed = await folder_store.rename(session, scope, folder_id, clean)
+    if renamed is None:
+        raise name_taken(f"A folder named {clean!r} already exists.")
+    return renamed
+
+
 async def get_item(principal: Principal, item_id: uuid.UUID) -> dict[str, Any]:
     async with session_scope() as s:
         item = await item_store.get_visible(s, principal.scope, item_id)
+    if item is None:
+        raise not_found()
     context.note_results(1)
     item["progress"] = await progress.read(uuid.UUID(str(item["content_id"]))) if item["status"] == "processing" \
         else None
@@ -78,5 +103,7 @@ async def similar_items(principal: Principal, item_id: uuid.UUID, limit: int = 1
         raise invalid_body("limit must be between 1 and 50.")
     async with session_scope() as s:
         results = await search_store.similar_items(s, principal.scope, item_id, limit=limit, params=search_params())
+    if results is None:
+        raise not_found()
     context.note_results(len(results))
     return {"item_id": str(item_id), "results": results}

@@ -24,7 +24,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 from openapi_spec_validator import validate
 
-from lev.errors import ApiError
+from lev.errors import ApiError, file_too_large, invalid_body, invalid_id, method_not_allowed, unsupported_media_type
+from lev.pipeline.media import ALLOWED_MIMES, MAX_UPLOAD_BYTES
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_PATH = ROOT / "openapi.yaml"
@@ -59,7 +60,6 @@ def handler_name(operation: dict[str, Any]) -> str:
 
 class OperationResolver(Resolver):
     """Connexion's resolver for our clean operationIds; the routed operation keeps the spec's operationId."""
-
     def resolve(self, operation: Any) -> Resolution:
         op_id = operation.operation_id
         name = f"{operation.router_controller}.{underscore(op_id)}"
@@ -89,33 +89,28 @@ def mcp_tools() -> dict[str, Any]:
 
 class ContractParameterValidator(ParameterValidator):
     """A path id that breaks its schema (canonical UUID) answers 400 invalid_id, the error table's code."""
-
     def validate_path_parameter(self, param: dict[str, Any], request: Any) -> str | None:
         error: str | None = super().validate_path_parameter(param, request)
         if error and literal_route(request.url.path):  # GET /items/bulk-delete is not GET /items/{id}
-            raise ApiError(405, "method_not_allowed", "Method not allowed on this route.")
+            raise method_not_allowed()
         if error and param.get("schema", {}).get("format") == "uuid":
-            raise ApiError(400, "invalid_id", f"{param['name']} must be a UUID in canonical form "
-                           "(xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx).")
+            raise invalid_id(param["name"])
         return error
 
 
 def _mapped_error(error: ValidationError) -> ApiError | None:
     """Schema violations the error table gives their own code: a declared upload size over the cap (413) and
     a MIME type outside the allowlist (415); an allowed type sent to the other finalize endpoint stays 400."""
-    from lev.media import ALLOWED_MIMES, MAX_UPLOAD_BYTES
 
     field = error.path[-1] if error.path else None
     if field == "size" and error.validator == "maximum":
-        return ApiError(413, "file_too_large", f"Uploads are limited to {MAX_UPLOAD_BYTES} bytes (50 MB).",
-                        maxBytes=MAX_UPLOAD_BYTES)
+        return file_too_large(f"Uploads are limited to {MAX_UPLOAD_BYTES} bytes (50 MB).", MAX_UPLOAD_BYTES)
     if field == "mime" and error.validator == "enum" and isinstance(error.instance, str):
         if error.instance not in ALLOWED_MIMES:
-            return ApiError(415, "unsupported_media_type", f"MIME type {error.instance[:200]!r} is not accepted; "
-                            "upload a PDF, an image, audio or video (lower case, without parameters).")
+            return unsupported_media_type(f"MIME type {error.instance[:200]!r} is not accepted; upload a PDF, an "
+                                          "image, audio or video (lower case, without parameters).")
         wanted = "finalize" if error.instance.startswith(("audio/", "video/")) else "finalize-document"
-        return ApiError(400, "invalid_body", f"{error.instance} uploads are finalized with POST "
-                        f"/api/v1/uploads/{wanted}.")
+        return invalid_body(f"{error.instance} uploads are finalized with POST /api/v1/uploads/{wanted}.")
     return None
 
 

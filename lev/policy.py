@@ -11,28 +11,27 @@ import re
 import secrets
 import uuid
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev.errors import ApiError
+from lev.errors import (
+    capability_denied,
+    folder_not_found,
+    forbidden_scope,
+    invalid_body,
+    invalid_id,
+    invalid_token,
+    missing_bearer_token,
+    payment_required,
+)
+from store import folders as folder_store
+from store import tokens as token_store
+from store.scope import Scope
 
 TOKEN_PREFIX = "lev_"
 TOKEN_SECRET_BYTES = 32  # token_urlsafe(32) -> 43 URL-safe characters
-
-
-@dataclass(frozen=True)
-class Scope:
-    """What a caller may see: one user's library, whole or limited to folders, optionally KB-only."""
-
-    user_id: uuid.UUID
-    folder_ids: frozenset[uuid.UUID] | None  # None = whole library
-    kb_only: bool = False
-    token_id: uuid.UUID | None = None  # a folder-scoped token also sees the unfiled items it created
-
-    @property
-    def is_unscoped(self) -> bool:
-        return self.folder_ids is None
 
 
 @dataclass(frozen=True)
@@ -77,6 +76,39 @@ def new_token() -> tuple[str, bytes, str]:
     return token, hash_token(token), token[:12]
 
 
+async def mint(
+    session: AsyncSession, user: dict[str, Any], name: str, *, write: bool, folder_ids: list[uuid.UUID],
+    kb_only: bool, expires_in_days: int, write_cap: int, tier_caps: dict[str, int],
+) -> tuple[str, uuid.UUID]:
+    """Mint a token for `user`; 402 payment_required at the tier's token cap (-1 = unlimited)."""
+    cap = tier_caps.get(user["tier"], 0)
+    used = await token_store.count_active(session, user["id"])
+    if cap >= 0 and used >= cap:
+        raise payment_required(
+            f"The {user['tier']} tier cannot mint more tokens (cap {cap}, used {used}). On a self-hosted Lev the "
+            f"operator lifts it with `lev user set-tier {user['email']} pro`.",
+            tier=user["tier"], cap=cap, used=used,
+        )
+    if not name.strip():
+        raise invalid_body("A token needs a name.")
+    if expires_in_days < 1:
+        raise invalid_body("expires-in-days must be at least 1.")
+    if write_cap < 0:
+        raise invalid_body("write-cap must be 0 (none) or more.")
+    unique = list(dict.fromkeys(folder_ids))
+    if unique:
+        owned = await folder_store.owned_ids(session, user["id"], unique, lock=True)  # none vanishes before the insert
+        missing = [str(f) for f in unique if f not in owned]
+        if missing:
+            raise folder_not_found("Some folders do not exist.", missing=missing)
+    token, digest, prefix = new_token()
+    token_id = await token_store.insert_token(
+        session, user_id=user["id"], name=name.strip(), digest=digest, prefix=prefix, write=write, folder_ids=unique,
+        kb_only=kb_only, write_cap=write_cap, expires_at=datetime.now(UTC) + timedelta(days=expires_in_days),
+    )
+    return token, token_id
+
+
 def hash_token(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
@@ -84,28 +116,23 @@ def hash_token(token: str) -> bytes:
 def parse_bearer(authorization: str | None) -> str:
     """The token from an Authorization header, or 401 missing_bearer_token."""
     if not authorization:
-        raise ApiError(401, "missing_bearer_token", "Send Authorization: Bearer <token>.")
+        raise missing_bearer_token()
     parts = authorization.split(None, 1)
     if len(parts) != 2 or parts[0].lower() != "bearer" or not parts[1].strip():
-        raise ApiError(401, "missing_bearer_token", "Send Authorization: Bearer <token>.")
+        raise missing_bearer_token()
     return parts[1].strip()
-
-
-INVALID_TOKEN_MESSAGE = "The token is unknown, revoked or expired."
 
 
 async def authenticate(session: AsyncSession, token: str) -> Principal:
     """Resolve a bearer token to a Principal, or 401 invalid_token (never saying which check failed)."""
-    from store import tokens as token_store
-
     if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
-        raise ApiError(401, "invalid_token", INVALID_TOKEN_MESSAGE)
+        raise invalid_token()
     digest = hash_token(token)
     row = await token_store.lookup(session, digest)
     if row is None or not hmac.compare_digest(row["token_hash"], digest):
-        raise ApiError(401, "invalid_token", INVALID_TOKEN_MESSAGE)
+        raise invalid_token()
     if row["revoked_at"] is not None or row["expires_at"] <= datetime.now(UTC):
-        raise ApiError(401, "invalid_token", INVALID_TOKEN_MESSAGE)
+        raise invalid_token()
     return Principal(
         token_id=row["id"],
         user_id=row["user_id"],
@@ -122,17 +149,15 @@ async def authenticate(session: AsyncSession, token: str) -> Principal:
 def require(principal: Principal, capability: str) -> None:
     """403 capability_denied unless the token has `capability`."""
     if capability not in principal.capabilities:
-        raise ApiError(
-            403, "capability_denied",
-            f"This token cannot {capability}: it was minted with {', '.join(sorted(principal.capabilities))}.",
-            required=capability, have=sorted(principal.capabilities),
-        )
+        have = sorted(principal.capabilities)
+        raise capability_denied(f"This token cannot {capability}: it was minted with {', '.join(have)}.",
+                                required=capability, have=have)
 
 
 def require_whole_library(principal: Principal, action: str) -> None:
     """403 forbidden_scope for folder-scoped tokens (folder create/delete)."""
     if not principal.is_unscoped:
-        raise ApiError(403, "forbidden_scope", f"Only a whole-library token can {action}.")
+        raise forbidden_scope(f"Only a whole-library token can {action}.")
 
 
 def check_membership_targets(principal: Principal, folder_ids: list[uuid.UUID]) -> None:
@@ -140,14 +165,11 @@ def check_membership_targets(principal: Principal, folder_ids: list[uuid.UUID]) 
     if principal.is_unscoped:
         return
     if len(principal.folder_ids) == 1:
-        raise ApiError(
-            403, "forbidden_scope",
-            "A single-folder token files new items automatically and cannot add folder memberships.",
+        raise forbidden_scope("A single-folder token files new items automatically and cannot add folder memberships.",
         )
     outside = [f for f in folder_ids if f not in principal.folder_ids]
     if outside:
-        raise ApiError(
-            403, "forbidden_scope", "Some target folders are outside this token's scope.",
+        raise forbidden_scope("Some target folders are outside this token's scope.",
             out_of_scope=[str(f) for f in outside],
         )
 
@@ -158,13 +180,22 @@ def filing_target(principal: Principal, folder_id: uuid.UUID | None) -> Principa
     if folder_id is None:
         return principal
     if not principal.is_unscoped and folder_id not in principal.folder_ids:
-        raise ApiError(403, "forbidden_scope", "folder_id is outside this token's scope.",
-                       out_of_scope=[str(folder_id)])
+        raise forbidden_scope("folder_id is outside this token's scope.", out_of_scope=[str(folder_id)])
     return replace(principal, file_into=folder_id)
 
 
 def folder_visible(scope: Scope, folder_id: uuid.UUID) -> bool:
     return scope.folder_ids is None or folder_id in scope.folder_ids
+
+
+def folder_name(name: str) -> str:
+    """A folder name trimmed, or 400 invalid_body when it is blank, too long or holds NUL."""
+    clean = name.strip()
+    if not clean or len(clean) > 200:
+        raise invalid_body("name must be 1-200 characters after trimming.")
+    if "\x00" in clean:  # PostgreSQL text cannot hold NUL
+        raise invalid_body("name must not contain NUL characters.")
+    return clean
 
 
 # The one accepted spelling of an id on every surface: the canonical 8-4-4-4-12 hex form (either case);
@@ -184,9 +215,16 @@ def parse_uuid(value: str) -> uuid.UUID:
     """A path UUID in canonical form, or 400 invalid_id."""
     parsed = canonical_uuid(value)
     if parsed is None:
-        raise ApiError(400, "invalid_id", f"{str(value)[:100]!r} is not a UUID in canonical form "
-                       "(xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx).")
+        raise invalid_id(repr(str(value)[:100]))
     return parsed
+
+
+def parse_uuid_list(values: list[str], name: str) -> list[uuid.UUID]:
+    """The distinct UUIDs of a body list, in order, or 400 invalid_body naming the field."""
+    parsed = [canonical_uuid(v) for v in values]
+    if any(p is None for p in parsed):
+        raise invalid_body(f"{name} must be UUIDs.")
+    return list(dict.fromkeys(p for p in parsed if p is not None))
 
 
 def parse_uuid_field(value: str | None, name: str) -> uuid.UUID | None:
@@ -195,5 +233,5 @@ def parse_uuid_field(value: str | None, name: str) -> uuid.UUID | None:
         return None
     parsed = canonical_uuid(value)
     if parsed is None:
-        raise ApiError(400, "invalid_body", f"{name} must be a UUID in canonical form.")
+        raise invalid_body(f"{name} must be a UUID in canonical form.")
     return parsed

@@ -18,10 +18,12 @@ from limits.aio.strategies import MovingWindowRateLimiter
 from limits.errors import StorageError
 from redis.exceptions import RedisError
 
-from lev import clock
-from lev.errors import ApiError
+from lev import clock, context, metrics
+from lev.errors import ApiError, rate_limited
 from lev.policy import Principal
 from lev.settings import Settings
+from store import tokens as token_store
+from store.db import session_scope
 
 log = logging.getLogger("lev.ratelimit")
 
@@ -38,7 +40,6 @@ UNCAPPED = 2**31 - 1  # the count a token without a write cap can never reach
 
 class Limiter:
     """Checks a token against its class's hourly limit and, for writes, its monthly write cap."""
-
     def __init__(self, settings: Settings, redis_url: str, redis: Any) -> None:
         self.settings = settings
         uri = redis_url.replace("unix://", "async+redis+unix://", 1) if redis_url.startswith("unix://") \
@@ -54,6 +55,18 @@ class Limiter:
         }
         self.sign_in_items = {"email": parse(settings.limit_sign_in_email), "ip": parse(settings.limit_sign_in_ip)}
         self._redis = redis
+
+    async def apply(self, principal: Principal, limit_class: str | None) -> None:
+        """`check`, then hand the RateLimit-* headers to the response of the current request."""
+        try:
+            headers = await self.check(principal, limit_class)
+        except ApiError as err:
+            if err.code == "rate_limited":
+                metrics.count_refusal(str(err.extra.get("limit") or limit_class))
+            raise
+        info = context.current()
+        if info is not None:
+            info.headers.update(headers)
 
     async def check(self, principal: Principal, limit_class: str | None) -> dict[str, str]:
         """Consume one call; returns the RateLimit-* headers, or raises 429 rate_limited."""
@@ -106,17 +119,11 @@ class Limiter:
                    "RateLimit-Reset": str(reset)}
         if not allowed:
             retry = max(1, reset)
-            err = ApiError(429, "rate_limited",
-                           f"Rate limit of {item.amount} calls per {_window(item)} for this token is used up; "
-                           f"retry in {retry} s.", retry_after_sec=retry)
-            err.headers = {**headers, "Retry-After": str(retry)}
-            raise err
+            raise rate_limited(f"Rate limit of {item.amount} calls per {_window(item)} for this token is used up; "
+                               f"retry in {retry} s.", {**headers, "Retry-After": str(retry)}, retry_after_sec=retry)
         return headers
 
     async def _count_write(self, principal: Principal, headers: dict[str, str]) -> None:
-        from store import tokens as token_store
-        from store.db import session_scope
-
         # In PostgreSQL, beside the data it guards: a crash of Redis (or of everything) cannot reset it.
         assert principal.token_id is not None  # browser sessions have no write cap
         async with session_scope() as s:
@@ -125,11 +132,9 @@ class Limiter:
             counted = await token_store.count_write(s, principal.token_id, clock.month_key(), cap)
         if not counted:
             retry = clock.seconds_to_month_end()
-            err = ApiError(429, "rate_limited",
-                           f"This token's monthly write cap of {principal.write_cap} is used up; it resets when "
-                           f"the month rolls over, in {retry} s.", retry_after_sec=retry, limit="monthly_writes")
-            err.headers = {**headers, "Retry-After": str(retry)}
-            raise err
+            raise rate_limited(f"This token's monthly write cap of {principal.write_cap} is used up; it resets when "
+                               f"the month rolls over, in {retry} s.", {**headers, "Retry-After": str(retry)},
+                               retry_after_sec=retry, limit="monthly_writes")
 
     async def check_sign_in(self, email: str, ip: str | None) -> None:
         """429 rate_limited while the email or the source address has used up its failed sign-in attempts."""
@@ -138,11 +143,9 @@ class Limiter:
             if not await self.strategy.test(item, "sign_in", kind, key):
                 stats = await self.strategy.get_window_stats(item, "sign_in", kind, key)
                 retry = max(1, math.ceil(stats.reset_time - time.time()))
-                err = ApiError(429, "rate_limited",
-                               f"Too many failed sign-ins from this {'account' if kind == 'email' else 'address'}; "
-                               f"try again in {retry} s.", retry_after_sec=retry, limit=f"sign_in_{kind}")
-                err.headers = {"Retry-After": str(retry)}
-                raise err
+                who = "account" if kind == "email" else "address"
+                raise rate_limited(f"Too many failed sign-ins from this {who}; try again in {retry} s.",
+                                   {"Retry-After": str(retry)}, retry_after_sec=retry, limit=f"sign_in_{kind}")
 
     async def note_failed_sign_in(self, email: str, ip: str | None) -> None:
         await self.strategy.hit(self.sign_in_items["email"], "sign_in", "email", email.strip().lower())
@@ -152,8 +155,6 @@ class Limiter:
         """Writes counted against each token's monthly cap so far."""
         if not token_ids:
             return {}
-        from store import tokens as token_store
-        from store.db import session_scope
 
         async with session_scope() as s:
             counted = await token_store.writes_in_month(s, [uuid.UUID(t) for t in token_ids], clock.month_key())

@@ -1,13 +1,23 @@
-"""Process-wide resources opened at start-up: database engine, Redis, job queue, limiter, activity writer."""
+"""Process-wide resources: database engine, Redis, job queue, limiter, activity writer, object store."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
+from arq import create_pool
+from arq.connections import RedisSettings
+from redis.asyncio import Redis
+
+from lev.activity import ActivityWriter
 from lev.embedded import resolve_urls
+from lev.ratelimit import Limiter
 from lev.settings import Settings, get_settings
+from store import db
+from store.objects import LocalObjectStore, ObjectStore, S3ObjectStore, load_or_create_secret
 
 
 @dataclass
@@ -23,6 +33,8 @@ class Runtime:
 
 _runtime: Runtime | None = None
 
+QUEUE = "lev:queue"  # the arq queue the API enqueues to and the worker reads
+
 
 def job_id(job: str, subject: Any) -> str:
     """The one arq job id of `job` on `subject` (a content or item id): queueing the same work twice (a retried
@@ -37,6 +49,22 @@ async def enqueue(job: str, *args: Any, **kwargs: Any) -> None:
     await get_runtime().arq.enqueue_job(job, *args, **kwargs)
 
 
+@lru_cache(maxsize=1)
+def get_object_store() -> ObjectStore:
+    """The store chosen by `LEV_OBJECT_STORE` (tests call `get_object_store.cache_clear()` after changes)."""
+    settings = get_settings()
+    kind = settings.object_store.lower()
+    if kind == "s3":
+        if not settings.s3_bucket:
+            raise RuntimeError("LEV_OBJECT_STORE=s3 needs LEV_S3_BUCKET")
+        return S3ObjectStore(settings.s3_bucket, settings.s3_endpoint_url, settings.s3_region,
+                             settings.s3_access_key, settings.s3_secret_key)
+    if kind != "local":
+        raise RuntimeError(f"LEV_OBJECT_STORE must be 'local' or 's3', not {settings.object_store!r}")
+    data_dir = Path(settings.data_dir)
+    return LocalObjectStore(data_dir / "objects", load_or_create_secret(data_dir, settings.upload_secret))
+
+
 def get_runtime() -> Runtime:
     if _runtime is None:
         raise RuntimeError("runtime not started")
@@ -48,33 +76,18 @@ async def start(settings: Settings | None = None, *, migrate: bool = True) -> Ru
     global _runtime
     if _runtime is not None:
         return _runtime
-    from redis.asyncio import Redis
-
-    from lev.activity import ActivityWriter
-    from lev.ratelimit import Limiter
-    from store import db
-
     settings = settings or get_settings()
     db_url, redis_url = await asyncio.to_thread(
         resolve_urls, settings.database_url, settings.redis_url, settings.data_dir
     )
     if migrate:
         await asyncio.to_thread(db.migrate, db_url)
-    from lev.embedder import check_dimension, get_embedder
-
-    # Loads the model once per process and refuses to start on a vector-size mismatch.
-    await asyncio.to_thread(check_dimension, get_embedder(), settings.embed_dim)
     db.init_engine(db_url)
     redis = Redis.from_url(redis_url)
     rt = Runtime(settings=settings, database_url=db_url, redis_url=redis_url, redis=redis)
     rt.limiter = Limiter(settings, redis_url, redis)
     rt.activity = ActivityWriter()
     rt.activity.start()
-    from arq import create_pool
-    from arq.connections import RedisSettings
-
-    from tasks.worker import QUEUE
-
     rt.arq = await create_pool(RedisSettings.from_dsn(redis_url), default_queue_name=QUEUE)
     _runtime = rt
     return rt
@@ -85,8 +98,6 @@ async def stop() -> None:
     rt = _runtime
     if rt is None:
         return
-    from store import db
-
     await rt.activity.stop()
     if rt.arq is not None:
         await rt.arq.aclose()

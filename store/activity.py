@@ -1,4 +1,4 @@
-"""Activity log queries: read a user's entries, clear them, purge old ones."""
+"""Activity log queries: write batches, read a user's entries, clear them, purge old ones."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from store import tokens as token_store
 from store.models import activity
 
 
@@ -36,6 +37,18 @@ async def list_for_user(
             "query": m["query"], "request_id": m["request_id"],
         })
     return out, total
+
+
+async def write_batch(session: AsyncSession, batch: list[dict[str, Any]]) -> None:
+    """Insert activity entries and move each token's last_used_at to its newest entry (once per token)."""
+    seen: dict[uuid.UUID, datetime] = {}
+    for e in batch:
+        tid = e.get("token_id")
+        if tid is not None and (tid not in seen or seen[tid] < e["ts"]):
+            seen[tid] = e["ts"]
+    await session.execute(insert(activity), batch)
+    if seen:
+        await token_store.touch_last_used(session, seen)
 
 
 async def clear_for_user(session: AsyncSession, user_id: uuid.UUID) -> int:

@@ -6,11 +6,10 @@ import uuid
 from typing import Any
 
 import numpy as np
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev.errors import not_found
 from store.models import chunks, contents, folders, item_folders, outputs, user_items
 
 
@@ -27,20 +26,32 @@ async def create(
     session: AsyncSession, *, kind: str, title: str | None, text: str | None, url: str | None = None,
     canonical_url: str | None = None, metadata: dict[str, Any] | None = None, status: str = "ready",
     mime: str | None = None, object_path: str | None = None, size_bytes: int | None = None,
-    duration_sec: float | None = None,
+    duration_sec: float | None = None, transcript: str | None = None,
 ) -> uuid.UUID | None:
     """Insert a content record; for a canonical URL someone stored meanwhile, returns None (caller reuses)."""
     content_id = uuid.uuid4()
     stmt = pg_insert(contents).values(
         id=content_id, kind=kind, title=title, text=text, url=url, canonical_url=canonical_url,
         metadata=metadata or {}, status=status, mime=mime, object_path=object_path, size_bytes=size_bytes,
-        duration_sec=duration_sec,
+        duration_sec=duration_sec, transcript=transcript,
     )
     if canonical_url is not None:
         stmt = stmt.on_conflict_do_nothing(index_elements=["canonical_url"],
                                            index_where=contents.c.canonical_url.isnot(None))
     res = await session.execute(stmt.returning(contents.c.id))
     return res.scalar_one_or_none()
+
+
+async def get(session: AsyncSession, content_id: uuid.UUID) -> dict[str, Any] | None:
+    """The whole content record, or None."""
+    row = (await session.execute(select(contents).where(contents.c.id == content_id))).first()
+    return dict(row._mapping) if row else None
+
+
+async def auto_transform_items(session: AsyncSession, content_id: uuid.UUID) -> list[uuid.UUID]:
+    """The content's items that asked for AI transforms."""
+    q = select(user_items.c.id).where(user_items.c.content_id == content_id, user_items.c.auto_transform.is_(True))
+    return list((await session.execute(q)).scalars())
 
 
 async def add_chunks(session: AsyncSession, content_id: uuid.UUID, title: str | None, bodies: list[str],
@@ -65,9 +76,10 @@ async def create_item(
     url: str | None, in_kb: bool, auto_transform: bool, status: str = "ready",
     transcription_status: str = "not_required", folder_id: uuid.UUID | None = None,
     created_by: uuid.UUID | None = None,
-) -> uuid.UUID:
+) -> uuid.UUID | None:
+    """A new user item (filed into `folder_id`); None when that folder was deleted while the request ran."""
     if folder_id is not None and not await lock_folder(session, user_id, folder_id):
-        raise not_found()  # the token's folder was deleted while the request ran
+        return None
     item_id = uuid.uuid4()
     await session.execute(insert(user_items).values(
         id=item_id, user_id=user_id, content_id=content_id, kind=kind, title=title, url=url, in_kb=in_kb,
@@ -94,7 +106,7 @@ async def items_of_content(session: AsyncSession, content_id: uuid.UUID) -> list
 
 async def set_items_status(session: AsyncSession, content_id: uuid.UUID, **values: Any) -> None:
     await session.execute(update(user_items).where(user_items.c.content_id == content_id)
-                          .values(updated_at=_now(), **values))
+                          .values(updated_at=func.now(), **values))
 
 
 async def mark_failed_if_processing(session: AsyncSession, content_id: uuid.UUID, reason: str, *,
@@ -163,8 +175,3 @@ async def add_outputs(session: AsyncSession, item_id: uuid.UUID, produced: list[
     if produced:
         await session.execute(insert(outputs), [{"id": uuid.uuid4(), "item_id": item_id, **o} for o in produced])
 
-
-def _now() -> Any:
-    from sqlalchemy import func
-
-    return func.now()

@@ -9,11 +9,10 @@ from sqlalchemy import delete, exists, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev.errors import ApiError, not_found
-from lev.policy import Scope
 from store import items as item_store
 from store import tokens as token_store
 from store.models import folders, item_folders, user_items
+from store.scope import Scope
 
 
 def _shape(row: Any) -> dict[str, Any]:
@@ -38,42 +37,29 @@ async def list_visible(session: AsyncSession, scope: Scope) -> list[dict[str, An
     return [_shape(r) for r in await session.execute(q)]
 
 
-def _clean_name(name: str) -> str:
-    clean = name.strip()
-    if not clean or len(clean) > 200:
-        raise ApiError(400, "invalid_body", "name must be 1-200 characters after trimming.")
-    if "\x00" in clean:  # PostgreSQL text cannot hold NUL
-        raise ApiError(400, "invalid_body", "name must not contain NUL characters.")
-    return clean
-
-
-async def create(session: AsyncSession, scope: Scope, name: str) -> dict[str, Any]:
-    clean = _clean_name(name)
+async def create(session: AsyncSession, user_id: uuid.UUID, name: str) -> dict[str, Any] | None:
+    """Insert a folder named `name` (already validated); None when the user has a folder of that name."""
     folder_id = uuid.uuid4()
     try:
         async with session.begin_nested():
             row = (await session.execute(
-                insert(folders).values(id=folder_id, user_id=scope.user_id, name=clean)
+                insert(folders).values(id=folder_id, user_id=user_id, name=name)
                 .returning(folders.c.id, folders.c.name, folders.c.created_at)
             )).one()
     except IntegrityError:
-        raise ApiError(409, "name_taken", f"A folder named {clean!r} already exists.") from None
+        return None
     return {"id": str(row.id), "name": row.name, "item_count": 0, "created_at": row.created_at.isoformat()}
 
 
-async def rename(session: AsyncSession, scope: Scope, folder_id: uuid.UUID, name: str) -> dict[str, Any]:
-    """Rename an owned folder (409 name_taken as on create); returns it with its item count."""
-    clean = _clean_name(name)
+async def rename(session: AsyncSession, scope: Scope, folder_id: uuid.UUID, name: str) -> dict[str, Any] | None:
+    """Rename the user's folder (known to exist) to `name` (already validated) and return it with its item count;
+    None when the user has another folder of that name."""
     try:
         async with session.begin_nested():
-            res = await session.execute(
-                update(folders).where(folders.c.id == folder_id, folders.c.user_id == scope.user_id)
-                .values(name=clean).returning(folders.c.id)
-            )
-            if res.first() is None:
-                raise not_found()
+            await session.execute(update(folders).where(folders.c.id == folder_id, folders.c.user_id == scope.user_id)
+                                  .values(name=name))
     except IntegrityError:
-        raise ApiError(409, "name_taken", f"A folder named {clean!r} already exists.") from None
+        return None
     return next(f for f in await list_visible(session, scope) if f["id"] == str(folder_id))
 
 
@@ -89,8 +75,9 @@ async def owned_ids(session: AsyncSession, user_id: uuid.UUID, ids: list[uuid.UU
 
 async def delete_folder(
     session: AsyncSession, scope: Scope, folder_id: uuid.UUID, cascade_items: bool
-) -> dict[str, Any]:
-    """Delete a folder; with cascade_items also the items whose only folder it is.
+) -> dict[str, Any] | None:
+    """Delete a folder (None when the user has no such folder); with cascade_items also the items whose only
+    folder it is.
 
     Scoped tokens left with no folder are revoked (spec: token lifecycle).
     """
@@ -99,7 +86,7 @@ async def delete_folder(
         .with_for_update()
     )).first()
     if row is None:
-        raise not_found()
+        return None
     deleted = 0
     if cascade_items:
         other = exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id != folder_id)

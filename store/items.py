@@ -19,9 +19,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev.errors import not_found
-from lev.policy import Scope
 from store.models import contents, item_folders, object_deletions, outputs, user_items
+from store.scope import Scope
 
 
 def visible(scope: Scope) -> ColumnElement[bool]:
@@ -113,8 +112,8 @@ async def recent(session: AsyncSession, scope: Scope, limit: int) -> list[dict[s
     return items
 
 
-async def get_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -> dict[str, Any]:
-    """The full item (content text, metadata, transcript, outputs, memberships) or 404 not_found."""
+async def get_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -> dict[str, Any] | None:
+    """The full item (content text, metadata, transcript, outputs, memberships), or None when not visible."""
     q = (
         select(*_SUMMARY_COLS, _folder_ids(scope).label("folder_ids"), contents.c.text, contents.c.metadata,
                contents.c.transcript, contents.c.mime, contents.c.size_bytes, contents.c.duration_sec)
@@ -123,7 +122,7 @@ async def get_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -
     )
     row = (await session.execute(q)).first()
     if row is None:
-        raise not_found()
+        return None
     item = shape_summary(row)
     m = row._mapping
     metadata = dict(m["metadata"] or {})
@@ -149,29 +148,28 @@ async def get_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -
 
 
 async def update_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID,
-                         changes: dict[str, Any]) -> dict[str, Any]:
-    """Set title / in_kb / archived on a visible item; returns its summary, or 404 not_found."""
+                         changes: dict[str, Any]) -> dict[str, Any] | None:
+    """Set title / in_kb / archived on a visible item; returns its summary, or None when it is not visible."""
     values = {k: v for k, v in changes.items() if k in ("title", "in_kb", "archived")}
     res = await session.execute(
         update(user_items).where(user_items.c.id == item_id, visible(scope))
         .values(**values, updated_at=func.now()).returning(user_items.c.id)
     )
     if res.first() is None:
-        raise not_found()
+        return None
     row = (await session.execute(
         select(*_SUMMARY_COLS, _folder_ids(scope).label("folder_ids")).where(user_items.c.id == item_id)
     )).one()
     return shape_summary(row)
 
 
-async def require_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID, *, lock: bool = False) -> None:
-    """404 not_found unless the item is visible; with `lock`, it also cannot be deleted until the transaction ends
-    (a delete that committed first makes this a 404, never a foreign-key error on a later insert)."""
+async def is_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID, *, lock: bool = False) -> bool:
+    """Whether the item is visible; with `lock`, it also cannot be deleted until the transaction ends (a delete
+    that committed first makes this False, never a foreign-key error on a later insert)."""
     q = select(user_items.c.id).where(user_items.c.id == item_id, visible(scope))
     if lock:
         q = q.with_for_update(read=True, key_share=True, of=user_items)
-    if (await session.execute(q)).first() is None:
-        raise not_found()
+    return (await session.execute(q)).first() is not None
 
 
 async def delete_many(session: AsyncSession, ids: list[uuid.UUID]) -> int:

@@ -19,12 +19,9 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
-
-from lev.settings import get_settings
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _PATH = re.compile(r"^uploads/[A-Za-z0-9_-]{1,64}/[0-9a-f]{32}/[A-Za-z0-9._-]{1,120}$")
@@ -44,7 +41,6 @@ class InvalidObjectPath(ValueError):
 
 class ObjectStore(Protocol):
     """Where uploaded bytes live between the signed PUT and processing (and until the item is deleted)."""
-
     def new_path(self, user_id: str, filename: str) -> str: ...
 
     def signed_put_url(self, path: str, size: int, mime: str, expires_in: int = 3600,
@@ -62,7 +58,7 @@ class ObjectStore(Protocol):
 
     async def list_paths(self) -> list[str]: ...
 
-    async def put_file(self, path: str, local: Path) -> None: ...
+    async def put_file(self, path: str, local: Path, mime: str | None = None) -> None: ...
 
 
 def safe_filename(filename: str) -> str:
@@ -130,7 +126,6 @@ def load_or_create_secret(data_dir: Path, configured: str | None = None) -> byte
 
 class LocalObjectStore:
     """Files under `root`; uploads arrive through the service's own signed PUT route."""
-
     def __init__(self, root: Path, secret: bytes) -> None:
         self.root = Path(root)
         self._secret = secret
@@ -225,8 +220,8 @@ class LocalObjectStore:
         return sorted(str(f.relative_to(self.root)) for f in base.rglob("*")
                       if f.is_file() and not f.name.endswith(".part"))
 
-    async def put_file(self, path: str, local: Path) -> None:
-        """Store a local file at `path` (for restores)."""
+    async def put_file(self, path: str, local: Path, mime: str | None = None) -> None:
+        """Store a server-side file at `path` (downloads, restores)."""
         target = self._file(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(shutil.copyfile, local, target)
@@ -249,7 +244,6 @@ class LocalObjectStore:
 
 class S3ObjectStore:
     """An S3-compatible bucket; clients PUT to presigned URLs bound to Content-Type and Content-Length."""
-
     def __init__(self, bucket: str, endpoint_url: str | None = None, region: str | None = None,
                  access_key: str | None = None, secret_key: str | None = None) -> None:
         import boto3
@@ -345,26 +339,13 @@ class S3ObjectStore:
 
         return await asyncio.to_thread(_list)
 
-    async def put_file(self, path: str, local: Path) -> None:
+    async def put_file(self, path: str, local: Path, mime: str | None = None) -> None:
+        """Store a server-side file at `path` (downloads, restores)."""
         check_path(path)
-        await asyncio.to_thread(self._client.upload_file, str(local), self.bucket, path)
+        extra = {"ContentType": mime} if mime else None
+        await asyncio.to_thread(self._client.upload_file, str(local), self.bucket, path, ExtraArgs=extra)
 
     async def ping(self) -> None:
         """Raise unless the bucket answers."""
         await asyncio.to_thread(self._client.head_bucket, Bucket=self.bucket)
 
-
-@lru_cache(maxsize=1)
-def get_object_store() -> ObjectStore:
-    """The store chosen by `LEV_OBJECT_STORE` (tests call `get_object_store.cache_clear()` after changes)."""
-    settings = get_settings()
-    kind = settings.object_store.lower()
-    if kind == "s3":
-        if not settings.s3_bucket:
-            raise RuntimeError("LEV_OBJECT_STORE=s3 needs LEV_S3_BUCKET")
-        return S3ObjectStore(settings.s3_bucket, settings.s3_endpoint_url, settings.s3_region,
-                             settings.s3_access_key, settings.s3_secret_key)
-    if kind != "local":
-        raise RuntimeError(f"LEV_OBJECT_STORE must be 'local' or 's3', not {settings.object_store!r}")
-    data_dir = Path(settings.data_dir)
-    return LocalObjectStore(data_dir / "objects", load_or_create_secret(data_dir, settings.upload_secret))

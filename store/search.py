@@ -16,29 +16,30 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import numpy as np
-from sqlalchemy import exists, literal_column, select, text
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import TextClause, bindparam, exists, literal_column, select, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev.errors import not_found
-from lev.policy import Scope
 from store.items import visible
 from store.models import item_folders, user_items
+from store.scope import Scope
 
 MODES = ("hybrid", "semantic", "keyword")
 
 
 @dataclass(frozen=True)
 class SearchParams:
-    candidates: int = 100
-    semantic_weight: float = 0.6
-    k1: float = 1.2
-    b: float = 0.6
-    prune_df: float = 0.03
+    """The tuning knobs; the operator's are settings (`lev.library.search_params()` reads them), the rest fixed."""
+
+    candidates: int
+    semantic_weight: float
+    k1: float
+    b: float
+    prune_df: float
+    ef_search: int
+    exact_scan_max_chunks: int  # below this many visible chunks, scan exactly instead of HNSW
     keep_rarest: int = 3
-    ef_search: int = 40
-    exact_scan_max_chunks: int = 5000  # below this many visible chunks, scan exactly instead of HNSW
     probe_min_share: float = 0.2  # scopes covering at least this share of all chunks are probed per candidate
 
 
@@ -96,7 +97,7 @@ WITH {_Q}, {_KW_CAND}, ranked AS (
 
 _KW_CAND_SQL = f"WITH {_Q}, {_KW_CAND} SELECT chunk_id, s FROM cand"
 
-_SEMANTIC_SQL = """
+SEMANTIC_SQL = """
 WITH ranked AS (
   SELECT c.id AS chunk_id, 1 - (c.embedding <=> CAST(:qvec AS vector)) AS cos, NULL::float8 AS bm25,
          1 - (c.embedding <=> CAST(:qvec AS vector)) / 2 AS score
@@ -144,7 +145,7 @@ WITH {_Q}, kw AS (
 
 
 @lru_cache(maxsize=4096)
-def _item_sql(scope: Scope, folder_id: uuid.UUID | None) -> str:
+def item_sql(scope: Scope, folder_id: uuid.UUID | None) -> str:
     """The newest item visible to the caller that holds content `c.content_id` (correlated subquery)."""
     q: Any = (select(user_items.c.id.label("item_id"), user_items.c.title.label("item_title"),
                      user_items.c.url.label("item_url"))
@@ -154,7 +155,7 @@ def _item_sql(scope: Scope, folder_id: uuid.UUID | None) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _scope_sql(scope: Scope, folder_id: uuid.UUID | None) -> str:
+def scope_sql(scope: Scope, folder_id: uuid.UUID | None) -> str:
     """The visible-content subquery as SQL text (only UUIDs and booleans are inlined, rendered by SQLAlchemy)."""
     q = select(user_items.c.content_id).where(*_visible_where(scope, folder_id))
     return _sql(q)
@@ -191,7 +192,7 @@ async def _visible_chunks(session: AsyncSession, scope: Scope, folder_id: uuid.U
     if hit and time.monotonic() - hit[0] < _ESTIMATE_TTL:
         return hit[1], hit[2]
     row = (await session.execute(text(
-        f"SELECT (SELECT count(*) FROM chunks c WHERE c.content_id IN ({_scope_sql(scope, folder_id)})),"
+        f"SELECT (SELECT count(*) FROM chunks c WHERE c.content_id IN ({scope_sql(scope, folder_id)})),"
         " (SELECT greatest(n_chunks, 1) FROM lev_bm25_stats)"))).one()
     if len(_ESTIMATES) > 10_000:
         _ESTIMATES.clear()
@@ -200,7 +201,7 @@ async def _visible_chunks(session: AsyncSession, scope: Scope, folder_id: uuid.U
 
 
 @dataclass(frozen=True)
-class _Plan:
+class Plan:
     kw_inner: str  # scope condition on postings before grouping ("" when probing)
     kw_outer: str  # scope condition on ranked keyword groups ("true" when filtered before)
     kw_over: int  # keyword groups ranked before probing (see _KW_CAND)
@@ -208,8 +209,8 @@ class _Plan:
     exact: str  # "+ 0" defeats the HNSW index: exact scan
 
 
-async def _plan(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None, depth: int, mode: str,
-                p: SearchParams) -> _Plan:
+async def plan_scope(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None, depth: int, mode: str,
+                     p: SearchParams) -> Plan:
     """How to apply the scope, from the share of the corpus it covers.
 
     A scope covering a large share is probed per candidate (a few hundred index probes); a small one is
@@ -217,52 +218,51 @@ async def _plan(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None
     for the scope's selectivity, since pgvector filters after the index scan.
     """
     visible_n, total = await _visible_chunks(session, scope, folder_id)
-    scope_sql = _scope_sql(scope, folder_id)
+    scope_in = scope_sql(scope, folder_id)
     share = max(visible_n, 1) / total
     if share >= p.probe_min_share:
         kw = ("", _probe_sql(scope, folder_id, "o.content_id"), math.ceil(2 * depth / min(share, 1.0)))
     else:
-        kw = (f"AND p.content_id IN ({scope_sql})", "true", depth)
+        kw = (f"AND p.content_id IN ({scope_in})", "true", depth)
     if mode == "keyword" or visible_n <= p.exact_scan_max_chunks:
-        return _Plan(*kw, f"c.content_id IN ({scope_sql})", "+ 0")
+        return Plan(*kw, f"c.content_id IN ({scope_in})", "+ 0")
     ef = min(1000, max(p.ef_search, depth, math.ceil(1.5 * depth / share)))
     await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef)}"))
-    return _Plan(*kw, _probe_sql(scope, folder_id, "c.content_id"), "")
+    return Plan(*kw, _probe_sql(scope, folder_id, "c.content_id"), "")
 
 
-def _vec_literal(vector: list[float]) -> str:
-    return str(np.asarray(vector, dtype=np.float32).tolist())
+def with_vector(sql: str) -> TextClause:
+    """A statement whose `:qvec` is bound as a pgvector `vector` (pass the query's floats)."""
+    return text(sql).bindparams(bindparam("qvec", type_=Vector()))
 
 
 async def search(
     session: AsyncSession, scope: Scope, *, query: str, query_vector: list[float] | Awaitable[list[float]] | None,
-    mode: str, limit: int, folder_id: uuid.UUID | None = None, params: SearchParams | None = None,
+    mode: str, limit: int, params: SearchParams, folder_id: uuid.UUID | None = None,
 ) -> list[dict[str, Any]]:
     """Top `limit` chunks visible to `scope` for `query`, as result objects (DESIGN.md §4).
 
     `query_vector` may still be computing (an awaitable): planning and the keyword candidates run meanwhile.
     """
-    p = params or SearchParams()
+    p = params
     depth = max(p.candidates, limit)
-    plan = await _plan(session, scope, folder_id, limit if mode == "semantic" else depth, mode, p)
+    plan = await plan_scope(session, scope, folder_id, limit if mode == "semantic" else depth, mode, p)
     bm25 = {"q": query, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,
             "over": plan.kw_over}
-    item = _item_sql(scope, folder_id)
+    item = item_sql(scope, folder_id)
     if mode == "keyword":
         rows = (await session.execute(text(_KEYWORD_SQL.format(inner=plan.kw_inner, outer=plan.kw_outer, item=item)),
                                       {**bm25, "limit": limit})).all()
     elif mode == "semantic":
-        qvec = _vec_literal(await _resolve(query_vector))
-        rows = (await session.execute(text(_SEMANTIC_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=item)),
-                                      {"qvec": qvec, "limit": limit})).all()
+        sql = SEMANTIC_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=item)
+        rows = (await session.execute(with_vector(sql), {"qvec": await _resolve(query_vector), "limit": limit})).all()
     else:
         cand = (await session.execute(text(_KW_CAND_SQL.format(inner=plan.kw_inner, outer=plan.kw_outer)),
                                       bm25)).all()
-        qvec = _vec_literal(await _resolve(query_vector))
-        rows = (await session.execute(text(_HYBRID_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=item)),
-                                      {**bm25, "qvec": qvec, "w": p.semantic_weight, "limit": limit,
-                                       "kw_ids": [r.chunk_id for r in cand], "kw_s": [float(r.s) for r in cand]})
-                ).all()
+        sql = _HYBRID_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=item)
+        values = {**bm25, "qvec": await _resolve(query_vector), "w": p.semantic_weight, "limit": limit,
+                  "kw_ids": [r.chunk_id for r in cand], "kw_s": [float(r.s) for r in cand]}
+        rows = (await session.execute(with_vector(sql), values)).all()
     return [{
         "chunk_id": str(r.chunk_id), "item_id": str(r.item_id), "title": r.item_title, "url": r.item_url,
         "text": r.text, "score": float(r.score),
@@ -316,16 +316,16 @@ def _similar_item_sql(scope: Scope) -> str:
 
 
 async def similar_items(session: AsyncSession, scope: Scope, item_id: uuid.UUID, *, limit: int,
-                        params: SearchParams | None = None) -> list[dict[str, Any]]:
-    """The visible items whose chunks lie nearest the chunks of `item_id` (404 not_found unless it is visible)."""
+                        params: SearchParams) -> list[dict[str, Any]] | None:
+    """The visible items whose chunks lie nearest the chunks of `item_id`; None unless it is visible."""
     content_id = (await session.execute(
         select(user_items.c.content_id).where(user_items.c.id == item_id, visible(scope))
     )).scalar_one_or_none()
     if content_id is None:
-        raise not_found()
-    p = params or SearchParams()
+        return None
+    p = params
     depth = max(4 * limit, 40)
-    plan = await _plan(session, scope, None, depth, "semantic", p)
+    plan = await plan_scope(session, scope, None, depth, "semantic", p)
     rows = (await session.execute(
         text(_SIMILAR_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=_similar_item_sql(scope))),
         {"cid": content_id, "src": SIMILAR_SOURCE_CHUNKS, "depth": depth, "limit": limit},

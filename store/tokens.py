@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev.errors import ApiError
-from lev.policy import new_token
 from store.models import folders, token_folders, token_monthly_writes, tokens, users
 
 
@@ -38,55 +36,20 @@ async def count_active(session: AsyncSession, user_id: uuid.UUID) -> int:
     return int((await session.execute(q)).scalar_one())
 
 
-async def mint(
-    session: AsyncSession,
-    user: dict[str, Any],
-    name: str,
-    *,
-    write: bool,
-    folder_ids: list[uuid.UUID],
-    kb_only: bool,
-    expires_in_days: int,
-    write_cap: int,
-    tier_caps: dict[str, int],
-) -> tuple[str, uuid.UUID]:
-    """Mint a token for `user`; 402 payment_required at the tier's token cap (-1 = unlimited)."""
-    cap = tier_caps.get(user["tier"], 0)
-    used = await count_active(session, user["id"])
-    if cap >= 0 and used >= cap:
-        raise ApiError(
-            402, "payment_required",
-            f"The {user['tier']} tier cannot mint more tokens (cap {cap}, used {used}). On a self-hosted Lev the "
-            f"operator lifts it with `lev user set-tier {user['email']} pro`.",
-            tier=user["tier"], cap=cap, used=used,
-        )
-    if not name.strip():
-        raise ApiError(400, "invalid_body", "A token needs a name.")
-    if expires_in_days < 1:
-        raise ApiError(400, "invalid_body", "expires-in-days must be at least 1.")
-    if write_cap < 0:
-        raise ApiError(400, "invalid_body", "write-cap must be 0 (none) or more.")
-    unique = list(dict.fromkeys(folder_ids))
-    if unique:
-        owned = set(  # locked: a folder deleted meanwhile is missing here, never a foreign-key error below
-            (await session.execute(
-                select(folders.c.id).where(folders.c.user_id == user["id"], folders.c.id.in_(unique))
-                .order_by(folders.c.id).with_for_update(read=True, key_share=True)
-            )).scalars()
-        )
-        missing = [str(f) for f in unique if f not in owned]
-        if missing:
-            raise ApiError(404, "folder_not_found", "Some folders do not exist.", missing=missing)
-    token, digest, prefix = new_token()
+async def insert_token(
+    session: AsyncSession, *, user_id: uuid.UUID, name: str, digest: bytes, prefix: str, write: bool,
+    folder_ids: list[uuid.UUID], kb_only: bool, write_cap: int, expires_at: datetime,
+) -> uuid.UUID:
+    """Store a minted token (its hash and display prefix, never the secret); no folders = whole library."""
     token_id = uuid.uuid4()
     await session.execute(insert(tokens).values(
-        id=token_id, user_id=user["id"], name=name.strip(), token_hash=digest, prefix=prefix,
-        capabilities=["read", "write"] if write else ["read"], is_unscoped=not unique, kb_only=kb_only,
-        write_cap=write_cap, expires_at=datetime.now(UTC) + timedelta(days=expires_in_days),
+        id=token_id, user_id=user_id, name=name, token_hash=digest, prefix=prefix,
+        capabilities=["read", "write"] if write else ["read"], is_unscoped=not folder_ids, kb_only=kb_only,
+        write_cap=write_cap, expires_at=expires_at,
     ))
-    if unique:
-        await session.execute(insert(token_folders), [{"token_id": token_id, "folder_id": f} for f in unique])
-    return token, token_id
+    if folder_ids:
+        await session.execute(insert(token_folders), [{"token_id": token_id, "folder_id": f} for f in folder_ids])
+    return token_id
 
 
 async def list_for_user(session: AsyncSession, user_id: uuid.UUID) -> list[dict[str, Any]]:

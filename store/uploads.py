@@ -10,7 +10,7 @@ from sqlalchemy import delete, exists, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.models import contents, object_deletions, uploads, user_items
+from store.models import contents, item_folders, object_deletions, uploads, user_items
 
 
 async def create(session: AsyncSession, *, path: str, user_id: uuid.UUID, mime: str, size: int, filename: str,
@@ -44,6 +44,12 @@ async def item_state(session: AsyncSession, item_id: uuid.UUID) -> dict[str, Any
                user_items.c.transcription_status).where(user_items.c.id == item_id)
     )).first()
     return dict(row._mapping) if row else None
+
+
+async def first_folder(session: AsyncSession, item_id: uuid.UUID) -> uuid.UUID | None:
+    """One folder of the item (an upload's item is in at most the one it was auto-filed into)."""
+    q = select(item_folders.c.folder_id).where(item_folders.c.item_id == item_id).limit(1)
+    return (await session.execute(q)).scalar()
 
 
 async def queue_deletion(session: AsyncSession, paths: list[str]) -> None:

@@ -10,13 +10,14 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev.errors import ApiError
-from store.models import users
+from store.models import tokens, users
 
 _hasher = PasswordHasher()
 
 
-async def create(session: AsyncSession, email: str, tier: str = "free", password: str | None = None) -> uuid.UUID:
+async def create(session: AsyncSession, email: str, tier: str = "free",
+                 password: str | None = None) -> uuid.UUID | None:
+    """A new user's id; None when the email (any case) is taken."""
     user_id = uuid.uuid4()
     values: dict[str, Any] = {"id": user_id, "email": email.strip(), "tier": tier}
     if password:
@@ -25,7 +26,7 @@ async def create(session: AsyncSession, email: str, tier: str = "free", password
         async with session.begin_nested():
             await session.execute(insert(users).values(**values))
     except IntegrityError:
-        raise ApiError(409, "email_taken", f"A user with email {email} already exists.") from None
+        return None
     return user_id
 
 
@@ -36,8 +37,6 @@ async def by_email(session: AsyncSession, email: str) -> dict[str, Any] | None:
 
 async def list_all(session: AsyncSession) -> list[dict[str, Any]]:
     """Every user with the number of active tokens, oldest first (for `lev user list`)."""
-    from store.models import tokens
-
     active = (select(func.count()).select_from(tokens)
               .where(tokens.c.user_id == users.c.id, tokens.c.revoked_at.is_(None),
                      tokens.c.expires_at > func.now())

@@ -1,97 +1,112 @@
-"""arq worker settings: the job functions, cron jobs, and how `lev worker` / `lev serve` run them."""
+"""arq worker settings: the job functions and cron jobs, the clients every job shares (in ctx), and how
+`lev worker` (standalone) and `lev serve` (inline) run them."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from dataclasses import replace
-from datetime import timedelta
 from typing import Any
 
 from arq import cron
 from arq.connections import RedisSettings
 from arq.worker import Worker, func
 
-from lev import clock, metrics, runtime
+from lev import metrics, runtime
+from lev.embedded import resolve_urls
+from lev.pipeline.embedder import check_dimension, get_embedder
+from lev.pipeline.transcriber import get_transcriber
+from lev.pipeline.transform import get_transformer
+from lev.runtime import QUEUE, get_object_store
 from lev.settings import get_settings
+from tasks.housekeeping import drain_object_deletions, expire_uploads, purge_activity, reconcile_unfinished
+from tasks.jobs import process_content, transform_item
 from tasks.liveness import heartbeat, instrumented
-
-log = logging.getLogger("lev.worker")
-
-QUEUE = "lev:queue"
-
-
-async def purge_activity(_ctx: dict[str, Any]) -> int:
-    """Delete activity entries older than the retention setting (90 days by default) and expired sessions."""
-    from store import activity, sessions
-    from store.db import session_scope
-
-    cutoff = clock.now() - timedelta(days=get_settings().activity_retention_days)
-    async with session_scope() as s:
-        n = await activity.purge_before(s, cutoff)
-        ended = await sessions.purge_expired(s)
-    log.info("purged %d activity entries older than %s and %d expired sessions", n, cutoff.isoformat(), ended)
-    return n
-
+from tasks.media import extract_document, transcribe_content
 
 JOB_TIMEOUT_SEC = 3600
+JOBS = (process_content, transform_item, extract_document, transcribe_content, drain_object_deletions,
+        expire_uploads, reconcile_unfinished, purge_activity)
+CRONS = (
+    cron(drain_object_deletions, minute=set(range(60)), second={30}, run_at_startup=True),  # type: ignore[arg-type]
+    cron(expire_uploads, minute={7, 37}, run_at_startup=False),  # type: ignore[arg-type]
+    cron(reconcile_unfinished, minute=set(range(60)), second={15}, run_at_startup=True,  # type: ignore[arg-type]
+         unique=True),
+    cron(purge_activity, hour={3}, minute={17}, run_at_startup=False),  # type: ignore[arg-type]
+)
 
 
 def job_functions() -> list[Any]:
-    from tasks import jobs
-
+    """Every job as the worker runs it: instrumented (claims, metrics, logs) and bounded in tries."""
     # arq gives up one try after ours, so our wrapper sees the last try and marks the item failed
     tries = get_settings().job_max_tries + 1
-    return [func(instrumented(f), name=f.__name__, max_tries=tries)  # type: ignore[arg-type]
-            for f in (purge_activity, *jobs.FUNCTIONS)]
+    return [func(instrumented(f), name=f.__name__, max_tries=tries) for f in JOBS]  # type: ignore[arg-type]
 
 
 def cron_jobs() -> list[Any]:
-    from tasks import jobs
-
-    purge = cron(instrumented(purge_activity), hour={3}, minute={17}, run_at_startup=False)  # type: ignore[arg-type]
-    return [purge, *(replace(c, coroutine=instrumented(c.coroutine)) for c in jobs.CRONS)]
+    return [replace(c, coroutine=instrumented(c.coroutine)) for c in CRONS]  # type: ignore[arg-type]
 
 
-async def _beat(ctx: dict[str, Any]) -> None:
+async def open_clients(ctx: dict[str, Any]) -> None:
+    """The clients jobs share: object store, transcriber (None when unconfigured), transformer; and the
+    heartbeat that lets other workers rescue this one's jobs if it dies."""
+    ctx["object_store"] = get_object_store()
+    ctx["transcriber"] = get_transcriber()
+    ctx["transformer"] = get_transformer()
     stop = asyncio.Event()
     ctx["heartbeat_stop"] = stop
     ctx["heartbeat"] = asyncio.get_running_loop().create_task(heartbeat(ctx["redis"], stop))
     ctx["claim_ttl"] = JOB_TIMEOUT_SEC + 100
 
 
-async def _unbeat(ctx: dict[str, Any]) -> None:
+async def close_clients(ctx: dict[str, Any]) -> None:
     if "heartbeat_stop" in ctx:
         ctx["heartbeat_stop"].set()
         await ctx["heartbeat"]
 
 
-async def _startup(ctx: dict[str, Any]) -> None:
-    ctx["runtime"] = await runtime.start(get_settings())
-    await _beat(ctx)
+async def startup(ctx: dict[str, Any]) -> None:
+    """A standalone worker opens the process's runtime first (the model is loaded and its size checked)."""
+    settings = get_settings()
+    await asyncio.to_thread(check_dimension, get_embedder(), settings.embed_dim)
+    ctx["runtime"] = await runtime.start(settings)
+    await open_clients(ctx)
 
 
-async def _shutdown(ctx: dict[str, Any]) -> None:
-    await _unbeat(ctx)
+async def shutdown(ctx: dict[str, Any]) -> None:
+    await close_clients(ctx)
     await runtime.stop()
     metrics.mark_process_dead()
 
 
+class WorkerSettings:
+    """The worker as arq sees it (`arq tasks.worker.WorkerSettings` with LEV_REDIS_URL set runs what `lev worker`
+    runs)."""
+
+    functions = job_functions()
+    cron_jobs = cron_jobs()
+    queue_name = QUEUE
+    on_startup = startup
+    on_shutdown = shutdown
+    max_jobs = 4
+    job_timeout = JOB_TIMEOUT_SEC
+    keep_result = 3600
+
+
 def make_worker(redis_url: str, *, own_runtime: bool) -> Worker:
-    settings = get_settings()
+    """A worker on `redis_url`; inline in `lev serve` (own_runtime False) it shares the server's runtime."""
     return Worker(
         functions=job_functions(),
         cron_jobs=cron_jobs(),
         redis_settings=RedisSettings.from_dsn(redis_url),
-        queue_name=QUEUE,
-        on_startup=_startup if own_runtime else _beat,
-        on_shutdown=_shutdown if own_runtime else _unbeat,  # type: ignore[arg-type]
+        queue_name=WorkerSettings.queue_name,
+        on_startup=startup if own_runtime else open_clients,
+        on_shutdown=shutdown if own_runtime else close_clients,  # type: ignore[arg-type]
         handle_signals=own_runtime,
         # SIGTERM: stop taking jobs, let the running ones finish for up to the grace period, re-queue the rest
-        job_completion_wait=int(settings.shutdown_grace_sec) if own_runtime else 0,
-        max_jobs=4,
-        job_timeout=JOB_TIMEOUT_SEC,
-        keep_result=3600,
+        job_completion_wait=int(get_settings().shutdown_grace_sec) if own_runtime else 0,
+        max_jobs=WorkerSettings.max_jobs,
+        job_timeout=WorkerSettings.job_timeout,
+        keep_result=WorkerSettings.keep_result,
     )
 
 
@@ -106,19 +121,6 @@ async def stop_gracefully(worker: Worker, grace_sec: float) -> None:
 
 def run_worker() -> None:
     """`lev worker`: a standalone worker process against the configured (or embedded) stack."""
-    from lev.embedded import resolve_urls
-
     settings = get_settings()
     _, redis_url = resolve_urls(settings.database_url, settings.redis_url, settings.data_dir)
-
-    async def run() -> None:
-        # built inside the running loop: arq binds its signal handlers and tasks to the loop it finds
-        worker = make_worker(redis_url, own_runtime=True)
-        try:
-            await worker.async_run()
-        except asyncio.CancelledError:
-            pass  # SIGTERM/SIGINT: arq cancels its main task once running jobs finished (or the grace ran out)
-        finally:
-            await worker.close()
-
-    asyncio.run(run())
+    asyncio.run(make_worker(redis_url, own_runtime=True).async_run())

@@ -119,20 +119,20 @@ class User:
     folders: dict[str, str] = field(default_factory=dict)
 
     def folder(self, name: str) -> str:
-        from lev.policy import Scope
-        from store import folders
+        from lev.library import create_folder
 
-        fid = self.admin.run(lambda s: folders.create(s, Scope(self.id, None), name))["id"]
+        fid = self.admin.run(lambda s: create_folder(s, self.id, name))["id"]
         self.folders[name] = fid
         return fid
 
     def token(self, *, write: bool = False, folders: list[str] | None = None, kb_only: bool = True,
               expires_in_days: int = 365, write_cap: int = 0, name: str = "test") -> str:
-        from store import tokens, users
+        from lev.policy import mint
+        from store import users
 
         async def go(s: Any) -> str:
             user = await users.by_email(s, self.email)
-            tok, _ = await tokens.mint(
+            tok, _ = await mint(
                 s, user, name, write=write, folder_ids=[uuid.UUID(f) for f in folders or []], kb_only=kb_only,
                 expires_in_days=expires_in_days, write_cap=write_cap, tier_caps={"free": 0, "pro": -1},
             )

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from PIL import Image
 
-from lev.chunking import chunk_text
+from lev.pipeline.chunking import chunk_text
 from tests import fixtures_media as fm
 from tests.stack import LiveServer
 from tests.test_uploads import upload

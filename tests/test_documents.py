@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lev.documents import MAX_IMAGE_PIXELS, extract_image, extract_pdf
 from lev.errors import ApiError
+from lev.pipeline.documents import MAX_IMAGE_PIXELS, extract_image, extract_pdf
 
 try:
     from tests import fixtures_media as fm

@@ -1,4 +1,4 @@
-"""lev.embedder: the bundled MiniLM model and the OpenAI-compatible adapter (stand-in on 127.0.0.1)."""
+"""lev.pipeline.embedder: the bundled MiniLM model and the OpenAI-compatible adapter (stand-in on 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from lev.embedder import (
+from lev.pipeline.embedder import (
     EmbeddingServiceError,
     LocalEmbedder,
     OpenAIEmbedder,
@@ -114,7 +114,7 @@ def test_local_embedder_shape_norm_and_similarity(local: LocalEmbedder) -> None:
 
 
 def test_local_embedder_is_loaded_once_across_threads(local: LocalEmbedder) -> None:
-    from lev import embedder as mod
+    from lev.pipeline import embedder as mod
 
     results: list[list[float]] = []
     def work() -> None:

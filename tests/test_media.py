@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lev.errors import ApiError
-from lev.media import (
+from lev.errors import ApiError, rest_body
+from lev.pipeline.media import (
     ALLOWED_MIMES,
     MAX_UPLOAD_BYTES,
     check_signing,
@@ -16,7 +16,7 @@ from lev.media import (
     media_duration_seconds,
     sniff_matches,
 )
-from lev.youtube import _caption_tracks, canonical_url, is_youtube, parse_json3, parse_vtt
+from lev.pipeline.youtube import _caption_tracks, canonical_url, is_youtube, parse_json3, parse_vtt
 
 try:
     from tests import fixtures_media as fm
@@ -52,8 +52,8 @@ def test_size_cap_is_inclusive() -> None:
     with pytest.raises(ApiError) as exc:
         check_signing("application/pdf", MAX_UPLOAD_BYTES + 1)
     assert exc.value.status == 413
-    assert exc.value.body()["error"] == "file_too_large"
-    assert exc.value.body()["maxBytes"] == 52428800
+    assert rest_body(exc.value)["error"] == "file_too_large"
+    assert rest_body(exc.value)["maxBytes"] == 52428800
 
 
 @pytest.mark.parametrize("mime", ["application/zip", "text/html", "image/svg+xml", "application/x-msdownload",

@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import httpx
 import pytest
 
+from lev.runtime import get_object_store
 from lev.settings import get_settings
 from store.objects import (
     InvalidObjectPath,
@@ -19,7 +20,6 @@ from store.objects import (
     SignatureError,
     SizeExceeded,
     check_path,
-    get_object_store,
     load_or_create_secret,
     path_user_id,
     safe_filename,

@@ -336,12 +336,13 @@ def test_body_size_cap(server, api, user) -> None:
 
 def test_internal_error_body_carries_request_id() -> None:
     from lev import context
-    from lev.app import _error_response, to_api_error
+    from lev.app import error_response
+    from lev.errors import to_api_error
 
     context.set_current(context.RequestInfo(request_id="rid-1"))
     err_ = to_api_error(RuntimeError("boom"))
     assert err_.status == 500 and err_.code == "internal_error"
     import json
 
-    body = json.loads(_error_response(err_).body)
+    body = json.loads(error_response(err_).body)
     assert body == {"error": "internal_error", "message": err_.message, "request_id": "rid-1"}

@@ -92,8 +92,10 @@ def test_scope_strategies_agree(server, api, user, admin) -> None:
     bounded fast path (few candidates) and on its full-ranking fallback (fewer matches than candidates)."""
     import random
     import uuid
+    from dataclasses import replace
 
-    from lev.embedder import LocalEmbedder
+    from lev.library import search_params
+    from lev.pipeline.embedder import LocalEmbedder
     from lev.policy import Scope
     from store import search as search_store
     from tests.stack import new_user
@@ -125,8 +127,8 @@ def test_scope_strategies_agree(server, api, user, admin) -> None:
                 for candidates, exact_max in ((2, 0), (100, 0), (100, 10**6)):
                     results = []
                     for probe_share in (0.0, 2.0):  # always probe / never probe
-                        params = search_store.SearchParams(candidates=candidates, probe_min_share=probe_share,
-                                                           exact_scan_max_chunks=exact_max)
+                        params = replace(search_params(), candidates=candidates, probe_min_share=probe_share,
+                                         exact_scan_max_chunks=exact_max)
                         results.append(admin.run(lambda s, sc=scope, m=mode, p=params, qq=q, v=vec: search_store.search(
                             s, sc, query=qq, query_vector=v, mode=m, limit=5, params=p)))
                     probed, filtered = results

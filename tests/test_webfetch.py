@@ -1,4 +1,4 @@
-"""lev.webfetch against a stand-in web site on 127.0.0.1 (and the SSRF guard with private URLs off)."""
+"""lev.pipeline.fetch and .pages against a stand-in web site on 127.0.0.1 (and the SSRF guard, private URLs off)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,9 @@ from typing import Any
 import pytest
 
 from lev.errors import ApiError
+from lev.pipeline.fetch import canonical_url, check_host, classify_media_url, is_blocked_address
+from lev.pipeline.pages import MAX_BYTES, UnsupportedMedia, fetch_page
 from lev.settings import get_settings
-from lev.webfetch import (
-    MAX_BYTES,
-    UnsupportedMedia,
-    canonical_url,
-    check_host,
-    classify_media_url,
-    fetch_page,
-    is_blocked_address,
-)
 
 ARTICLE = """<!doctype html>
 <html lang="en"><head>
@@ -439,3 +432,23 @@ def test_canonical_url(raw: str, canonical: str) -> None:
 )
 def test_classify_media_url(url: str, kind: str | None) -> None:
     assert classify_media_url(url) == kind
+
+
+@pytest.mark.parametrize("url", [
+    "https://youtube.com/watch?v=dQw4w9WgXcQ",
+    "https://www.youtube.com/watch?v=dQw4w9WgXcQ&t=42s",
+    "https://m.youtube.com/watch?v=dQw4w9WgXcQ",
+    "https://music.youtube.com/watch?v=dQw4w9WgXcQ",
+    "https://www.youtube-nocookie.com/embed/dQw4w9WgXcQ",
+    "https://youtube-nocookie.com/embed/dQw4w9WgXcQ?start=10",
+    "https://youtu.be/dQw4w9WgXcQ",
+    "https://www.youtube.com/shorts/dQw4w9WgXcQ",
+    "https://www.youtube.com/live/dQw4w9WgXcQ",
+    "https://www.youtube.com/v/dQw4w9WgXcQ",
+])
+def test_every_youtube_link_form_is_routed_to_youtube(url: str) -> None:
+    """One host list: URL ingest routes every form to the YouTube path, which reads the same video from it."""
+    from lev.pipeline import youtube
+
+    assert classify_media_url(url) == "youtube"
+    assert youtube.canonical_url(url) == "https://www.youtube.com/watch?v=dQw4w9WgXcQ"

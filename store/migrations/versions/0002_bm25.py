@@ -12,7 +12,8 @@ from alembic import op
 revision = "0002"
 down_revision = "0001"
 
-SCHEMA = r"""
+# The pieces are kept apart so that bench/scifact_lab.py builds its lab schema from this very SQL.
+TSV_LEN_SQL = r"""
 
 -- Immutable helper: number of tokens (positions) in a tsvector = BM25 document length.
 CREATE OR REPLACE FUNCTION lev_tsv_len(v tsvector) RETURNS integer
@@ -20,12 +21,17 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 AS $$ SELECT coalesce(sum(cardinality(u.positions)), 0)::int FROM unnest(v) AS u $$;
 
 
-ALTER TABLE chunks ADD COLUMN bm25_dl integer GENERATED ALWAYS AS (lev_tsv_len(
+"""
+
+CHUNKS_DL_SQL = r"""ALTER TABLE chunks ADD COLUMN bm25_dl integer GENERATED ALWAYS AS (lev_tsv_len(
     setweight(to_tsvector('english', coalesce(title, '')), 'A') ||
     setweight(to_tsvector('english', text), 'B'))) STORED;
 
 
--- Inverted index (one row per chunk x lexeme). content_id is denormalised so the scope
+"""
+
+# Postings, term and corpus statistics, their maintenance trigger and the query-term function.
+BM25_SQL = r"""-- Inverted index (one row per chunk x lexeme). content_id is denormalised so the scope
 -- predicate can be applied on postings without joining chunks.
 CREATE TABLE lev_postings (
   lexeme     text     NOT NULL,
@@ -113,7 +119,9 @@ CREATE TRIGGER chunks_bm25_upd AFTER UPDATE ON chunks
   REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
   FOR EACH STATEMENT EXECUTE FUNCTION lev_bm25_maintain();
 
--- Backfill from chunks stored before this migration.
+"""
+
+BACKFILL_SQL = r"""-- Backfill from chunks stored before this migration.
 INSERT INTO lev_postings (lexeme, chunk_id, content_id, tf, dl)
 SELECT u.lexeme, c.id, c.content_id, cardinality(u.positions), c.bm25_dl FROM chunks c, unnest(c.tsv) u;
 INSERT INTO lev_bm25_terms (lexeme, df)
@@ -121,6 +129,9 @@ SELECT u.lexeme, count(*) FROM chunks c, unnest(c.tsv) u GROUP BY 1;
 UPDATE lev_bm25_stats SET n_chunks = (SELECT count(*) FROM chunks),
                           total_len = (SELECT coalesce(sum(bm25_dl), 0) FROM chunks);
 """
+
+SCHEMA = TSV_LEN_SQL + CHUNKS_DL_SQL + BM25_SQL + BACKFILL_SQL
+
 
 
 def upgrade() -> None:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
+from urllib.parse import urlsplit
 
 import filetype
 
-from lev.errors import ApiError
+from lev.errors import extraction_failed, file_too_large, invalid_body, unsupported_media_type
 
 MAX_UPLOAD_BYTES = 52428800
 
@@ -29,8 +30,16 @@ AUDIO_MIMES = frozenset({
 VIDEO_MIMES = frozenset({"video/mp4", "video/webm", "video/quicktime"})
 ALLOWED_MIMES = DOCUMENT_MIMES | AUDIO_MIMES | VIDEO_MIMES
 
-# How many leading bytes `sniff_matches` needs to decide.
+# How many leading bytes `sniff_matches` needs to decide; SNIFF_HEAD is what callers read (PDFs may lead with junk).
 SNIFF_BYTES = 64
+SNIFF_HEAD = 1024
+
+# File extensions of media URLs and yt-dlp downloads -> the MIME type to store them under.
+EXT_MIME = {
+    ".pdf": "application/pdf", ".mp3": "audio/mpeg", ".m4a": "audio/mp4", ".wav": "audio/wav",
+    ".ogg": "audio/ogg", ".opus": "audio/ogg", ".flac": "audio/flac", ".mp4": "video/mp4",
+    ".webm": "video/webm", ".mov": "video/quicktime", ".mkv": "video/webm",
+}
 
 _MP3_SYNC = re.compile(rb"\xff[\xe2-\xe3\xf2-\xf3\xfa-\xfb]")
 
@@ -57,16 +66,32 @@ def finalize_endpoint(mime: str) -> Literal["finalize", "finalize-document"]:
     return "finalize-document" if media_class(mime) == "document" else "finalize"
 
 
+def pick_mime(ctype: str, url: str, kind: str) -> str:
+    """The MIME type of a downloaded media file: the served type when it fits `kind`, else by extension."""
+    klass = media_class(ctype) if ctype else None
+    if klass is not None and (klass == "document") == (kind == "pdf"):
+        return ctype
+    guess = EXT_MIME.get(PurePosixPath(urlsplit(url).path).suffix.lower())
+    if guess:
+        return guess
+    return {"pdf": "application/pdf", "audio": "audio/mpeg", "video": "video/mp4"}.get(kind, ctype)
+
+
+def read_head(path: Path, n: int = SNIFF_HEAD) -> bytes:
+    """The first `n` bytes of a local file (blocking)."""
+    with path.open("rb") as fh:
+        return fh.read(n)
+
+
 def check_signing(mime: str, size: int) -> None:
     """Refuse a signed-URL request whose size or MIME type the service will not accept."""
     if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
-        raise ApiError(400, "invalid_body", "size must be a positive integer (bytes).")
+        raise invalid_body("size must be a positive integer (bytes).")
     if size > MAX_UPLOAD_BYTES:
-        raise ApiError(413, "file_too_large", f"Uploads are limited to {MAX_UPLOAD_BYTES} bytes (50 MB).",
-                       maxBytes=MAX_UPLOAD_BYTES)
+        raise file_too_large(f"Uploads are limited to {MAX_UPLOAD_BYTES} bytes (50 MB).",
+                       max_bytes=MAX_UPLOAD_BYTES)
     if media_class(mime) is None:
-        raise ApiError(415, "unsupported_media_type",
-                       f"MIME type {mime!r} is not accepted; upload a PDF, an image, audio or video.")
+        raise unsupported_media_type(f"MIME type {mime!r} is not accepted; upload a PDF, an image, audio or video.")
 
 
 # ISO-BMFF brands of still-image formats (HEIF/HEIC, AVIF, JPEG 2000, Canon raw): not audio or video.
@@ -170,5 +195,5 @@ def media_duration_seconds(path: Path | str) -> float:
     if duration is None:
         duration = _ffmpeg_duration(p)
     if duration is None or duration <= 0:
-        raise ApiError(422, "extraction_failed", "Could not read the media duration (corrupt file?).")
+        raise extraction_failed("Could not read the media duration (corrupt file?).")
     return duration

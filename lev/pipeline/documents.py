@@ -14,7 +14,7 @@ from typing import Any
 
 from PIL import Image, ImageOps
 
-from lev.errors import ApiError
+from lev.errors import ApiError, extraction_failed
 
 MAX_IMAGE_PIXELS = 50_000_000
 Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
@@ -25,6 +25,7 @@ RENDER_DPI = 200
 MAX_RENDER_PIXELS = 12_000_000  # a rendered page is scaled down to fit this
 MAX_OCR_PIXELS = 16_000_000  # an image is scaled down to fit this before OCR
 MIN_TEXT_CHARS = 16  # a page with fewer non-blank characters in its text layer is OCRed
+INLINE_OCR_PAGES = 2  # a PDF needing OCR on more pages than this is finished by the worker
 
 _PDFIUM_LOCK = threading.Lock()
 _OCR_LOCK = threading.Lock()
@@ -38,10 +39,6 @@ class Page:
     number: int
     text: str
     ocr: bool
-
-
-def _failed(message: str) -> ApiError:
-    return ApiError(422, "extraction_failed", message)
 
 
 def _ocr_engine() -> Any:
@@ -118,6 +115,16 @@ def _read_page(pdf: Any, index: int, want_render: bool) -> tuple[str, Image.Imag
         page.close()
 
 
+def _open_pdf(path: Path | str) -> Any:
+    """The pdfium document (the caller holds _PDFIUM_LOCK), or 422 extraction_failed."""
+    import pypdfium2 as pdfium
+
+    try:
+        return pdfium.PdfDocument(str(path))
+    except pdfium.PdfiumError as exc:
+        raise extraction_failed(f"The PDF could not be read (corrupt or password-protected): {exc}") from None
+
+
 def extract_pdf(path: Path | str) -> tuple[list[Page], dict[str, Any]]:
     """Per-page text of a PDF, OCRing pages without a text layer; metadata has page_count, title, author."""
     import pypdfium2 as pdfium
@@ -126,10 +133,7 @@ def extract_pdf(path: Path | str) -> tuple[list[Page], dict[str, Any]]:
     meta: dict[str, Any] = {}
     ocr_pages = ocr_skipped = 0
     with _PDFIUM_LOCK:
-        try:
-            pdf = pdfium.PdfDocument(str(path))
-        except pdfium.PdfiumError as exc:
-            raise _failed(f"The PDF could not be read (corrupt or password-protected): {exc}") from None
+        pdf = _open_pdf(path)
     try:
         with _PDFIUM_LOCK:
             count = len(pdf)
@@ -151,7 +155,7 @@ def extract_pdf(path: Path | str) -> tuple[list[Page], dict[str, Any]]:
             ocr_pages += 1
             pages.append(Page(index + 1, ocr_image(image) or text, True))
     except pdfium.PdfiumError as exc:
-        raise _failed(f"The PDF could not be read: {exc}") from None
+        raise extraction_failed(f"The PDF could not be read: {exc}") from None
     finally:
         with _PDFIUM_LOCK:
             pdf.close()
@@ -173,7 +177,7 @@ def extract_image(path: Path | str) -> tuple[str, dict[str, Any]]:
             width, height = img.size
             meta: dict[str, Any] = {"width": width, "height": height, "format": img.format}
             if width * height > MAX_IMAGE_PIXELS:
-                raise _failed(f"image too large: {width}x{height} pixels exceeds {MAX_IMAGE_PIXELS}.")
+                raise extraction_failed(f"image too large: {width}x{height} pixels exceeds {MAX_IMAGE_PIXELS}.")
             frames = getattr(img, "n_frames", 1)
             if frames > 1:
                 meta["frames"] = frames
@@ -186,9 +190,46 @@ def extract_image(path: Path | str) -> tuple[str, dict[str, Any]]:
                 image = flat
             text = ocr_image(image)
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise _failed(f"image too large: {exc}") from None
+        raise extraction_failed(f"image too large: {exc}") from None
     except ApiError:
         raise
     except (OSError, ValueError, SyntaxError) as exc:
-        raise _failed(f"The image could not be read: {exc}") from None
+        raise extraction_failed(f"The image could not be read: {exc}") from None
     return text, meta
+
+
+def pdf_plan(path: Path) -> tuple[int, int]:
+    """(page count, pages without a usable text layer) of a PDF; 422 extraction_failed when unreadable."""
+    import pypdfium2 as pdfium
+
+    with _PDFIUM_LOCK:
+        pdf = _open_pdf(path)
+        try:
+            count = len(pdf)
+            textless = 0
+            for index in range(min(count, MAX_PDF_PAGES)):
+                page = pdf[index]
+                try:
+                    tp = page.get_textpage()
+                    if _meaningful(tp.get_text_range()) < MIN_TEXT_CHARS:
+                        textless += 1
+                    tp.close()
+                finally:
+                    page.close()
+                if textless > INLINE_OCR_PAGES:
+                    break
+        except pdfium.PdfiumError as exc:
+            raise extraction_failed(f"The PDF could not be read: {exc}") from None
+        finally:
+            pdf.close()
+    if count == 0:
+        raise extraction_failed("The PDF has no pages.")
+    return count, textless
+
+
+def extract(path: Path, mime: str) -> tuple[str, dict[str, Any]]:
+    """Text and metadata of a document file, PDF or image (blocking; run in a thread)."""
+    if mime == "application/pdf":
+        pages, meta = extract_pdf(path)
+        return "\n\n".join(p.text for p in pages if p.text.strip()), meta
+    return extract_image(path)

@@ -1,4 +1,4 @@
-"""YouTube ingest helpers: URL classification, metadata and captions via yt-dlp, audio download.
+"""YouTube: the one list of its hosts and link forms, metadata and captions via yt-dlp, audio download.
 
 yt-dlp is synchronous; every call runs in a worker thread. Captions are preferred over
 transcription: `youtube_captions` fetches the best English track (json3 or WebVTT) and flattens it.
@@ -16,40 +16,51 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from lev.errors import ApiError
+from lev.errors import ApiError, ingest_failed
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{11}$")
-_HOSTS = {"youtube.com", "www.youtube.com", "m.youtube.com", "music.youtube.com", "youtube-nocookie.com",
-          "www.youtube-nocookie.com"}
-_PATH_PREFIXES = ("/shorts/", "/live/", "/embed/", "/v/")
+# Every host a YouTube video link may name; URL classification and canonical URLs both read these.
+HOSTS = frozenset({"youtube.com", "www.youtube.com", "m.youtube.com", "music.youtube.com", "youtube-nocookie.com",
+                   "www.youtube-nocookie.com"})
+SHORT_HOSTS = frozenset({"youtu.be", "www.youtu.be"})
+PATH_PREFIXES = ("/shorts/", "/live/", "/embed/", "/v/")
 _CAPTION_EXTS = ("json3", "vtt")
+
+
+def _linked_id(url: str) -> str:
+    """What a YouTube video link names as its video ('' when the URL is no such link)."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return ""
+    if parts.scheme not in ("http", "https"):
+        return ""
+    host = (parts.hostname or "").lower()
+    if host in SHORT_HOSTS:
+        return parts.path.lstrip("/").split("/", 1)[0]
+    if host in HOSTS:
+        if parts.path.rstrip("/") == "/watch":
+            return (parse_qs(parts.query).get("v") or [""])[0]
+        for prefix in PATH_PREFIXES:
+            if parts.path.startswith(prefix):
+                return parts.path[len(prefix):].split("/", 1)[0]
+    return ""
+
+
+def is_youtube_link(url: str) -> bool:
+    """True for a link in any YouTube video form (even one whose id is malformed): it goes to the YouTube path."""
+    return bool(_linked_id(url))
 
 
 def youtube_video_id(url: str) -> str | None:
     """The 11-character video id of a YouTube video URL, or None when the URL is not one."""
-    try:
-        parts = urlsplit(url.strip())
-    except ValueError:
-        return None
-    if parts.scheme not in ("http", "https"):
-        return None
-    host = (parts.hostname or "").lower()
-    candidate: str | None = None
-    if host in ("youtu.be", "www.youtu.be"):
-        candidate = parts.path.lstrip("/").split("/", 1)[0]
-    elif host in _HOSTS:
-        if parts.path.rstrip("/") == "/watch":
-            candidate = (parse_qs(parts.query).get("v") or [""])[0]
-        else:
-            for prefix in _PATH_PREFIXES:
-                if parts.path.startswith(prefix):
-                    candidate = parts.path[len(prefix):].split("/", 1)[0]
-                    break
-    return candidate if candidate and _ID.match(candidate) else None
+    candidate = _linked_id(url)
+    return candidate if _ID.match(candidate) else None
 
 
 def is_youtube(url: str) -> bool:
-    """True for a YouTube video URL (watch?v=, youtu.be/, /shorts/, /live/, /embed/; m. and music. hosts)."""
+    """True for a YouTube video URL with a well-formed id (watch?v=, youtu.be/, /shorts/, /live/, /embed/, /v/ on
+    any host in HOSTS)."""
     return youtube_video_id(url) is not None
 
 
@@ -57,13 +68,13 @@ def canonical_url(url: str) -> str:
     """`https://www.youtube.com/watch?v=<id>` for a YouTube video URL (drops playlist and tracking params)."""
     video_id = youtube_video_id(url)
     if video_id is None:
-        raise ApiError(400, "ingest_failed", "Not a YouTube video URL.")
+        raise ingest_failed("Not a YouTube video URL.")
     return f"https://www.youtube.com/watch?v={video_id}"
 
 
 def _unavailable(exc: Exception) -> ApiError:
     message = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).removeprefix("ERROR: ").strip()
-    return ApiError(400, "ingest_failed", f"YouTube video is unavailable (deleted or private): {message}")
+    return ingest_failed(f"YouTube video is unavailable (deleted or private): {message}")
 
 
 def _caption_tracks(info: dict[str, Any]) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ Embedding is synchronous and CPU/IO-bound; async callers run `embed` in a worker
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import threading
@@ -15,14 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import httpx
-from tenacity import (
-    retry,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential,
-)
 
 from lev.metrics import embedding_timer
+from lev.pipeline.retry import retrying
 from lev.settings import get_settings
 
 # The weights ship inside the package: never reach the Hugging Face Hub. Set before anything imports
@@ -190,13 +186,6 @@ class EmbeddingServiceError(RuntimeError):
     """The hosted embedding API failed or answered with something unusable."""
 
 
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, httpx.HTTPStatusError):
-        code = exc.response.status_code
-        return code == 429 or code >= 500
-    return isinstance(exc, httpx.TransportError)
-
-
 class OpenAIEmbedder:
     """Adapter for an OpenAI-compatible `POST {base}/embeddings` endpoint."""
 
@@ -225,24 +214,15 @@ class OpenAIEmbedder:
         )
 
     def _post(self, batch: list[str]) -> dict[str, Any]:
-        @retry(
-            retry=retry_if_exception(_retryable),
-            stop=stop_after_attempt(4),  # the first try + 3 retries
-            wait=wait_exponential(multiplier=self._backoff, max=8.0),
-            reraise=True,
-        )
-        def call() -> dict[str, Any]:
-            resp = self._client.post(
-                f"{self.base_url}/embeddings", json={"model": self.model, "input": batch}
-            )
-            resp.raise_for_status()
-            data: dict[str, Any] = resp.json()
-            return data
-
         try:
-            return call()
+            for attempt in retrying(self._backoff, max_wait=8.0):
+                with attempt:
+                    resp = self._client.post(f"{self.base_url}/embeddings", json={"model": self.model, "input": batch})
+                    resp.raise_for_status()
+                    data: dict[str, Any] = resp.json()
         except httpx.HTTPError as exc:
             raise EmbeddingServiceError(f"embedding service {self.base_url} failed: {exc}") from exc
+        return data
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         out: list[list[float]] = []
@@ -303,6 +283,11 @@ def _configured_embedder() -> Embedder:
             )
         return OpenAIEmbedder(s.embed_url, s.embed_api_key, s.embed_model, s.embed_dim)
     raise RuntimeError(f"unknown LEV_EMBEDDER {s.embedder!r}; use 'local' or 'openai'")
+
+
+async def embed_query(query: str) -> list[float]:
+    """The vector of a search query, computed in a worker thread."""
+    return await asyncio.to_thread(get_embedder().embed_query, query)
 
 
 def check_dimension(embedder: Embedder, expected: int | None = None) -> None:

@@ -1,24 +1,22 @@
 """Speech-to-text behind the `Transcriber` interface; one adapter for OpenAI-compatible APIs.
 
 The adapter posts the media file to `{base}/audio/transcriptions` (OpenAI, Groq, self-hosted
-whisper servers), retrying rate limits, 5xx and connection errors with exponential backoff.
+whisper servers), retrying rate limits, 5xx and connection errors by the pipeline's one retry policy.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
 
+from lev.pipeline.retry import ATTEMPTS, async_retrying, retryable
 from lev.settings import get_settings
 
-MAX_ATTEMPTS = 4
-MAX_RETRY_WAIT_SEC = 60.0
+MAX_ATTEMPTS = ATTEMPTS
 
 
 @dataclass
@@ -43,22 +41,6 @@ class Transcriber(Protocol):
     """Anything that turns an audio or video file into a transcript."""
 
     async def transcribe(self, path: Path, mime: str, filename: str) -> Transcript: ...
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or HTTP-date)."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _parse(response: httpx.Response) -> Transcript:
@@ -106,37 +88,35 @@ class OpenAITranscriber:
     async def transcribe(self, path: Path, mime: str, filename: str) -> Transcript:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         data = {"model": self.model, "response_format": "verbose_json"}
-        last_error = "no attempt made"
         async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=False) as client:
-            for attempt in range(1, self.max_attempts + 1):
-                wait = self.backoff_base * (2 ** (attempt - 1))
-                fh = await asyncio.to_thread(Path(path).open, "rb")
-                try:
-                    response = await client.post(self.url, headers=headers, data=data,
-                                                 files={"file": (filename, fh, mime)})
-                except httpx.TransportError as exc:
-                    last_error = f"{type(exc).__name__}: {exc}"
-                else:
-                    status = response.status_code
-                    if status < 300:
-                        return _parse(response)
-                    detail = response.text[:300].strip()
-                    if status == 429:
-                        last_error = f"rate limited (429): {detail}"
-                        after = _retry_after(response.headers.get("retry-after"))
-                        if after is not None:
-                            wait = after
-                    elif status >= 500:
-                        last_error = f"provider error ({status}): {detail}"
-                    else:
-                        raise TranscriptionError(f"Transcription provider refused the file ({status}): "
-                                                 f"{detail}")
-                finally:
-                    fh.close()
-                if attempt < self.max_attempts:
-                    await asyncio.sleep(min(wait, MAX_RETRY_WAIT_SEC))
-        raise TranscriptionError(f"Transcription failed after {self.max_attempts} attempts: {last_error}",
-                                 retryable=True)
+            try:
+                async for attempt in async_retrying(self.backoff_base, attempts=self.max_attempts):
+                    with attempt:
+                        response = await self._post(client, path, mime, filename, headers, data)
+            except httpx.HTTPStatusError as exc:
+                status, detail = exc.response.status_code, exc.response.text[:300].strip()
+                if not retryable(exc):
+                    raise TranscriptionError(f"Transcription provider refused the file ({status}): {detail}") from None
+                why = f"rate limited (429): {detail}" if status == 429 else f"provider error ({status}): {detail}"
+                raise self._gave_up(why) from None
+            except httpx.TransportError as exc:
+                raise self._gave_up(f"{type(exc).__name__}: {exc}") from None
+        return _parse(response)
+
+    async def _post(self, client: httpx.AsyncClient, path: Path, mime: str, filename: str, headers: dict[str, str],
+                    data: dict[str, str]) -> httpx.Response:
+        fh = await asyncio.to_thread(Path(path).open, "rb")  # each attempt sends the whole file again
+        try:
+            response = await client.post(self.url, headers=headers, data=data, files={"file": (filename, fh, mime)})
+        finally:
+            fh.close()
+        if not response.is_success:
+            response.raise_for_status()
+        return response
+
+    def _gave_up(self, last_error: str) -> TranscriptionError:
+        return TranscriptionError(f"Transcription failed after {self.max_attempts} attempts: {last_error}",
+                                  retryable=True)
 
 
 def get_transcriber() -> Transcriber | None:

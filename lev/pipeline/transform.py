@@ -19,9 +19,9 @@ from typing import Any, Protocol
 import httpx
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from lev.embedder import Embedder, get_embedder
+from lev.pipeline.embedder import Embedder, get_embedder
+from lev.pipeline.retry import async_retrying
 from lev.settings import get_settings
 
 MAX_SENTENCES = 160  # sentences embedded for the local summary (evenly sampled beyond this)
@@ -138,13 +138,6 @@ class LocalTransformer:
         return outputs
 
 
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, httpx.HTTPStatusError):
-        code = exc.response.status_code
-        return code == 429 or code >= 500
-    return isinstance(exc, httpx.TransportError)
-
-
 def truncate_text(text: str, budget: int = LLM_TEXT_BUDGET) -> str:
     """`text` cut to `budget` characters at a paragraph or sentence end when one is near."""
     if len(text) <= budget:
@@ -213,12 +206,7 @@ class OpenAIChatTransformer:
         body = {"model": self.model, "messages": messages, "temperature": 0.2}
         async with httpx.AsyncClient(timeout=self._timeout, headers=headers, trust_env=False) as client:
             try:
-                async for attempt in AsyncRetrying(
-                    retry=retry_if_exception(_retryable),
-                    stop=stop_after_attempt(self._attempts),
-                    wait=wait_exponential(multiplier=self._backoff, max=20.0),
-                    reraise=True,
-                ):
+                async for attempt in async_retrying(self._backoff, max_wait=20.0, attempts=self._attempts):
                     with attempt:
                         resp = await client.post(f"{self.base_url}/chat/completions", json=body)
                         resp.raise_for_status()

@@ -1,4 +1,4 @@
-"""Fetch a web page safely (SSRF guard, bounded size and time) and extract its readable text.
+"""SSRF-guarded HTTP for URL ingest: the guarded client, redirects re-checked hop by hop, media downloads.
 
 Every TCP connection, including each redirect hop, goes through `_GuardedBackend`: it resolves the
 host, refuses private/loopback/link-local/metadata addresses (unless LEV_ALLOW_PRIVATE_URLS) and
@@ -9,12 +9,14 @@ TLS SNI and the Host header still carry the URL's host name (httpcore takes both
 from __future__ import annotations
 
 import asyncio
-import html
 import ipaddress
-import re
+import os
 import socket
-from dataclasses import dataclass, field
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -22,17 +24,16 @@ import httpcore
 import httpx
 
 from lev.errors import ApiError, ingest_failed
+from lev.pipeline import youtube
+from lev.pipeline.media import MAX_UPLOAD_BYTES, SNIFF_HEAD, normalize_mime, pick_mime, read_head, sniff_matches
 from lev.settings import get_settings
 
-MAX_BYTES = 20 * 1024 * 1024
 MAX_REDIRECTS = 5
-MIN_TEXT_CHARS = 200
+DOWNLOAD_TIMEOUT_SEC = 300
 USER_AGENT = (
     "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
     "Chrome/126.0 Safari/537.36 Lev/0.1 (+knowledge-base page fetcher)"
 )
-HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-TEXT_TYPES = frozenset({"text/plain"})
 REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
 
 _MEDIA_EXTENSIONS: dict[str, str] = {
@@ -40,29 +41,8 @@ _MEDIA_EXTENSIONS: dict[str, str] = {
     **dict.fromkeys((".mp3", ".m4a", ".wav", ".ogg", ".flac", ".opus"), "audio"),
     **dict.fromkeys((".mp4", ".webm", ".mov", ".mkv"), "video"),
 }
-_YOUTUBE_HOSTS = frozenset({"youtube.com", "www.youtube.com", "m.youtube.com", "music.youtube.com"})
-_TITLE_RE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _IPV4_COMPAT = ipaddress.ip_network("::/96")
-
-
-class UnsupportedMedia(ApiError):
-    """The URL serves a PDF, audio or video; the caller may route it to a media pipeline."""
-
-    def __init__(self, kind: str, content_type: str) -> None:
-        super().__init__(400, "ingest_failed", "PDF/audio/video URLs are not supported yet")
-        self.kind = kind
-        self.content_type = content_type
-
-
-@dataclass
-class FetchedPage:
-    url: str  # final URL after redirects
-    canonical: str
-    title: str | None
-    text: str
-    metadata: dict[str, Any] = field(default_factory=dict)
-    content_type: str = "text/html"
 
 
 def canonical_url(url: str) -> str:
@@ -87,13 +67,9 @@ def canonical_url(url: str) -> str:
 
 def classify_media_url(url: str) -> str | None:
     """'youtube', 'pdf', 'audio' or 'video' when the URL itself says so, else None."""
-    parts = urlsplit(url.strip())
-    host = (parts.hostname or "").lower()
-    path = parts.path
-    if host == "youtu.be" and len(path) > 1:
+    if youtube.is_youtube_link(url):
         return "youtube"
-    if host in _YOUTUBE_HOSTS and (path == "/watch" or path.startswith(("/shorts/", "/live/", "/embed/"))):
-        return "youtube"
+    path = urlsplit(url.strip()).path
     dot = path.rfind(".")
     if dot > path.rfind("/"):
         return _MEDIA_EXTENSIONS.get(path[dot:].lower())
@@ -215,6 +191,12 @@ class _GuardedTransport(httpx.AsyncHTTPTransport):
         )
 
 
+def guarded_client(timeout: httpx.Timeout, headers: dict[str, str]) -> httpx.AsyncClient:
+    """An httpx client whose every connection is checked (redirects are followed by `open_url`, not httpx)."""
+    return httpx.AsyncClient(transport=_GuardedTransport(), timeout=timeout, headers=headers,
+                             follow_redirects=False, trust_env=False)
+
+
 def _check_url(url: httpx.URL) -> None:
     if url.scheme not in ("http", "https"):
         raise ingest_failed(f"only http and https URLs can be ingested, not {url.scheme or 'this'}:")
@@ -222,7 +204,8 @@ def _check_url(url: httpx.URL) -> None:
         raise ingest_failed("the URL has no host")
 
 
-def _status_error(code: int) -> ApiError:
+def status_error(code: int) -> ApiError:
+    """The descriptive ingest_failed for an HTTP error answer of the site."""
     if code in (404, 410, 451):
         return ingest_failed(f"page not found (HTTP {code})")
     if code in (401, 403, 407):
@@ -232,67 +215,6 @@ def _status_error(code: int) -> ApiError:
     if code >= 500:
         return ingest_failed(f"the site returned a server error (HTTP {code})")
     return ingest_failed(f"the site refused the request (HTTP {code})")
-
-
-def _media_kind(content_type: str) -> str | None:
-    if content_type == "application/pdf":
-        return "pdf"
-    if content_type.startswith("audio/"):
-        return "audio"
-    if content_type.startswith("video/"):
-        return "video"
-    return None
-
-
-def _charset(header: str) -> str | None:
-    for param in header.split(";")[1:]:
-        key, _, value = param.partition("=")
-        if key.strip().lower() == "charset" and value.strip():
-            return value.strip().strip("\"'")
-    return None
-
-
-async def _read_capped(resp: httpx.Response, max_bytes: int) -> bytes:
-    declared = resp.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
-        raise ingest_failed(f"page larger than {max_bytes // (1024 * 1024)} MB")
-    buf = bytearray()
-    async for piece in resp.aiter_bytes():
-        buf += piece
-        if len(buf) > max_bytes:
-            raise ingest_failed(f"page larger than {max_bytes // (1024 * 1024)} MB")
-    return bytes(buf)
-
-
-def _extract_html(body: bytes, url: str) -> tuple[str | None, str, dict[str, Any]]:
-    import trafilatura
-
-    doc = trafilatura.bare_extraction(
-        body,
-        url=url,
-        favor_recall=True,
-        include_tables=True,
-        include_comments=False,
-        include_images=False,
-        include_links=False,
-        with_metadata=True,
-    )
-    text = ""
-    title: str | None = None
-    meta: dict[str, Any] = {}
-    if doc is not None and not isinstance(doc, dict):
-        text = doc.text or ""
-        title = doc.title or None
-        for key in ("author", "date", "sitename", "description", "hostname"):
-            value = getattr(doc, key, None)
-            if isinstance(value, str) and value.strip():
-                meta[key] = value.strip()
-    if not title:
-        head = body[:200_000].decode("utf-8", errors="replace")
-        match = _TITLE_RE.search(head)
-        if match:
-            title = " ".join(html.unescape(match.group(1)).split()) or None
-    return title, text.strip(), meta
 
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
@@ -324,84 +246,77 @@ async def _send(client: httpx.AsyncClient, url: httpx.URL) -> httpx.Response:
         raise ingest_failed(f"could not fetch {url.host}: {exc or type(exc).__name__}") from exc
 
 
-async def _fetch(url: str, connect_timeout: float, read_timeout: float, max_bytes: int) -> FetchedPage:
+@asynccontextmanager
+async def open_url(client: httpx.AsyncClient, url: str) -> AsyncIterator[httpx.Response]:
+    """GET `url` (http/https only) following at most 5 redirects, each hop checked again; yields the final
+    200 answer unread (streaming) and closes it afterwards. Anything else is a descriptive ingest_failed."""
     try:
         current = httpx.URL(url.strip())
     except (httpx.InvalidURL, ValueError, TypeError) as exc:
         raise ingest_failed(f"invalid URL: {exc}") from exc
     _check_url(current)
-    timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
-    headers = {
-        "User-Agent": USER_AGENT,
-        "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5",
-        "Accept-Language": "en;q=0.9,*;q=0.5",
-    }
-    async with httpx.AsyncClient(
-        transport=_GuardedTransport(), timeout=timeout, headers=headers,
-        follow_redirects=False, trust_env=False,
-    ) as client:
-        hops = 0
-        while True:
-            resp = await _send(client, current)
-            try:
-                if resp.status_code in REDIRECT_CODES and "location" in resp.headers:
-                    hops += 1
-                    if hops > MAX_REDIRECTS:
-                        raise ingest_failed(f"too many redirects (more than {MAX_REDIRECTS})")
-                    try:
-                        current = resp.url.join(resp.headers["location"])
-                    except (httpx.InvalidURL, ValueError) as exc:
-                        raise ingest_failed(f"the site redirected to an invalid URL: {exc}") from exc
-                    _check_url(current)
-                    continue
-                if resp.status_code >= 400:
-                    raise _status_error(resp.status_code)
-                if resp.status_code != 200:
-                    raise ingest_failed(f"unexpected response from the site (HTTP {resp.status_code})")
-                raw_type = resp.headers.get("content-type", "")
-                ctype = raw_type.split(";", 1)[0].strip().lower() or "text/html"
-                kind = _media_kind(ctype)
-                if kind is not None:
-                    raise UnsupportedMedia(kind, ctype)
-                if ctype not in HTML_TYPES and ctype not in TEXT_TYPES:
-                    raise ingest_failed(f"unsupported content type {ctype} (only web pages and plain text)")
-                body = await _read_capped(resp, max_bytes)
-            finally:
-                await resp.aclose()
-            break
-
-    final = str(resp.url.copy_with(fragment=None))
-    if ctype in TEXT_TYPES:
-        text = body.decode(_charset(raw_type) or "utf-8", errors="replace").strip()
-        if not text:
-            raise ingest_failed("the page is empty")
-        segment = resp.url.path.rstrip("/").rsplit("/", 1)[-1]
-        host = resp.url.host
-        title = segment or host or None
-        return FetchedPage(final, canonical_url(final), title, text, {"hostname": host}, ctype)
-
-    title, text, meta = await asyncio.to_thread(_extract_html, body, final)
-    if resp.url.host:
-        meta.setdefault("hostname", resp.url.host)
-    if len(text) < MIN_TEXT_CHARS:
-        raise ingest_failed("page has no readable text; it may need a login or be paywalled")
-    return FetchedPage(final, canonical_url(final), title, text, meta, ctype)
+    for hop in range(MAX_REDIRECTS + 1):
+        resp = await _send(client, current)
+        try:
+            if resp.status_code in REDIRECT_CODES and "location" in resp.headers:
+                if hop == MAX_REDIRECTS:
+                    raise ingest_failed(f"too many redirects (more than {MAX_REDIRECTS})")
+                try:
+                    current = resp.url.join(resp.headers["location"])
+                except (httpx.InvalidURL, ValueError) as exc:
+                    raise ingest_failed(f"the site redirected to an invalid URL: {exc}") from exc
+                _check_url(current)
+                continue
+            if resp.status_code >= 400:
+                raise status_error(resp.status_code)
+            if resp.status_code != 200:
+                raise ingest_failed(f"unexpected response from the site (HTTP {resp.status_code})")
+            yield resp
+            return
+        finally:
+            await resp.aclose()
 
 
-async def fetch_page(
-    url: str,
-    *,
-    connect_timeout: float = 5.0,
-    read_timeout: float = 15.0,
-    total_timeout: float = 30.0,
-    max_bytes: int = MAX_BYTES,
-) -> FetchedPage:
-    """Fetch `url` (http/https only, at most 5 redirects, 20 MB) and extract title, text and metadata.
-
-    Raises `ingest_failed` with a descriptive message, or `UnsupportedMedia` for PDF/audio/video.
-    """
+async def download(url: str, kind: str) -> tuple[Path, str, str]:
+    """A media URL ('pdf', 'audio', 'video') fetched into a private temp file of at most 50 MB whose leading
+    bytes match its type: (path, MIME type, final URL). The caller deletes the file."""
+    fd, name = tempfile.mkstemp(prefix="lev-dl-")
+    os.close(fd)
+    local = Path(name)
     try:
-        async with asyncio.timeout(total_timeout):
-            return await _fetch(url, connect_timeout, read_timeout, max_bytes)
-    except TimeoutError as exc:
-        raise ingest_failed(f"the page took longer than {total_timeout:g} s to fetch") from exc
+        async with asyncio.timeout(DOWNLOAD_TIMEOUT_SEC), guarded_client(
+            httpx.Timeout(60.0, connect=10.0), {"User-Agent": USER_AGENT}
+        ) as client, open_url(client, url) as resp:
+            declared = resp.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > MAX_UPLOAD_BYTES:
+                raise ingest_failed("the file is larger than 50 MB")
+            total = 0
+            fh = await asyncio.to_thread(local.open, "wb")
+            try:
+                async for piece in resp.aiter_bytes():
+                    total += len(piece)
+                    if total > MAX_UPLOAD_BYTES:
+                        raise ingest_failed("the file is larger than 50 MB")
+                    await asyncio.to_thread(fh.write, piece)
+            finally:
+                fh.close()
+            ctype = normalize_mime(resp.headers.get("content-type", ""))
+            final = str(resp.url)
+        mime = pick_mime(ctype, final, kind)
+        head = await asyncio.to_thread(read_head, local, SNIFF_HEAD)
+        if not head:
+            raise ingest_failed("the URL served an empty file")
+        if not sniff_matches(mime, head):
+            what = {"pdf": "PDF", "audio": "audio file", "video": "video file"}.get(kind, kind)
+            raise ingest_failed(f"the URL did not serve a valid {what} ({ctype or 'no content type'})")
+        return local, mime, final
+    except TimeoutError:
+        _remove(local)
+        raise ingest_failed(f"the download took longer than {DOWNLOAD_TIMEOUT_SEC} s") from None
+    except BaseException:
+        _remove(local)
+        raise
+
+
+def _remove(path: Path) -> None:
+    path.unlink(missing_ok=True)

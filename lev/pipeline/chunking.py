@@ -12,9 +12,10 @@ super-linearly on unpunctuated text (13 s for 1 MB), which is too slow for in-re
 
 from __future__ import annotations
 
+import asyncio
 import re
 
-from lev.embedder import LOCAL_MAX_SEQ_LENGTH, tokenizer
+from lev.pipeline.embedder import LOCAL_MAX_SEQ_LENGTH, get_embedder, tokenizer
 
 CHUNK_TOKENS = 200  # budget for title + chunk; leaves margin under the 256-token model window
 MIN_CHUNK_TOKENS = 64
@@ -132,6 +133,11 @@ def embed_input(title: str | None, chunk: str) -> str:
     """The string that is embedded for a chunk: the clipped title, a blank line, then the chunk."""
     title = clip_title(title)
     return f"{title}\n\n{chunk}" if title else chunk
+
+
+async def embed_chunks(title: str | None, bodies: list[str]) -> list[list[float]]:
+    """The vectors of a content's chunks (each embedded as `embed_input`), computed in a worker thread."""
+    return await asyncio.to_thread(get_embedder().embed, [embed_input(title, b) for b in bodies])
 
 
 def max_model_tokens() -> int:

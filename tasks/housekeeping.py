@@ -1,0 +1,84 @@
+"""Cron jobs: re-queueing unfinished work, draining the object-deletion queue, expiring unfinalized uploads,
+purging old activity."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from lev import clock, runtime
+from lev.pipeline.uploads import UPLOAD_EXPIRY
+from lev.settings import get_settings
+from store import activity, sessions
+from store import contents as content_store
+from store import uploads as upload_store
+from store.db import session_scope
+from store.objects import InvalidObjectPath, ObjectStore
+
+log = logging.getLogger("lev.worker")
+
+RECONCILE_GRACE_SEC = 5  # work younger than this may still be between its commit and its enqueue
+
+
+async def drain_object_deletions(ctx: dict[str, Any]) -> int:
+    """Delete stored objects queued by item deletes and expired uploads; failures stay queued with attempts + 1."""
+    return await _drain(ctx["object_store"])
+
+
+async def _drain(store: ObjectStore) -> int:
+    done = 0
+    async with session_scope() as s:
+        for row in await upload_store.pending_deletions(s):
+            path = row["path"]
+            if await upload_store.still_referenced(s, path):
+                await upload_store.deletion_done(s, path)
+                continue
+            try:
+                await store.delete(path)
+            except InvalidObjectPath:
+                await upload_store.deletion_done(s, path)  # nothing we could ever have stored there
+            except Exception as exc:
+                await upload_store.deletion_failed(s, path, f"{type(exc).__name__}: {exc}")
+                log.warning("object deletion failed for %s (attempt %d): %s", path, row["attempts"] + 1, exc)
+            else:
+                await upload_store.deletion_done(s, path)
+                done += 1
+    return done
+
+
+async def expire_uploads(ctx: dict[str, Any]) -> int:
+    """Forget uploads signed more than 24 h ago whose objects no item uses, and delete those objects."""
+    async with session_scope() as s:
+        paths = await upload_store.expire_before(s, clock.now() - UPLOAD_EXPIRY)
+    if paths:
+        await _drain(ctx["object_store"])
+    return len(paths)
+
+
+async def reconcile_unfinished(_ctx: dict[str, Any]) -> int:
+    """Re-queue the unfinished work whose job is gone (lost with Redis, or never queued because the process
+    died between commit and enqueue): the database, not the queue, is the record of acknowledged work."""
+    async with session_scope() as s:
+        work = await content_store.unfinished(s, datetime.now(UTC) - timedelta(seconds=RECONCILE_GRACE_SEC))
+    redis = runtime.get_runtime().arq
+    queued = 0
+    for w in work:
+        jid = runtime.job_id(w["job"], w["args"][0])
+        if await redis.exists(f"arq:job:{jid}", f"arq:in-progress:{jid}"):
+            continue
+        await redis.delete(f"arq:result:{jid}", f"arq:retry:{jid}")  # a finished run of an earlier life
+        if await redis.enqueue_job(w["job"], *w["args"], _job_id=jid) is not None:
+            queued += 1
+            log.warning("re-queued unfinished work: %s %s", w["job"], w["args"][0])
+    return queued
+
+
+async def purge_activity(_ctx: dict[str, Any]) -> int:
+    """Delete activity entries older than the retention setting (90 days by default) and expired sessions."""
+    cutoff = clock.now() - timedelta(days=get_settings().activity_retention_days)
+    async with session_scope() as s:
+        n = await activity.purge_before(s, cutoff)
+        ended = await sessions.purge_expired(s)
+    log.info("purged %d activity entries older than %s and %d expired sessions", n, cutoff.isoformat(), ended)
+    return n

@@ -1,0 +1,129 @@
+"""Jobs that turn queued files into text: document extraction (OCR) and transcription (with the quota charge)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import tempfile
+import uuid
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from lev.errors import ApiError
+from lev.pipeline.documents import extract
+from lev.pipeline.indexing import fail_content, finish_content
+from lev.pipeline.media import EXT_MIME, media_duration_seconds
+from lev.pipeline.transcriber import Transcript, TranscriptionError
+from lev.pipeline.youtube import youtube_audio
+from store import contents as content_store
+from store.db import session_scope
+from tasks.jobs import work_bound
+
+log = logging.getLogger("lev.media")
+
+
+async def _queued(content_id: uuid.UUID) -> dict[str, Any] | None:
+    """The content row while it is still waiting for this job, else None."""
+    async with session_scope() as s:
+        row = await content_store.get(s, content_id)
+    return row if row is not None and row["status"] == "processing" else None
+
+
+async def extract_document(ctx: dict[str, Any], content_id: str) -> int:
+    """Extract (OCR) and embed a queued PDF or image upload, within a time bound from its size."""
+    cid = uuid.UUID(content_id)
+    row = await _queued(cid)
+    if row is None or not row["object_path"]:
+        return 0
+    async with asyncio.timeout(work_bound(size_bytes=row["size_bytes"] or 0)):
+        return await _extract(ctx, cid, row)
+
+
+async def _extract(ctx: dict[str, Any], cid: uuid.UUID, row: dict[str, Any]) -> int:
+    try:
+        local = await ctx["object_store"].local_copy(row["object_path"])
+    except FileNotFoundError:
+        await fail_content(cid, "the uploaded file is gone", transcription=False)
+        return 0
+    try:
+        body, meta = await asyncio.to_thread(extract, local, row["mime"])
+    except ApiError as exc:
+        await fail_content(cid, exc.message or exc.code, transcription=False)
+        return 0
+    except Exception as exc:
+        log.exception("document extraction failed for %s", cid)
+        await fail_content(cid, f"extraction failed: {exc}", transcription=False)
+        return 0
+    finally:
+        local.unlink(missing_ok=True)
+    metadata = {**(row["metadata"] or {}), **meta}
+    return await finish_content(cid, row["title"], body, content_values={"text": body, "metadata": metadata})
+
+
+async def _transcribe(ctx: dict[str, Any], row: dict[str, Any], workdir: Path) -> tuple[Transcript, float] | None:
+    """Fetch the media (stored object or YouTube audio) and transcribe it; None when there is none."""
+    if row["object_path"]:
+        local = await ctx["object_store"].local_copy(row["object_path"])
+        mime, filename = row["mime"], PurePosixPath(row["object_path"]).name
+    elif row["kind"] == "youtube" and row["url"]:
+        local = await youtube_audio(row["url"], workdir)
+        mime = "audio/webm" if local.suffix.lower() == ".webm" else EXT_MIME.get(local.suffix.lower(), "audio/mp4")
+        filename = local.name
+    else:
+        return None
+    try:
+        duration = await asyncio.to_thread(media_duration_seconds, local)
+        return await ctx["transcriber"].transcribe(local, mime, filename), duration
+    finally:
+        local.unlink(missing_ok=True)
+
+
+async def transcribe_content(ctx: dict[str, Any], content_id: str, user_id: str) -> int:
+    """Transcribe queued audio, video or YouTube content, store and embed the transcript, charge the duration;
+    within a time bound from the media's size and length."""
+    cid = uuid.UUID(content_id)
+    row = await _queued(cid)
+    if row is None:
+        return 0
+    bound = work_bound(size_bytes=row["size_bytes"] or 0, media_sec=row["duration_sec"] or 0.0)
+    async with asyncio.timeout(bound):
+        return await _transcribe_and_finish(ctx, cid, row, uuid.UUID(user_id))
+
+
+async def _transcribe_and_finish(ctx: dict[str, Any], cid: uuid.UUID, row: dict[str, Any], user_id: uuid.UUID) -> int:
+    if ctx["transcriber"] is None:
+        await fail_content(cid, "transcription is not configured on this server", transcription=True)
+        return 0
+    workdir = Path(tempfile.mkdtemp(prefix="lev-media-"))
+    try:
+        done = await _transcribe(ctx, row, workdir)
+    except TranscriptionError as exc:
+        return await _failed(cid, str(exc))
+    except ApiError as exc:
+        return await _failed(cid, exc.message or exc.code)
+    except FileNotFoundError:
+        return await _failed(cid, "the media file is gone")
+    except Exception as exc:
+        log.exception("transcription failed for %s", cid)
+        return await _failed(cid, f"transcription failed: {exc}")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if done is None:
+        return await _failed(cid, "there is no media to transcribe")
+    transcript, duration = done
+    metadata = {**(row["metadata"] or {}), "duration_sec": round(duration, 3)}
+    if transcript.language:
+        metadata["language"] = transcript.language
+    if transcript.segments:
+        metadata["segments"] = len(transcript.segments)
+    return await finish_content(
+        cid, row["title"], transcript.text,
+        content_values={"transcript": transcript.text, "duration_sec": duration, "metadata": metadata},
+        item_values={"transcription_status": "done"}, charge=(user_id, duration),
+    )
+
+
+async def _failed(content_id: uuid.UUID, message: str) -> int:
+    await fail_content(content_id, message, transcription=True)
+    return 0

@@ -1,0 +1,135 @@
+"""The house rules that keep the code readable from its folder names, checked on every CI run.
+
+- No import circle among the project's modules (any import, at module level or inside a function).
+- `store/` imports nothing above it (no `lev`, `handlers`, `tasks`).
+- No function-level import of a project module: such an import exists only to dodge a circle.
+- No product module reaches 400 lines.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("lev", "store", "handlers", "tasks")
+MAX_LINES = 400
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _target(name: str) -> str | None:
+    """The project module an imported name lives in (`lev.errors.ApiError` -> `lev.errors`)."""
+    while name:
+        if name in MODULES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _imports(module: str, path: Path) -> list[tuple[str, bool]]:
+    """(imported project module, inside a function?) for every import statement of a module."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: list[tuple[str, bool]] = []
+
+    def visit(node: ast.AST, nested: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = nested or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            names: list[str] = []
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    base = ".".join(package.split(".")[: len(package.split(".")) - child.level + 1] + [base]).strip(".")
+                names = [f"{base}.{a.name}" for a in child.names] + [base]
+            for name in names:
+                target = _target(name)
+                if target is not None and target != module:
+                    found.append((target, inner))
+            visit(child, inner)
+
+    visit(tree, False)
+    return found
+
+
+GRAPH = {m: sorted({t for t, _ in _imports(m, p)}) for m, p in MODULES.items()}
+
+
+def _circles() -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in GRAPH:
+        if v not in index:
+            strong(v)
+    return out
+
+
+def test_no_import_circles() -> None:
+    assert not _circles(), f"import circles: {_circles()}"
+
+
+def test_store_depends_on_nothing_above_it() -> None:
+    upward = {m: [t for t in ts if not t.startswith("store")] for m, ts in GRAPH.items() if m.startswith("store")}
+    assert not {m: ts for m, ts in upward.items() if ts}, upward
+
+
+def test_no_function_level_project_imports() -> None:
+    nested = {m: sorted({t for t, inner in _imports(m, p) if inner}) for m, p in MODULES.items()}
+    assert not {m: ts for m, ts in nested.items() if ts}, nested
+
+
+def test_product_modules_stay_small() -> None:
+    sizes = {m: len(p.read_text().splitlines()) for m, p in MODULES.items()}
+    assert not {m: n for m, n in sizes.items() if n >= MAX_LINES}, sorted(sizes.items(), key=lambda kv: -kv[1])[:5]
+
+
+def test_the_checker_sees_a_circle() -> None:
+    """The circle finder itself: a two-module cycle in a made-up graph is found."""
+    saved = dict(GRAPH)
+    try:
+        GRAPH.clear()
+        GRAPH.update({"a": ["b"], "b": ["a"], "c": ["a"]})
+        assert _circles() == [["a", "b"]]
+    finally:
+        GRAPH.clear()
+        GRAPH.update(saved)
