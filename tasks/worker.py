@@ -123,4 +123,15 @@ def run_worker() -> None:
     """`lev worker`: a standalone worker process against the configured (or embedded) stack."""
     settings = get_settings()
     _, redis_url = resolve_urls(settings.database_url, settings.redis_url, settings.data_dir)
-    asyncio.run(make_worker(redis_url, own_runtime=True).async_run())
+
+    async def run() -> None:
+        # built inside the running loop: arq binds its signal handlers and tasks to the loop it finds
+        worker = make_worker(redis_url, own_runtime=True)
+        try:
+            await worker.async_run()
+        except asyncio.CancelledError:
+            pass  # SIGTERM/SIGINT: arq cancels its main task once running jobs finished (or the grace ran out)
+        finally:
+            await worker.close()
+
+    asyncio.run(run())
