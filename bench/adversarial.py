@@ -8,6 +8,7 @@ restart) and lost items (acknowledged, then missing). Run: `.venv/bin/python -m 
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from collections import Counter
@@ -102,7 +103,7 @@ def main() -> None:
         c = client(srv.url, whole)
         folder = hit(c, "POST", "/api/v1/folders", json={"name": "keep"}).json()["id"]
         item = hit(c, "POST", "/api/v1/ingest", json={"kind": "text", "text": "kept", "folder_id": folder}).json()
-        races(srv.url, stack, email, whole)
+        races(srv.url, stack, email, whole, rounds=int(os.environ.get("ADVERSARIAL_ROUNDS", "25")))
         hostile(srv.url, whole, folder, item["user_item_id"])
         acknowledged = []
         for n in range(4):

@@ -100,7 +100,8 @@ async def signup_page(request: Request) -> Response:
 async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | None) -> dict[str, Any]:
     q = request.query_params
     page = _int(q.get("page"), 1)
-    filters = {"in_kb": _bool(q.get("in_kb")), "archived": _bool(q.get("archived"))}
+    filters = {"in_kb": _bool(q.get("in_kb")), "archived": _bool(q.get("archived")),
+               "unfiled": None if folder_id else _bool(q.get("unfiled"))}
     async with session_scope() as s:
         folders = await folder_store.list_visible(s, p.scope)
         found, total = await item_store.list_items(s, p.scope, folder_id=folder_id, page=page, per_page=PER_PAGE,

@@ -100,7 +100,8 @@ def _check_new_password(password: str) -> None:
 
 
 async def signup(s: AsyncSession, email: str, password: str) -> dict[str, Any]:
-    """Create a user (tier LEV_SIGNUP_TIER); 403 signup_closed when LEV_SIGNUP=closed, 409 email_taken."""
+    """Create a user (tier LEV_SIGNUP_TIER; the first account of an empty instance is its owner's and gets `pro`);
+    403 signup_closed when LEV_SIGNUP=closed, 409 email_taken."""
     settings = get_settings()
     if settings.signup.strip().lower() != "open":
         raise signup_closed()
@@ -109,6 +110,8 @@ async def signup(s: AsyncSession, email: str, password: str) -> dict[str, Any]:
         raise invalid_body("email must be an email address.")
     _check_new_password(password)
     tier = settings.signup_tier if settings.signup_tier in ("free", "pro") else "free"
+    if await user_store.none_yet(s):
+        tier = "pro"
     user_id = await create_user(s, email, tier, password)
     return {"id": user_id, "email": email, "tier": tier}
 

@@ -27,14 +27,16 @@ def quiet_libraries() -> None:
 
 
 def banner(url: str, data_dir: str, lev: str) -> str:
-    """What `lev serve` prints once it listens: where, where the data is, and the first three commands."""
+    """What `lev serve` prints once it listens: where, where the data is, and the first steps (browser first)."""
     return "\n".join([
         "",
         f"Lev is ready at {url}  (API docs {url}/api/v1/docs; data in {data_dir})",
-        f"  1. create a user:    {lev} user create you@example.com --tier pro",
-        f"  2. mint a token:     {lev} token create --user you@example.com --name agent --write",
+        f"  1. open {url}/ in a browser and create your account (the first one owns this server)",
+        "  2. add links, notes and files; then Settings -> Integrations mints a token for an agent",
         f"  3. connect an agent: claude mcp add --transport http lev {url}/api/mcp "
         '--header "Authorization: Bearer <token>"',
+        f"  from a shell instead: {lev} user create you@example.com --tier pro; "
+        f"{lev} token create --user you@example.com --name agent --write",
         "Press Ctrl-C to stop.",
         "",
     ])

@@ -82,12 +82,16 @@ async def list_items(
     folder_id: uuid.UUID | None = None,
     archived: bool | None = None,
     in_kb: bool | None = None,
+    unfiled: bool | None = None,
     page: int = 1,
     per_page: int = 50,
 ) -> tuple[list[dict[str, Any]], int]:
     conds: list[ColumnElement[bool]] = [visible(scope)]
     if folder_id is not None:
         conds.append(exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id == folder_id))
+    if unfiled is not None:
+        filed = exists().where(item_folders.c.item_id == user_items.c.id)
+        conds.append(~filed if unfiled else filed)
     if archived is not None:
         conds.append(user_items.c.archived.is_(archived))
     if in_kb is not None:

@@ -6,13 +6,21 @@ import uuid
 from typing import Any
 
 from argon2 import PasswordHasher
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from store.models import tokens, users
 
 _hasher = PasswordHasher()
+_FIRST_ACCOUNT_LOCK = 0x4C455631  # pg_advisory_xact_lock key: sign-ups on an empty instance take turns
+
+
+async def none_yet(session: AsyncSession) -> bool:
+    """True when the instance has no user at all; concurrent callers wait for each other's transaction, so only
+    one of them can see an empty table and then create the first user."""
+    await session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _FIRST_ACCOUNT_LOCK})
+    return (await session.execute(select(users.c.id).limit(1))).first() is None
 
 
 async def create(session: AsyncSession, email: str, tier: str = "free",

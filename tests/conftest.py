@@ -37,6 +37,7 @@ def admin(data_dir: Path) -> Iterator[Admin]:
     db_url, _ = resolve_urls(None, None, data_dir)
     db.migrate(db_url)
     a = Admin(db_url)
+    new_user(a)  # the instance has its owner already: sign-ups in the tests are later accounts (LEV_SIGNUP_TIER)
     yield a
     a.close()
 

@@ -365,3 +365,24 @@ def test_signup_closed_secure_cookie_and_per_address_throttle(closed_server: Liv
         assert r.status_code == 401
     r = httpx.post(f"{closed_server.url}/api/account/login", json={"email": existing.email, "password": PASSWORD})
     assert r.status_code == 429 and r.json()["error"] == "rate_limited" and r.json()["limit"] == "sign_in_ip"
+
+
+def test_library_page_lists_unfiled_items_and_filed_ones_apart(browser: Browser, admin: Admin) -> None:
+    browser.signup()
+    from tests.stack import User
+
+    me = User(uuid.UUID(browser.user_id), browser.email, admin)
+    folder = me.folder("Shelf")
+    make_item(me, title="filed away", folders=[folder])
+    make_item(me, title="loose note")
+
+    def titles(query: str) -> set[str]:
+        html = browser.client.get(f"/{query}").text
+        return {t for t in ("filed away", "loose note") if t in html}
+
+    assert titles("") == {"filed away", "loose note"}
+    assert titles("?unfiled=true") == {"loose note"}
+    assert titles("?unfiled=false") == {"filed away"}
+    assert 'href="/?unfiled=true" aria-current="page"' in browser.client.get("/?unfiled=true").text
+    partial = browser.client.get("/partials/items?unfiled=true").text
+    assert "loose note" in partial and "filed away" not in partial
