@@ -157,7 +157,12 @@ def test_a_person_walks_every_flow(page: Any, admin: Admin, server, tmp_path: Pa
     assert api.get("/api/v1/folders").json()["error"] == "invalid_token"
 
     # the activity log shows the token's requests with its query; filter, then clear it
-    page.goto("/activity?surface=rest")
+    # the log is written in batches every 0.5 s (lev/activity.py): reload until the token's requests are there
+    for _ in range(20):
+        page.goto("/activity?surface=rest")
+        if page.locator("table.activity").count():
+            break
+        page.wait_for_timeout(250)
     assert "octopus hearts" in page.inner_text("table.activity")
     assert "Agent for Research" in page.inner_text("table.activity")
     assert set(page.locator("table.activity tbody tr td:nth-child(2)").all_inner_texts()) == {"rest"}
