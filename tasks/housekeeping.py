@@ -11,8 +11,8 @@ from lev import clock, runtime
 from lev.pipeline.uploads import UPLOAD_EXPIRY
 from lev.settings import get_settings
 from store import activity, sessions
-from store import oauth as oauth_store
 from store import contents as content_store
+from store import oauth as oauth_store
 from store import uploads as upload_store
 from store.db import session_scope
 from store.objects import InvalidObjectPath, ObjectStore

@@ -24,8 +24,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 from mcp.shared.exceptions import MCPError
 
-from lev.oauth_clients import OAuthError, fetch_metadata_document, is_metadata_url, redirect_matches, \
-    redirect_uri_allowed
+from lev.oauth_clients import (
+    OAuthError,
+    fetch_metadata_document,
+    is_metadata_url,
+    redirect_matches,
+    redirect_uri_allowed,
+)
 from tests.cimd_site import ClientSite, LoopbackCA
 
 PASSWORD = "a long enough password"

@@ -27,8 +27,9 @@ def test_consent_page_without_javascript_and_revoking_in_integrations(browser: A
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
     authorize = f"{base}/oauth/authorize?" + urlencode({
-        "response_type": "code", "client_id": cid, "redirect_uri": CALLBACK, "state": "xyz", "scope": "lev:read lev:write",
-        "code_challenge": challenge, "code_challenge_method": "S256", "resource": f"{base}/api/mcp"})
+        "response_type": "code", "client_id": cid, "redirect_uri": CALLBACK, "state": "xyz",
+        "scope": "lev:read lev:write", "code_challenge": challenge, "code_challenge_method": "S256",
+        "resource": f"{base}/api/mcp"})
 
     email = sign_up(page)  # a free account
     uid = admin.sql("SELECT id FROM users WHERE email = :e", e=email)[0][0]
