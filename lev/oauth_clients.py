@@ -66,13 +66,13 @@ def _digest(value: str) -> bytes:
 
 
 def redirect_uri_allowed(uri: str) -> bool:
-    """https; http only to a loopback host; or a native app's private-use scheme. Never a fragment."""
+    """https; http only to a loopback host; or a native app's private-use scheme. Never a fragment or user info."""
     try:
         parts = urlsplit(uri)
     except ValueError:
         return False
     scheme = parts.scheme.lower()
-    if not scheme or parts.fragment or len(uri) > 2000 or any(c.isspace() for c in uri):
+    if not scheme or parts.fragment or "@" in parts.netloc or len(uri) > 2000 or any(c.isspace() for c in uri):
         return False
     if scheme == "https":
         return bool(parts.hostname)

@@ -410,7 +410,8 @@ def test_client_metadata_documents_are_checked(server, admin, site) -> None:  # 
 def test_redirect_and_client_id_rules_and_the_ssrf_guard(site) -> None:  # type: ignore[no-untyped-def]
     for uri, ok in (("https://app.example/cb", True), ("http://127.0.0.1:5/cb", True), ("http://localhost/cb", True),
                     ("cursor://anysphere.cursor-mcp/oauth/callback", True), ("http://app.example/cb", False),
-                    ("javascript:alert(1)", False), ("https://app.example/cb#x", False)):
+                    ("javascript:alert(1)", False), ("https://app.example/cb#x", False),
+                    ("https://u:p@app.example/cb", False)):
         assert redirect_uri_allowed(uri) is ok, uri
     assert redirect_matches(("http://127.0.0.1/cb",), "http://127.0.0.1:5123/cb")  # RFC 8252 7.3
     assert not redirect_matches(("http://127.0.0.1:80/cb",), "http://127.0.0.1:5123/cb")
