@@ -16,12 +16,14 @@ import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from lev import accounts, clock, context, jsonguard
 from lev.errors import ApiError, capability_denied, invalid_body, jsonrpc_response
 from lev.oauth_clients import SCOPES, Client, OAuthError, load_client, redirect_matches
+from lev.openapi import mcp_tools
 from lev.policy import OAuthBinding, Principal, authenticate, hash_token, mint, new_token, parse_bearer, tier_room
 from lev.settings import get_settings
 from store import oauth as oauth_store
@@ -102,6 +104,11 @@ async def authenticate_mcp(authorization: str | None, base: str) -> Principal:
         return await authenticate(s, token, audience=resource_url(base))
 
 
+@lru_cache(maxsize=1)
+def _tool_capabilities() -> dict[str, str]:
+    return {t["name"]: t["capability"] for t in mcp_tools()["tools"]}
+
+
 def transport_scope_refusal(principal: Principal, headers: Any, body: bytes, base: str
                             ) -> tuple[dict[str, Any], dict[str, str]] | None:
     """For an OAuth grant calling a tool its scope does not cover, when the request names the tool in its HTTP
@@ -110,8 +117,7 @@ def transport_scope_refusal(principal: Principal, headers: Any, body: bytes, bas
     is refused inside JSON-RPC as for every token."""
     if "oauth_client" not in principal.extra or headers.get("mcp-method") != "tools/call":
         return None
-    tool = headers.get("mcp-name")
-    needed = {"add_to_knowledge": "write"}.get(tool or "", "read")
+    needed = _tool_capabilities().get(headers.get("mcp-name") or "", "read")
     if needed in principal.capabilities:
         return None
     have = sorted(principal.capabilities)
