@@ -367,6 +367,14 @@ def test_every_oauth_error_answers_the_rfc_code_and_creates_nothing(server, admi
     assert mcp_call(base, second["access_token"], "list_recent", {}).status_code == 401
     assert refresh(second["refresh_token"]).json()["error"] == "invalid_grant"
 
+    url, verifier = authorize_url()  # a password change revokes grants like every token
+    third = token(code=person.approve(url)["code"], code_verifier=verifier).json()
+    r = person.web.post("/api/account/password", json={"current_password": PASSWORD, "new_password": PASSWORD + "!"},
+                        headers={"X-CSRF-Token": person.csrf})
+    assert r.status_code == 200 and r.json()["revoked_tokens"] == 1
+    assert mcp_call(base, third["access_token"], "list_recent", {}).status_code == 401
+    assert refresh(third["refresh_token"]).json()["error"] == "invalid_grant"
+
 
 def test_free_tier_sees_the_402_figures_and_cannot_approve(server, admin) -> None:  # type: ignore[no-untyped-def]
     base, person = server.url, Person(server.url, admin, tier="free")
