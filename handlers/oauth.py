@@ -42,6 +42,10 @@ async def preflight(_request: Request) -> Response:
     return Response(status_code=204, headers={**CORS, "Access-Control-Max-Age": "600"})
 
 
+async def post_only(_request: Request) -> Response:
+    return Response(status_code=405, headers={"Allow": "POST, OPTIONS"})
+
+
 async def protected_resource(request: Request) -> Response:
     """RFC 9728 metadata of the MCP resource (served at the path-specific and at the root well-known URL)."""
     return JSONResponse(oauth.protected_resource_metadata(_base(request)), headers=CORS)
@@ -185,6 +189,7 @@ def add_routes(app: Any) -> None:
     for path, name, fn in ((oauth.TOKEN_PATH, "token", token), (oauth.REGISTER_PATH, "register", register_client),
                            (oauth.REVOKE_PATH, "revoke", revoke)):
         app.add_url_rule(path, f"oauth_{name}", fn, methods=["POST"])
+        app.add_url_rule(path, f"oauth_{name}_get", post_only, methods=["GET"])
     for path in (oauth.PRM_PATH + oauth.MCP_PATH, oauth.PRM_PATH, oauth.AS_PATH, oauth.TOKEN_PATH,
                  oauth.REGISTER_PATH, oauth.REVOKE_PATH):
         app.add_url_rule(path, f"oauth_preflight{path}", preflight, methods=["OPTIONS"])

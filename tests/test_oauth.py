@@ -179,6 +179,7 @@ def test_discovery_metadata_and_the_401_challenge(server) -> None:  # type: igno
                               "revocation_endpoint")} == {f"{base}/oauth/{p}" for p in
                                                           ("authorize", "token", "register", "revoke")}
     assert httpx.options(f"{base}/oauth/token").headers["access-control-allow-origin"] == "*"
+    assert httpx.get(f"{base}/oauth/token").status_code == 405
 
 
 def test_sdk_connects_by_client_metadata_document_refreshes_and_revokes(server, admin, site) -> None:  # type: ignore[no-untyped-def]
