@@ -305,6 +305,7 @@ modern_requests = st.fixed_dictionaries({
     "id": _or_absent(st.integers(-2**53, 2**53), st.text(max_size=8), json_values),
     "name": _or_absent(st.sampled_from(sorted(TOOLS)), st.text(max_size=12), json_values),
     "arguments": _or_absent(st.just({}), json_values),
+    "extra": st.dictionaries(st.text(max_size=6), json_values, max_size=2),  # params nobody asked for
     "meta": _or_absent(metas),
     "version": _or_absent(st.sampled_from([MODERN, MODERN, "2025-11-25"]), header_text),
     "method_header": st.one_of(st.sampled_from(["same", "same", "absent", "twice"]), header_text),
@@ -313,7 +314,7 @@ modern_requests = st.fixed_dictionaries({
 
 
 def _modern_message(case: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-    params: dict[str, Any] = {}
+    params: dict[str, Any] = dict(case["extra"])
     for key, field in (("name", "name"), ("arguments", "arguments"), ("meta", "_meta")):
         if case[key] is not ABSENT:
             params[field] = case[key]

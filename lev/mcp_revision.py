@@ -121,10 +121,11 @@ def check_request(document: dict[str, Any], headers: Any) -> None:
         raise header_mismatch("The Mcp-Method header is missing; it must repeat the request's method.")
     if headers.get(METHOD_HEADER) != method:
         raise header_mismatch("The Mcp-Method header does not match the request's method.")
-    target = params.get(NAME_PARAMS.get(method, ""))
+    name_key = NAME_PARAMS.get(method)
+    target = params.get(name_key) if name_key else None
     if isinstance(target, str) and decode_header_value(headers.get(NAME_HEADER)) != target:
         what = "is missing" if headers.get(NAME_HEADER) is None else "does not match"
-        raise header_mismatch(f"The Mcp-Name header {what}; it must repeat params.{NAME_PARAMS[method]}.")
+        raise header_mismatch(f"The Mcp-Name header {what}; it must repeat params.{name_key}.")
     if not isinstance(meta[CLIENT_CAPABILITIES_KEY], dict) or not isinstance(meta.get(CLIENT_INFO_KEY, {}), dict):
         raise invalid_body(f"params._meta: {CLIENT_CAPABILITIES_KEY} and {CLIENT_INFO_KEY} must be objects.")
     if method not in MODERN_METHODS:
