@@ -15,6 +15,8 @@ import binascii
 import re
 from typing import Any
 
+from starlette.datastructures import Headers
+
 from lev import __version__
 from lev.errors import (
     JSONRPC_HEADER_MISMATCH,
@@ -62,7 +64,7 @@ STATUS_BY_CODE = {
 _SENTINEL = re.compile(r"=\?base64\?(.*)\?=")
 
 
-def requested_version(headers: Any) -> str | None:
+def requested_version(headers: Headers) -> str | None:
     """The `MCP-Protocol-Version` header (None when absent), checked before anything else is read:
     a repeated header is a `header_mismatch`, a revision Lev does not speak `unsupported_protocol_version`."""
     values = headers.getlist(VERSION_HEADER)
@@ -103,7 +105,7 @@ def envelope_problem(document: Any) -> str | None:
     return None
 
 
-def check_request(document: dict[str, Any], headers: Any) -> None:
+def check_request(document: dict[str, Any], headers: Headers) -> None:
     """The 2026-07-28 checks on one well-formed request, in the specification's order: the `_meta` envelope
     (-32602), the routing headers against the body (-32020), a method this revision serves (-32601)."""
     method: str = document["method"]
