@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 import httpx2
 import pytest
-from mcp import ClientSession
+from mcp import Client, ClientSession
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
@@ -114,13 +114,14 @@ class Memory:
         self.client = info
 
 
-def provider(base: str, person: Person, *, write: bool, metadata_url: str | None = None,
+def provider(base: str, person: Person, *, write: bool | list[bool], metadata_url: str | None = None,
              auth_method: str | None = None) -> tuple[OAuthClientProvider, Memory]:
     answer: dict[str, str] = {}
+    choices = list(write) if isinstance(write, list) else None
 
     async def redirect_handler(url: str) -> None:  # the "browser": sign-in is the cookie, then consent
         answer.clear()
-        answer.update(person.approve(url, write=write))
+        answer.update(person.approve(url, write=choices.pop(0) if choices is not None else write))
 
     async def callback_handler() -> AuthorizationCodeResult:
         return AuthorizationCodeResult(code=answer["code"], state=answer.get("state"), iss=answer.get("iss"))
@@ -255,6 +256,27 @@ def test_sdk_registers_dynamically_and_a_read_only_grant_is_refused_writes(serve
     r = person.web.delete(f"/api/account/tokens/{grant['id']}", headers={"X-CSRF-Token": person.csrf})
     assert r.status_code == 200
     assert mcp_call(base, store.tokens.access_token, "list_recent", {}).status_code == 401
+
+
+def test_sdk_on_2026_07_28_steps_up_a_read_only_grant(server, admin) -> None:  # type: ignore[no-untyped-def]
+    """The SDK's high-level client speaks 2026-07-28, which names the tool in Mcp-Name: a read-only grant's
+    add_to_knowledge is a 403 insufficient_scope at the transport; the client asks the user again (step-up), who
+    now allows write, and the call goes through."""
+    base, person = server.url, Person(server.url, admin)
+    auth, store = provider(base, person, write=[False, True], auth_method="none")
+
+    async def go() -> tuple[str, Any, Any]:
+        async with httpx2.AsyncClient(auth=auth, timeout=60) as http, \
+                Client(streamable_http_client(f"{base}/api/mcp", http_client=http), mode="auto") as c:
+            recent = (await c.list_tools(), (await c.call_tool("list_recent", {"limit": 1})).structured_content)
+            added = await c.call_tool("add_to_knowledge", {"text": "Step-up works.", "title": "Step-up"})
+            return c.protocol_version, recent[1], added.structured_content
+
+    version, recent, added = asyncio.run(asyncio.wait_for(go(), 120))
+    assert version == "2026-07-28" and recent == {"items": []} and added["status"] == "ready"
+    assert store.tokens.scope == "lev:read lev:write"
+    grants = sorted(person.grants(), key=lambda g: g["created_at"])
+    assert [g["capabilities"] for g in grants] == [["read"], ["read", "write"]]  # the first stays until revoked
 
 
 def _pkce() -> tuple[str, str]:
