@@ -51,9 +51,13 @@ def public_base(host_header: str | None) -> str:
     if get_settings().base_url or not host_header:
         return base
     parts = urlsplit(base)
-    asked = urlsplit(f"//{host_header}")
-    if parts.hostname in ("127.0.0.1", "::1") and asked.hostname == "localhost" and asked.port == parts.port:
-        return f"{parts.scheme}://{host_header.lower()}"
+    try:
+        asked = urlsplit(f"//{host_header}")
+        same_port = asked.port == parts.port
+    except ValueError:  # a Host header that is no host[:port]
+        return base
+    if parts.hostname in ("127.0.0.1", "::1") and asked.hostname == "localhost" and same_port:
+        return f"{parts.scheme}://localhost:{parts.port}" if parts.port else f"{parts.scheme}://localhost"
     return base
 
 

@@ -46,6 +46,10 @@ def test_oauth_metadata_names_the_address_the_client_used(unconfigured: LiveServ
                      "authorization_servers": [f"http://localhost:{port}"]}
     r = httpx.post(f"http://localhost:{port}/api/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert f'resource_metadata="http://localhost:{port}{path}"' in r.headers["www-authenticate"]
+    for host in ("[::1", "localhost:abc"):  # a Host header that is no host[:port]: the address served
+        r = httpx.post(f"{unconfigured.url}/api/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                       headers={"Host": host})
+        assert r.status_code == 401 and f'"{unconfigured.url}{path}"' in r.headers["www-authenticate"], host
 
 
 def test_mcp_accepts_the_served_origin_only(unconfigured: LiveServer, user) -> None:
