@@ -20,7 +20,7 @@ from jsonschema.exceptions import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lev import context, jsonguard, library, logs, runtime
+from lev import context, jsonguard, library, logs, oauth, runtime
 from lev import mcp_revision as revision
 from lev.errors import (
     JSONRPC_INVALID_PARAMS,
@@ -39,9 +39,8 @@ from lev.errors import (
 )
 from lev.openapi import mcp_tools
 from lev.pipeline.ingest import ingest
-from lev.policy import Principal, authenticate, parse_bearer, parse_uuid_field, require
+from lev.policy import Principal, parse_uuid_field, require
 from lev.settings import get_settings
-from store.db import read_scope
 
 log = logging.getLogger("lev.mcp")
 
@@ -178,8 +177,11 @@ def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -
     return Response(json.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
 
-def _transport_error(err: ApiError) -> Response:
-    return _json(transport_error(err), err.status, rest_headers(err))
+def _transport_error(err: ApiError, base: str | None = None) -> Response:
+    headers = rest_headers(err)
+    if err.status == 401 and base is not None:  # the OAuth challenge: where to get a token, with which scopes
+        headers["WWW-Authenticate"] = oauth.challenge(base, err)
+    return _json(transport_error(err), err.status, headers)
 
 
 def _origin_allowed(origin: str) -> bool:
@@ -206,16 +208,18 @@ async def endpoint(request: Request) -> Response:
         version = revision.requested_version(request.headers)
     except ApiError as err:
         return _json(jsonrpc_response(err), err.status)
-    try:
-        token = parse_bearer(request.headers.get("authorization"))
-        async with read_scope() as s:
-            principal = await authenticate(s, token)
+    base = oauth.public_base(request.headers.get("host"))
+    try:  # a pasted lev_ token, or an OAuth access token issued for this resource
+        principal = await oauth.authenticate_mcp(request.headers.get("authorization"), base)
     except ApiError as err:
-        return _transport_error(err)
+        return _transport_error(err, base)
     if info is not None:
         info.principal = principal
     logs.bind(user_id=principal.user_id, token_id=principal.token_id)
     body = await request.body()
+    refused = oauth.transport_scope_refusal(principal, request.headers, body, base)
+    if refused is not None:  # 403 insufficient_scope for an OAuth grant naming a tool it may not call
+        return _json(refused[0], 403, refused[1])
     try:
         document = jsonguard.loads(body)
     except jsonguard.BadJson as exc:

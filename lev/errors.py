@@ -201,8 +201,8 @@ def missing_bearer_token() -> ApiError:
     return ApiError("missing_bearer_token", "Send Authorization: Bearer <token>.")
 
 
-def invalid_token() -> ApiError:
-    return ApiError("invalid_token", "The token is unknown, revoked or expired.")
+def invalid_token(message: str = "The token is unknown, revoked or expired.") -> ApiError:
+    return ApiError("invalid_token", message)
 
 
 def invalid_credentials() -> ApiError:
