@@ -34,6 +34,7 @@ MAX_DOCUMENT_BYTES = 5 * 1024  # the CIMD draft's recommended ceiling
 CACHE_MIN_SEC, CACHE_DEFAULT_SEC, CACHE_MAX_SEC = 300, 3600, 86400
 FETCH_TIMEOUT = httpx.Timeout(5.0)
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # never in a client_id (and NUL cannot reach PostgreSQL text)
 # Schemes a redirect must never use: they run code or read local data in the browser. Private-use schemes of
 # native apps (cursor://, vscode://, com.example.app:/) are allowed (RFC 8252 section 7.1).
 FORBIDDEN_SCHEMES = frozenset({"javascript", "data", "file", "vbscript", "about", "blob", "filesystem", "ftp",
@@ -119,7 +120,7 @@ def _client(row: dict[str, Any]) -> Client:
 async def load_client(client_id: str | None, *, fresh: bool) -> Client:
     """The registered client, fetching a metadata document when the client_id is one and (with `fresh`) its cached
     copy is missing or stale; 400 invalid_client (`OAuthError`) when there is no such client."""
-    if not client_id or len(client_id) > 2000:
+    if not client_id or len(client_id) > 2000 or _CONTROL.search(client_id):
         raise OAuthError("invalid_client", "client_id is missing or unknown.", 401)
     async with session_scope() as s:
         row = await oauth_store.get_client(s, client_id)
@@ -167,6 +168,8 @@ async def fetch_metadata_document(url: str) -> tuple[dict[str, Any], int]:
         raise refuse(err.message or err.code) from None
     except httpx.HTTPError as exc:
         raise refuse(str(exc) or type(exc).__name__) from None
+    except (httpx.InvalidURL, ValueError) as exc:  # a URL httpx cannot send, a host IDNA refuses
+        raise refuse(f"invalid URL ({exc})") from None
     try:
         document = jsonguard.loads(body)
     except jsonguard.BadJson as exc:
@@ -191,10 +194,11 @@ def validate_metadata_document(url: str, doc: dict[str, Any]) -> dict[str, Any]:
     uris = doc.get("redirect_uris")
     if not isinstance(uris, list) or not uris or not all(isinstance(u, str) and redirect_uri_allowed(u) for u in uris):
         raise refuse("redirect_uris must list https, loopback http or native-app URIs")
-    if "authorization_code" not in doc.get("grant_types", ["authorization_code"]):
-        raise refuse("grant_types must include authorization_code")
-    if "code" not in doc.get("response_types", ["code"]):
-        raise refuse("response_types must include code")
+    grants, responses = doc.get("grant_types", ["authorization_code"]), doc.get("response_types", ["code"])
+    if not isinstance(grants, list) or "authorization_code" not in grants:
+        raise refuse("grant_types must be a list including authorization_code")
+    if not isinstance(responses, list) or "code" not in responses:
+        raise refuse("response_types must be a list including code")
     name, uri = doc.get("client_name"), doc.get("client_uri")
     return {"client_name": name.strip()[:200] if isinstance(name, str) and name.strip() else None,
             "client_uri": uri if isinstance(uri, str) and uri.startswith("https://") else None,
@@ -216,6 +220,8 @@ async def register(body: bytes) -> dict[str, Any]:
         where = ".".join(str(p) for p in first["loc"])
         code = "invalid_redirect_uri" if where.startswith("redirect_uris") else "invalid_client_metadata"
         raise OAuthError(code, f"{where or 'body'}: {first['msg']}") from None
+    if not isinstance(raw.get("redirect_uris"), list):  # the SDK's model lets null through
+        raise OAuthError("invalid_redirect_uri", "redirect_uris must list at least one redirect URI.")
     uris = [str(u) for u in raw["redirect_uris"]]  # as sent: they are compared as strings at authorization
     bad = [u for u in uris if not redirect_uri_allowed(u)]
     if bad:
