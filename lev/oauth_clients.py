@@ -4,6 +4,7 @@ rules, and client authentication at the token and revocation endpoints."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -33,6 +34,9 @@ AUTH_METHODS = ("none", *SECRET_METHODS)
 MAX_DOCUMENT_BYTES = 5 * 1024  # the CIMD draft's recommended ceiling
 CACHE_MIN_SEC, CACHE_DEFAULT_SEC, CACHE_MAX_SEC = 300, 3600, 86400
 FETCH_TIMEOUT = httpx.Timeout(5.0)
+FETCH_HEADERS = {"Accept": "application/json", "Accept-Encoding": "identity"}
+FETCH_DEADLINE_SEC = 5  # the whole fetch: the per-read timeout alone lets a server drip 5 KiB for hours
+_JSON_TYPE = re.compile(r"application/([a-z0-9.+-]+\+)?json")
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # never in a client_id (and NUL cannot reach PostgreSQL text)
 # Schemes a redirect must never use: they run code or read local data in the browser. Private-use schemes of
@@ -148,22 +152,29 @@ def _max_age(cache_control: str) -> int:
 
 
 async def fetch_metadata_document(url: str) -> tuple[dict[str, Any], int]:
-    """GET a client ID metadata document through the SSRF guard: 200 only (no redirects), JSON, at most 5 KiB.
-    Returns the document and how long to cache it, in seconds."""
+    """GET a client ID metadata document through the SSRF guard: 200 only (no redirects), a JSON content type, not
+    compressed, at most 5 KiB, within 5 s in all. Returns the document and how long to cache it, in seconds."""
     def refuse(why: str) -> OAuthError:
         return OAuthError("invalid_client", f"Could not use the client metadata document at {url}: {why}.", 401)
 
     try:
-        async with guarded_client(FETCH_TIMEOUT, {"Accept": "application/json"}) as client, \
+        async with asyncio.timeout(FETCH_DEADLINE_SEC), guarded_client(FETCH_TIMEOUT, FETCH_HEADERS) as client, \
                 client.stream("GET", url) as resp:
             if resp.status_code != 200:
                 raise refuse(f"HTTP {resp.status_code}")
+            ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
+            if not _JSON_TYPE.fullmatch(ctype):  # the draft: any other content type is an error
+                raise refuse(f"its content type is {ctype or 'missing'}, not application/json")
+            if resp.headers.get("content-encoding", "identity").strip().lower() not in ("", "identity"):
+                raise refuse("it was sent compressed although Lev asked for identity")  # no decompression bombs
             body = b""
-            async for part in resp.aiter_bytes():
+            async for part in resp.aiter_raw():
                 body += part
                 if len(body) > MAX_DOCUMENT_BYTES:
                     raise refuse(f"larger than {MAX_DOCUMENT_BYTES} bytes")
             cache_control = resp.headers.get("cache-control", "")
+    except TimeoutError:  # a server dripping its answer under the per-read timeout
+        raise refuse(f"it took longer than {FETCH_DEADLINE_SEC} s") from None
     except ApiError as err:  # the SSRF guard's refusal or an unreachable host
         raise refuse(err.message or err.code) from None
     except httpx.HTTPError as exc:

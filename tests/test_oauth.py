@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gzip
 import hashlib
+import json
 import secrets
 import time
 import uuid
@@ -430,11 +432,22 @@ def test_client_metadata_documents_are_checked(server, admin, site) -> None:  # 
                                 "grant_types": 5},  # not a list: was a TypeError (500)
     }
     site.docs.update(bad)
-    for path in [*bad, "/c/missing.json"]:
+    served = {f"/c/{name}.json": {"client_id": f"{site.url}/c/{name}.json", "redirect_uris": [CALLBACK]}
+              for name in ("html", "gzip", "slow")}
+    why = {"/c/html.json": "content type is text/html", "/c/gzip.json": "sent compressed",
+           "/c/slow.json": "took longer than 5 s"}
+    site.docs["/c/html.json"] = (200, json.dumps(served["/c/html.json"]).encode(), {"Content-Type": "text/html"})
+    site.docs["/c/gzip.json"] = (200, gzip.compress(json.dumps(served["/c/gzip.json"]).encode()),
+                                 {"Content-Encoding": "gzip"})  # a decompression bomb is this, bigger
+    site.docs["/c/slow.json"] = served["/c/slow.json"]
+    site.drip["/c/slow.json"] = 0.8  # 10 bytes every 0.8 s: never a 5 s read timeout, some 9 s in all
+    for path in [*bad, *why, "/c/missing.json"]:
         q = {"response_type": "code", "client_id": site.url + path, "redirect_uri": CALLBACK,
              "code_challenge": _pkce()[1], "code_challenge_method": "S256", "resource": f"{base}/api/mcp"}
+        started = time.monotonic()
         r = person.web.get(f"{base}/oauth/authorize?{urlencode(q)}")
         assert r.status_code == 400 and "location" not in r.headers and "client metadata document" in r.text, path
+        assert why.get(path, "") in r.text and time.monotonic() - started < 7, (path, r.text[-600:])
     q = {"response_type": "code", "client_id": good, "redirect_uri": CALLBACK, "code_challenge": _pkce()[1],
          "code_challenge_method": "S256", "resource": f"{base}/api/mcp"}
     assert "Site client" in person.web.get(f"{base}/oauth/authorize?{urlencode(q)}").text
