@@ -20,8 +20,9 @@ from typing import Any
 
 from lev import runtime
 from lev.errors import ApiError, file_too_large, infrastructure_error, not_found
-from lev.pipeline.bookmarks import dedupe_key, parse
+from lev.pipeline.bookmarks import parse
 from lev.pipeline.fetch import classify_media_url
+from lev.pipeline.importfile import dedupe_key
 from lev.pipeline.indexing import store_failed
 from lev.pipeline.ingest import ingest
 from lev.policy import Principal, require, require_whole_library
