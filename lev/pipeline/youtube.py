@@ -163,7 +163,8 @@ def _vtt_seconds(stamp: str) -> float:
 def vtt_segments(text: str) -> list[dict[str, Any]]:
     """The cue lines of a WebVTT file with their cue times: tags stripped, rolling repeats removed."""
     lines: list[tuple[float, float, str]] = []
-    blocks = re.split(r"\r?\n\s*\r?\n", text.replace("\ufeff", ""))
+    # cues end at an empty line; YouTube's rolling cues hold a line of one space, which is part of the cue
+    blocks = re.split(r"\r?\n(?:\r?\n)+", text.replace("\ufeff", ""))
     for block in blocks:
         rows = [r for r in re.split(r"\r?\n", block) if r.strip()]
         if not rows:
