@@ -2,13 +2,13 @@
 the user's, not the shared content's), and the start and end seconds of transcript chunks.
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 """
 
 from alembic import op
 
 revision = "0008"
-down_revision = "0006"
+down_revision = "0007"
 
 
 def upgrade() -> None:
