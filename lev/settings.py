@@ -119,6 +119,10 @@ class Settings(BaseSettings):
     """Largest JSON request body, in bytes (413 above; uploads have their own 50 MB cap)."""
     token_default_days: int = 365
     """Lifetime of a new token unless `--expires-in-days`."""
+    import_max_bytes: int = 10 * 1024 * 1024
+    """Largest import file (bookmarks, Pocket or Raindrop CSV, Lev export), in bytes (413 above)."""
+    import_concurrency: int = 4
+    """Links one import fetches at the same time."""
 
     # uploads / object storage (store/objects.py)
     upload_secret: str | None = None  # HMAC key for local signed upload URLs; default <data_dir>/signing.key
