@@ -18,8 +18,9 @@ from connexion.datastructures import MediaTypeDict
 from connexion.exceptions import BadRequestProblem, ProblemException
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.options import SwaggerUIOptions
-from connexion.validators import VALIDATOR_MAP
+from connexion.validators import VALIDATOR_MAP, MultiPartFormDataValidator
 from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from handlers import mcp as mcp_handler
@@ -82,8 +83,18 @@ class GuardedJSONBody(ContractJSONBodyValidator):
             raise BadRequestProblem(detail=str(exc)) from None
 
 
+class GuardedMultipartBody(MultiPartFormDataValidator):
+    """multipart/form-data whose parts the parser refuses (no `name`, a broken boundary) is a 400, never a crash."""
+    async def _parse(self, stream: Any, scope: Scope) -> Any:
+        try:
+            return await super()._parse(stream, scope)
+        except MultiPartException as exc:
+            raise BadRequestProblem(detail=f"The multipart/form-data body cannot be read: {exc.message}") from None
+
+
 def _validator_map() -> dict[str, Any]:
-    bodies = MediaTypeDict({**VALIDATOR_MAP["body"], "*/*json": GuardedJSONBody})
+    bodies = MediaTypeDict({**VALIDATOR_MAP["body"], "*/*json": GuardedJSONBody,
+                            "multipart/form-data": GuardedMultipartBody})
     return {**VALIDATOR_MAP, "parameter": ContractParameterValidator, "body": bodies}
 
 

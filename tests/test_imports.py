@@ -196,6 +196,10 @@ def test_size_bound_form_and_token_rules(api, user: User, admin: Admin) -> None:
     assert c.get("/api/v1/imports").json()["imports"] == []
     err(c.post("/api/v1/imports", files={"other": ("a.csv", b"url\nhttps://e.com/")}), 400, "invalid_body")
     err(c.post("/api/v1/imports", data={"note": "no file"}), 415, "unsupported_media_type")
+    nameless = b"--b0\r\n\r\nurl\nhttps://e.com/\r\n--b0--\r\n"  # a part without Content-Disposition: was a 500
+    body = err(c.post("/api/v1/imports", content=nameless,
+                      headers={"Content-Type": "multipart/form-data; boundary=b0"}), 400, "invalid_body")
+    assert "multipart/form-data" in body["message"]
     err(c.post("/api/v1/imports", json={"file": "url\nhttps://e.com/"}), 415, "unsupported_media_type")
 
     ok = post_file(c, b"url\n")
