@@ -8,7 +8,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from ipaddress import ip_address, ip_network
 from typing import Any
@@ -23,9 +23,10 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from handlers import mcp as mcp_handler
+from handlers import oauth as oauth_handler
 from handlers import ops, pages
 from handlers import spec as spec_handler
-from lev import accounts, clock, context, jsonguard, logs, metrics, runtime
+from lev import accounts, clock, context, jsonguard, logs, metrics, oauth, runtime
 from lev.errors import ApiError, file_too_large, not_signed_in, rest_body, rest_headers, to_api_error
 from lev.openapi import (
     ContractJSONBodyValidator,
@@ -44,7 +45,11 @@ log = logging.getLogger("lev")
 request_log = logs.get_logger("lev.request")
 
 UPLOAD_PUT_PREFIX = "/api/v1/uploads/put/"
+IMPORTS_PATH = "/api/v1/imports"
+MULTIPART_SLACK = 64 * 1024  # an import's form around its file: boundaries and part headers
 OPS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+OAUTH_PATHS = frozenset({oauth.PRM_PATH + oauth.MCP_PATH, oauth.PRM_PATH, oauth.AS_PATH, oauth.AUTHORIZE_PATH,
+                         oauth.TOKEN_PATH, oauth.REGISTER_PATH, oauth.REVOKE_PATH})
 
 
 def error_response(err: ApiError) -> ConnexionResponse:
@@ -109,7 +114,7 @@ def allowed_methods(path: str) -> list[str]:
 
 def metric_route(method: str, path: str) -> str:
     """A bounded route label for metrics: the documented template, the MCP or ops path, else `other`."""
-    if path in OPS_PATHS or path == "/api/mcp":
+    if path in OPS_PATHS or path in OAUTH_PATHS or path == "/api/mcp":
         return f"{method} {path}"
     if path.startswith(UPLOAD_PUT_PREFIX):
         return f"{method} {UPLOAD_PUT_PREFIX}{{path}}"
@@ -230,7 +235,7 @@ class LevMiddleware:
         context.set_current(info)
         logs.new_context(request_id=request_id)
         status_holder = {"status": 500, "started": False}
-        cap = self.settings.max_body_bytes
+        cap, too_large = self._body_cap(path)
 
         async def send_wrapper(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -260,7 +265,8 @@ class LevMiddleware:
             # and hand it on with its length.
             try:
                 body = await _read_body(receive, cap)
-            except ApiError as err:
+            except ApiError:
+                err = too_large()
                 await self._send_error(err, send_wrapper)
                 self._log(scope, headers, info, status_holder["status"], started)
                 return
@@ -273,13 +279,12 @@ class LevMiddleware:
             if message["type"] == "http.request" and not exempt:
                 received += len(message.get("body", b""))
                 if received > cap:
-                    raise file_too_large(f"Request bodies are limited to {cap} bytes.", cap)
+                    raise too_large()
             return message
 
         try:
             if too_big:
-                await self._send_error(file_too_large(f"Request bodies are limited to {cap} bytes.", cap),
-                                       send_wrapper)
+                await self._send_error(too_large(), send_wrapper)
             else:
                 await self.app(scope, receive_wrapper, send_wrapper)
         except ApiError as err:
@@ -291,6 +296,15 @@ class LevMiddleware:
                 await self._send_error(to_api_error(exc), send_wrapper)
         finally:
             self._log(scope, headers, info, status_holder["status"], started)
+
+    def _body_cap(self, path: str) -> tuple[int, Callable[[], ApiError]]:
+        """The body-size cap of a path and the 413 past it (an import file has its own, larger bound)."""
+        if path == IMPORTS_PATH:
+            limit = self.settings.import_max_bytes
+            return limit + MULTIPART_SLACK, lambda: file_too_large(
+                f"Import files are limited to {limit} bytes ({limit // (1 << 20)} MiB).", limit)
+        cap = self.settings.max_body_bytes
+        return cap, lambda: file_too_large(f"Request bodies are limited to {cap} bytes.", cap)
 
     async def _send_error(self, err: ApiError, send: Send) -> None:
         resp = error_response(err)
@@ -378,6 +392,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
     app.add_url_rule("/readyz", "readyz", ops.readyz, methods=["GET"])
     app.add_url_rule("/metrics", "metrics", ops.metrics_text, methods=["GET"])
     pages.add_routes(app)
+    oauth_handler.add_routes(app)
     for exc_type in (ApiError, ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_type, handle_error)
     return LevMiddleware(app, settings)

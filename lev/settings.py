@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     private_url_allowlist: list[str] = Field(default_factory=list)
     """CIDR networks URL ingest may reach even with private URLs refused (JSON list, e.g. an intranet wiki)."""
 
+    outbound_ca_file: Path | None = None
+    """PEM file of extra CAs trusted for outgoing HTTPS (URL ingest, OAuth client metadata), e.g. an internal CA."""
+
     transcribe_url: str | None = None
     """OpenAI-compatible transcription API base URL (audio, video); unset: no transcription."""
     transcribe_api_key: str | None = None
@@ -118,6 +121,10 @@ class Settings(BaseSettings):
     """Largest JSON request body, in bytes (413 above; uploads have their own 50 MB cap)."""
     token_default_days: int = 365
     """Lifetime of a new token unless `--expires-in-days`."""
+    import_max_bytes: int = 10 * 1024 * 1024
+    """Largest import file (bookmarks, Pocket or Raindrop CSV, Lev export), in bytes (413 above)."""
+    import_concurrency: int = 4
+    """Links one import fetches at the same time."""
 
     # uploads / object storage (store/objects.py)
     upload_secret: str | None = None  # HMAC key for local signed upload URLs; default <data_dir>/signing.key
