@@ -150,7 +150,7 @@ def new_user(admin: Admin, tier: str = "pro") -> User:
 
 
 def mint_token(database_url: str, email: str, *, name: str = "test", write: bool = False, write_cap: int = 0,
-               tier: str = "pro") -> str:
+               tier: str = "pro", folder_ids: list[str] | None = None) -> str:
     """A token for `email` (a new `tier` user when there is none), minted by Lev's own code on a short-lived engine
     of its own: what `lev user create` and `lev token create --write-cap N` do, without a CLI start-up."""
     from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
@@ -168,8 +168,9 @@ def mint_token(database_url: str, email: str, *, name: str = "test", write: bool
                     await users.create(s, email, tier)
                     user = await users.by_email(s, email)
                 assert user is not None
-                secret, _ = await mint(s, user, name, write=write, folder_ids=[], kb_only=True, expires_in_days=30,
-                                       write_cap=write_cap, tier_caps={"free": -1, "pro": -1})
+                folders = [uuid.UUID(f) for f in folder_ids or []]
+                secret, _ = await mint(s, user, name, write=write, folder_ids=folders, kb_only=True,
+                                       expires_in_days=30, write_cap=write_cap, tier_caps={"free": -1, "pro": -1})
                 return secret
         finally:
             await engine.dispose()

@@ -103,11 +103,12 @@ class Stack:
         with psycopg.connect(dbname="lev", user="postgres", host=lines[4]) as conn:
             return list(conn.execute(statement, params).fetchall())
 
-    def token(self, email: str, name: str, *, write: bool = True, write_cap: int = 0) -> str:
+    def token(self, email: str, name: str, *, write: bool = True, write_cap: int = 0,
+              folders: list[str] | None = None) -> str:
         """A token of `email` (created when new), minted in this process (a `lev` command costs seconds)."""
         sock = (self.dir / "pg" / "postmaster.pid").read_text().splitlines()[4]
         return mint_token(f"postgresql+psycopg://postgres@/lev?host={sock}", email, name=name, write=write,
-                          write_cap=write_cap)
+                          write_cap=write_cap, folder_ids=folders)
 
     def stop(self) -> None:
         if self.server is not None:
