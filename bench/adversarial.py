@@ -6,7 +6,7 @@ Lev, PostgreSQL and Redis in the middle of queued work.
 Prints the counts the issue asks for: requests, HTTP 500s and 503s (any other 5xx too), MCP internal errors,
 scope leaks, SSRF connections, tokens left alive with an empty scope, stuck items (still processing a while after
 the restart) and lost items (acknowledged, then missing). Run: `.venv/bin/python -m bench.adversarial`
-(ADVERSARIAL_ROUNDS sets the race rounds, 120 by default: about 2,250 requests in all).
+(ADVERSARIAL_ROUNDS sets the race rounds, 150 by default: about 2,250 requests in all).
 """
 
 from __future__ import annotations
@@ -30,11 +30,14 @@ from tests.test_hostile_input import HOSTILE
 from tests.transcribe_stub import TranscribeStub
 
 STATS: Counter[str] = Counter()
+STATUSES: dict[str, Counter[int]] = {}  # answers by section, to show the probes reached the code they test
+SECTION = ["setup"]
 
 
 def hit(c: httpx.Client, method: str, path: str, **kw: Any) -> httpx.Response:
     r = c.request(method, path, **kw)
     STATS["requests"] += 1
+    STATUSES.setdefault(SECTION[0], Counter())[r.status_code] += 1
     if r.status_code >= 500:
         STATS["5xx"] += 1
         STATS[f"http_{r.status_code}"] += 1
@@ -52,6 +55,7 @@ def client(url: str, token: str) -> httpx.Client:
 
 
 def races(url: str, stack: Stack, email: str, whole: str, rounds: int = 25) -> None:
+    SECTION[0] = "races"
     c = client(url, whole)
 
     def go(call: tuple[str, str, Any]) -> None:
@@ -79,6 +83,7 @@ def races(url: str, stack: Stack, email: str, whole: str, rounds: int = 25) -> N
 
 
 def hostile(url: str, token: str, folder: str, item: str) -> None:
+    SECTION[0] = "hostile"
     c = client(url, token)
     targets = [("/api/v1/folders", {"name": "x"}), ("/api/v1/ingest", {"kind": "text", "text": "x", "title": "t"}),
                ("/api/v1/items/bulk-delete", {"ids": [item]}),
@@ -110,6 +115,7 @@ def mcp(c: httpx.Client, tool: str, arguments: dict[str, Any]) -> httpx.Response
 def scope(url: str, stack: Stack, email: str, whole: str, reps: int = 8) -> None:
     """Folder tokens probe what lies outside their folders, on every read and write route; a leak is a 2xx
     answer that names an outside item, folder or text, or an outside row changed afterwards."""
+    SECTION[0] = "scope"
     c = client(url, whole)
     a = hit(c, "POST", "/api/v1/folders", json={"name": "scope-a"}).json()["id"]
     b = hit(c, "POST", "/api/v1/folders", json={"name": "scope-b"}).json()["id"]
@@ -204,6 +210,7 @@ class Listener:
 def ssrf(url: str, token: str) -> None:
     """URL ingests aimed at this machine in every spelling, over REST, MCP, an import and an OAuth client ID
     metadata document; with default settings none may connect."""
+    SECTION[0] = "ssrf"
     listener = Listener()
     p = listener.port
     hosts = ["127.0.0.1", "localhost", "LOCALHOST", "localhost.", "127.1", "127.0.1", "0x7f000001", "2130706433",
@@ -249,7 +256,7 @@ def main() -> None:
         c = client(srv.url, whole)
         folder = hit(c, "POST", "/api/v1/folders", json={"name": "keep"}).json()["id"]
         item = hit(c, "POST", "/api/v1/ingest", json={"kind": "text", "text": "kept", "folder_id": folder}).json()
-        races(srv.url, stack, email, whole, rounds=int(os.environ.get("ADVERSARIAL_ROUNDS", "120")))
+        races(srv.url, stack, email, whole, rounds=int(os.environ.get("ADVERSARIAL_ROUNDS", "150")))
         hostile(srv.url, whole, folder, item["user_item_id"])
         scope(srv.url, stack, email, whole)
         ssrf(srv.url, whole)
@@ -259,6 +266,7 @@ def main() -> None:
                                                        "auto_transform": False})
             if r.status_code == 200:
                 acknowledged.append(r.json()["user_item_id"])
+        SECTION[0] = "crash"
         stack.kill_all(lose_redis=True)
         srv = stack.start()
         c = client(srv.url, whole)
@@ -277,6 +285,7 @@ def main() -> None:
             (Path("/tmp") / f"adversarial-{log.name}").write_bytes(log.read_bytes())
         stack.stop()
         stub.close()
+    print(json.dumps({name: dict(sorted(counts.items())) for name, counts in STATUSES.items()}))
     print(json.dumps({**STATS, "seconds": round(time.monotonic() - started)}))
 
 
