@@ -87,10 +87,16 @@ async def revoke(session: AsyncSession, token_id: uuid.UUID) -> bool:
 
 
 async def revoke_all(session: AsyncSession, user_id: uuid.UUID) -> int:
-    res = await session.execute(
-        update(tokens).where(tokens.c.user_id == user_id, tokens.c.revoked_at.is_(None)).values(revoked_at=func.now())
-    )
-    return int(res.rowcount)  # type: ignore[attr-defined]
+    """Revoke every live token of the user. The rows are locked in id order first, the order the activity writer
+    (`touch_last_used`) and folder deletes take: an UPDATE alone locks them in table order and can deadlock."""
+    live = (await session.execute(
+        select(tokens.c.id).where(tokens.c.user_id == user_id, tokens.c.revoked_at.is_(None))
+        .order_by(tokens.c.id).with_for_update()
+    )).scalars().all()
+    if not live:
+        return 0
+    await session.execute(update(tokens).where(tokens.c.id.in_(live)).values(revoked_at=func.now()))
+    return len(live)
 
 
 async def lock_scoped_by_folder(session: AsyncSession, folder_id: uuid.UUID) -> None:

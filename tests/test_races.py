@@ -317,3 +317,40 @@ def test_a_job_finishing_a_content_racing_its_item_delete_never_deadlocks(server
     assert outcome["job"] == "committed", outcome
     assert answer.status_code == 200, answer.text
     assert admin.sql("SELECT count(*) FROM contents WHERE id = :c", c=content)[0][0] == 0
+
+
+def test_password_change_racing_the_activity_writer_never_deadlocks(server, admin) -> None:  # type: ignore[no-untyped-def]
+    """The activity writer moves last_used_at in token id order; a password change revoked the user's tokens in
+    table order, so each could hold a row the other waited for (a deadlock, answered 503)."""
+    from sqlalchemy import text
+
+    from store.db import session_scope
+
+    web = httpx.Client(base_url=server.url, timeout=120)
+    email = f"race{uuid.uuid4().hex[:8]}@example.com"
+    r = web.post("/api/account/signup", json={"email": email, "password": "a long enough password"})
+    csrf = {"X-CSRF-Token": r.json()["csrf_token"]}
+    admin.sql("UPDATE users SET tier = 'pro' WHERE email = :e", e=email)
+    ids: list[str] = []
+    while len(ids) < 2 or uuid.UUID(ids[0]) < uuid.UUID(ids[-1]):  # the first in the table is not the first by id
+        ids.append(web.post("/api/account/tokens", json={"name": f"t{len(ids)}"}, headers=csrf).json()["id"])
+    first_in_table, first_by_id = ids[0], ids[-1]
+    locked, go_on = threading.Event(), threading.Event()
+
+    async def activity_writer() -> None:  # what touch_last_used does: rows in id order, in one transaction
+        async with session_scope() as s:
+            await s.execute(text("UPDATE tokens SET last_used_at = now() WHERE id = :t"), {"t": first_by_id})
+            locked.set()
+            await asyncio.to_thread(go_on.wait)
+            await s.execute(text("UPDATE tokens SET last_used_at = now() WHERE id = :t"), {"t": first_in_table})
+
+    writer = asyncio.run_coroutine_threadsafe(activity_writer(), admin.loop)
+    assert locked.wait(60)
+    with ThreadPoolExecutor(1) as pool:
+        change = pool.submit(web.post, "/api/account/password", headers=csrf,
+                             json={"current_password": "a long enough password", "new_password": "another passphrase"})
+        until(lambda: lock_waiters(admin) >= 1 or change.done(), "the password change waits for a token row")
+        go_on.set()
+        writer.result(60)
+        r = change.result(120)
+    assert r.status_code == 200 and r.json() == {"revoked_tokens": len(ids)}, r.text
