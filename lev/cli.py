@@ -13,7 +13,7 @@ from typing import Any
 from lev import library, serve
 from lev.accounts import create_user, mint_token
 from lev.backup import BackupError, backup, restore
-from lev.embedded import resolve_database_url, resolve_urls
+from lev.embedded import resolve_database_url
 from lev.errors import ApiError
 from lev.policy import Scope
 from lev.settings import get_settings, settings_table
@@ -176,9 +176,10 @@ def cmd_activity_clear(args: argparse.Namespace) -> None:
 
 
 async def _with_url(fn: Callable[[str], Awaitable[Any]]) -> Any:
-    """Run `fn(database_url)` with the engine open and no migration (backup and restore leave the schema be)."""
+    """Run `fn(database_url)` with the engine open and no migration (backup and restore leave the schema be; they
+    need no Redis, so none is started and left running)."""
     settings = get_settings()
-    db_url, _ = await asyncio.to_thread(resolve_urls, settings.database_url, settings.redis_url, settings.data_dir)
+    db_url = await asyncio.to_thread(resolve_database_url, settings.database_url, settings.data_dir)
     db.init_engine(db_url, pool_size=2)
     try:
         return await fn(db_url)

@@ -114,6 +114,8 @@ def test_backup_and_restore_round_trip(server: LiveServer, api, user, admin, dat
     assert done.returncode == 0, done.stderr
     again = lev("restore", str(backup_dir), env=env)
     assert again.returncode != 0 and "already holds a library" in again.stderr
+    from lev.embedded import redis_socket_path
+    assert not redis_socket_path(new_dir).exists()  # backup and restore start no Redis (one was left running)
     for obj in manifest["objects"]:
         assert (new_dir / "objects" / obj["path"]).read_bytes() == (backup_dir / "objects" / obj["path"]).read_bytes()
 
