@@ -17,7 +17,7 @@ from jsonschema.exceptions import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lev import __version__, context, jsonguard, library, logs, runtime
+from lev import __version__, context, jsonguard, library, logs, principals, runtime
 from lev.errors import (
     JSONRPC_INVALID_PARAMS,
     JSONRPC_METHOD_NOT_FOUND,
@@ -35,9 +35,8 @@ from lev.errors import (
 )
 from lev.openapi import mcp_tools
 from lev.pipeline.ingest import ingest
-from lev.policy import Principal, authenticate, parse_bearer, parse_uuid_field, require
+from lev.policy import Principal, parse_bearer, parse_uuid_field, require
 from lev.settings import get_settings
-from store.db import read_scope
 
 log = logging.getLogger("lev.mcp")
 
@@ -204,8 +203,7 @@ async def endpoint(request: Request) -> Response:
             f"Unsupported MCP-Protocol-Version {version}; supported: {', '.join(PROTOCOL_VERSIONS)}."))
     try:
         token = parse_bearer(request.headers.get("authorization"))
-        async with read_scope() as s:
-            principal = await authenticate(s, token)
+        principal = await principals.authenticate_bearer(token)
     except ApiError as err:
         return _transport_error(err)
     if info is not None:

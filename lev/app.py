@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from handlers import mcp as mcp_handler
 from handlers import ops, pages
 from handlers import spec as spec_handler
-from lev import accounts, clock, context, jsonguard, logs, metrics, runtime
+from lev import accounts, clock, context, jsonguard, logs, metrics, principals, runtime
 from lev.errors import ApiError, file_too_large, not_signed_in, rest_body, rest_headers, to_api_error
 from lev.openapi import (
     ContractJSONBodyValidator,
@@ -35,7 +35,6 @@ from lev.openapi import (
     operations,
 )
 from lev.pipeline.embedder import check_dimension, get_embedder
-from lev.policy import authenticate
 from lev.settings import Settings, get_settings
 from store.db import read_scope
 from tasks.worker import make_worker, stop_gracefully
@@ -126,8 +125,7 @@ def limit_class(operation_id: str | None) -> str | None:
 
 async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
     """Connexion's bearer hook: authenticate, then apply the operation's rate-limit class."""
-    async with read_scope() as s:
-        principal = await authenticate(s, token)
+    principal = await principals.authenticate_bearer(token)
     info = context.current()
     if info is not None:
         info.principal = principal

@@ -50,6 +50,7 @@ class Principal:
     tier: str
     extra: dict[str, object] = field(default_factory=dict, compare=False)
     file_into: uuid.UUID | None = field(default=None, compare=False)  # the ingest request's folder_id
+    expires_at: datetime | None = field(default=None, compare=False)  # the credential's end (lev.principals)
 
     @property
     def scope(self) -> Scope:
@@ -143,6 +144,7 @@ async def authenticate(session: AsyncSession, token: str) -> Principal:
         kb_only=row["kb_only"],
         write_cap=row["write_cap"],
         tier=row["tier"],
+        expires_at=row["expires_at"],
     )
 
 

@@ -116,6 +116,9 @@ class Settings(BaseSettings):
     """Largest JSON request body, in bytes (413 above; uploads have their own 50 MB cap)."""
     token_default_days: int = 365
     """Lifetime of a new token unless `--expires-in-days`."""
+    principal_cache_sec: float = 60.0
+    """Longest a process reuses an authenticated token without the database (revocation is still immediate: see
+    docs/decisions.md); 0: authenticate every request in the database."""
 
     # uploads / object storage (store/objects.py)
     upload_secret: str | None = None  # HMAC key for local signed upload URLs; default <data_dir>/signing.key
