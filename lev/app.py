@@ -34,7 +34,7 @@ from lev.openapi import (
     connexion_spec,
     operations,
 )
-from lev.pipeline.embedder import check_dimension, get_embedder
+from lev.pipeline.embedder import check_dimension, get_embedder, stop_ingest_pool, use_ingest_pool
 from lev.settings import Settings, get_settings
 from store.db import read_scope
 from tasks.worker import make_worker, stop_gracefully
@@ -342,6 +342,10 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
     async def lifespan(_app: Any) -> AsyncIterator[None]:
         # Loads the model once per process and refuses to start on a vector-size mismatch.
         await asyncio.to_thread(check_dimension, get_embedder(), settings.embed_dim)
+        # Ingest batches are embedded in low-priority child processes, never beside the searches' embeddings.
+        pool = use_ingest_pool(settings.ingest_embed_processes, settings.ingest_embed_nice,
+                               settings.ingest_embed_threads)
+        starting = asyncio.get_running_loop().run_in_executor(None, pool.start) if pool is not None else None
         metrics.configure(settings)
         rt = await runtime.start(settings)
         worker = None
@@ -355,6 +359,9 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
                 await stop_gracefully(worker, settings.shutdown_grace_sec)
                 task.cancel()
             await runtime.stop()
+            if starting is not None:
+                await asyncio.gather(starting, return_exceptions=True)
+            await asyncio.to_thread(stop_ingest_pool)
             metrics.mark_process_dead()
 
     app = AsyncApp(__name__, lifespan=lifespan)

@@ -70,6 +70,13 @@ class Settings(BaseSettings):
     """Embedding model name (with LEV_EMBEDDER=openai)."""
     embed_dim: int = 384
     """Vector size; must match the database (Lev refuses to start on a mismatch)."""
+    ingest_embed_processes: int = 1
+    """Processes beside each API process that embed ingested text with the local model, one batch each at a time
+    (0: in the API process, beside the searches)."""
+    ingest_embed_nice: int = 10
+    """CPU niceness added to those processes and to `lev worker` (searches keep the CPU first)."""
+    ingest_embed_threads: int = 0
+    """Threads each of those processes computes with (0: one per core)."""
 
     rate_limits: str = "on"
     """`on` or `off`: per-token hourly limits and the monthly write cap."""
