@@ -44,8 +44,9 @@ class Lev:
         stop_redis(self.data_dir)
 
 
-def start_lev(env: dict[str, str] | None = None) -> Lev:
-    """Start `lev serve` on a fresh data dir with the hourly limits off (unless `env` says otherwise)."""
+def start_lev(env: dict[str, str] | None = None, root: Path = ROOT) -> Lev:
+    """Start `lev serve` (of the checkout at `root`) on a fresh data dir with the hourly limits off (unless `env`
+    says otherwise)."""
     from lev.embedded import resolve_urls
     from store import db
 
@@ -55,7 +56,7 @@ def start_lev(env: dict[str, str] | None = None) -> Lev:
     db.migrate(db_url)
     admin = Admin(db_url)
     server = LiveServer(data_dir, {"LEV_RATE_LIMITS": "off", "LEV_ALLOW_PRIVATE_URLS": "true", **(env or {})},
-                        log_name="bench").start(timeout=300)
+                        log_name="bench", root=root).start(timeout=300)
     user = new_user(admin)
     token = user.token(write=True, write_cap=0, kb_only=True, name="bench")
     return Lev(server, admin, token, user.id, data_dir)
