@@ -40,6 +40,8 @@ C1, C16_THREADS, C16_PER = 200, 16, 40
 SMOKE = bool(os.environ.get("LEV_BENCH_BUSY_SMOKE"))
 LOAD_SECONDS = 8 if SMOKE else 60
 STAGES = (2_000, 4_000, 6_000) if SMOKE else (10_000, 100_000, 300_000)
+if SMOKE:
+    C1, C16_PER = 20, 5
 
 
 def loadavg() -> str:
