@@ -34,7 +34,8 @@ from lev.openapi import (
     connexion_spec,
     operations,
 )
-from lev.pipeline.embedder import check_dimension, get_embedder, stop_ingest_pool, use_ingest_pool
+from lev.pipeline.embed_pool import stop_ingest_pool, use_ingest_pool
+from lev.pipeline.embedder import check_dimension, get_embedder
 from lev.settings import Settings, get_settings
 from store.db import read_scope
 from tasks.worker import make_worker, stop_gracefully

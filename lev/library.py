@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev import context, progress
 from lev.errors import invalid_body, name_taken, not_found
-from lev.pipeline.embedder import embed_query
+from lev.pipeline.embed_pool import embed_query
 from lev.policy import Principal, folder_name, folder_visible
 from lev.settings import get_settings
 from store import folders as folder_store

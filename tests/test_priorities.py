@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import psutil
 
-from lev.pipeline.embedder import LocalEmbedder, QueryBatcher
+from lev.pipeline.embed_pool import QueryBatcher
+from lev.pipeline.embedder import LocalEmbedder
 from tests.stack import Api, LiveServer, User
 
 BEES = "Honeybees communicate the direction of flowers with a waggle dance inside the hive."

@@ -13,7 +13,8 @@ import json
 import os
 import sys
 
-READY = b"LEV-EMBED-READY\n"
+from lev.pipeline.embed_pool import READY
+from lev.pipeline.embedder import LocalEmbedder
 
 
 def _read(stream: object, n: int) -> bytes:
@@ -35,11 +36,9 @@ def main(argv: list[str]) -> None:
     import numpy as np
     import torch
 
-    from lev.pipeline.embedder import LocalEmbedder
-
     if threads > 0:
         torch.set_num_threads(threads)
-    embedder = LocalEmbedder()
+    embedder = LocalEmbedder()  # its batches are computed here: this process never sends them on
     embedder.embed(["warm up"])
     proto.write(READY)
     proto.flush()
