@@ -77,6 +77,8 @@ class Settings(BaseSettings):
     """CPU niceness added to those processes and to `lev worker` (searches keep the CPU first)."""
     ingest_embed_threads: int = 0
     """Threads each of those processes computes with (0: one per core)."""
+    query_batch_max: int = 16
+    """Most search queries embedded together in one pass when they arrive at once (1: each alone)."""
 
     rate_limits: str = "on"
     """`on` or `off`: per-token hourly limits and the monthly write cap."""

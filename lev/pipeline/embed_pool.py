@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from lev.pipeline.embedder import Embedder, LocalEmbedder, TimedEmbedder, get_embedder, send_batches_to
+from lev.settings import get_settings
 
 READY = b"LEV-EMBED-READY\n"  # the child's first line once its model is loaded
 
@@ -79,7 +80,8 @@ def query_batcher() -> QueryBatcher:
     global _batcher, _batcher_loop
     loop = asyncio.get_running_loop()
     if _batcher is None or _batcher_loop is not loop:
-        _batcher, _batcher_loop = QueryBatcher(get_embedder().embed_queries), loop
+        _batcher = QueryBatcher(get_embedder().embed_queries, max(1, get_settings().query_batch_max))
+        _batcher_loop = loop
     return _batcher
 
 
