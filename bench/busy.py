@@ -234,9 +234,14 @@ def c16(url: str, token: str, queries: list[str], mode: str = "hybrid") -> dict[
     return {**pct(ms), "rps": len(ms) / (time.perf_counter() - t0)}
 
 
-def both_servers(lev: Lev) -> dict[str, LiveServer]:
-    return {k: LiveServer(lev.data_dir, QUIET, log_name=f"bench-{k}", root=root).start(timeout=300)
-            for k, root in sides().items()}
+def both_servers(lev: Lev, nobatch: bool = False) -> dict[str, LiveServer]:
+    """Old and new side by side; with `nobatch`, also the new code with query batching off (the A/B of batching)."""
+    servers = {k: LiveServer(lev.data_dir, QUIET, log_name=f"bench-{k}", root=root).start(timeout=300)
+               for k, root in sides().items()}
+    if nobatch:
+        servers["nobatch"] = LiveServer(lev.data_dir, {**QUIET, "LEV_QUERY_BATCH_MAX": "1"}, log_name="bench-nobatch",
+                                        ).start(timeout=300)
+    return servers
 
 
 def stop_all(servers: dict[str, LiveServer]) -> None:
@@ -325,20 +330,21 @@ def main() -> str:
                 t_index = reindex(conn)
                 n_chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]  # type: ignore[index]
                 n_users = conn.execute("SELECT count(DISTINCT user_id) FROM user_items").fetchone()[0]  # type: ignore[index]
-                servers = both_servers(lev)
+                servers = both_servers(lev, nobatch=target == STAGES[1])
                 try:
                     stage: dict[str, Any] = {"chunks": n_chunks, "users": n_users, "insert_s": t_insert,
                                              "index_s": t_index, "load": loadavg()}
                     stage["hybrid"] = c1_alternating(servers, lev.token, test[:C1], "hybrid")
                     if target == STAGES[1]:
+                        pair = {k: servers[k] for k in ("old", "new")}
                         for mode in ("semantic", "keyword"):
-                            stage[mode] = c1_alternating(servers, lev.token, test[:C1], mode)
+                            stage[mode] = c1_alternating(pair, lev.token, test[:C1], mode)
                         q16 = (test + train)[:C16_THREADS * C16_PER]
-                        runs: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
-                        for k in ("old", "new", "new", "old"):
+                        runs: dict[str, list[dict[str, float]]] = {"old": [], "new": [], "nobatch": []}
+                        for k in ("old", "new", "nobatch", "nobatch", "new", "old"):
                             runs[k].append(c16(servers[k].url, lev.token, q16))
                         stage["c16"] = runs
-                        stage["fixed"] = {k: fixed_cost(s.url, lev.token) for k, s in servers.items()}
+                        stage["fixed"] = {k: fixed_cost(s.url, lev.token) for k, s in pair.items()}
                     if target == STAGES[2]:
                         stage["small"] = c1_alternating(servers, small_token, test[:C1], "hybrid")
                     stage["load_after"] = loadavg()
@@ -378,6 +384,18 @@ def main() -> str:
             lines(f"| {st['chunks']:,} ({st['users']}) | hybrid, the user with 1,000 chunks | 1 | {fmt_pct(o)} | "
                   f"{fmt_pct(n)} | {n['p50'] / o['p50']:.2f} | |")
     st100 = growth[STAGES[1]]
+    lines("")
+    lines("Query batching A/B at 100k (the new code with `LEV_QUERY_BATCH_MAX=1`, a third server beside the two; "
+          "c=1 alternating among the three, c=16 runs in the order old, new, off, off, new, old):")
+    lines("")
+    lines("| hybrid | batching on (16) | batching off (1) | on/off |")
+    lines("| --- | --- | --- | --- |")
+    on, off = st100["hybrid"]["new"], st100["hybrid"]["nobatch"]
+    lines(f"| c=1 p50 / p95 / p99 ms | {fmt_pct(on)} | {fmt_pct(off)} | {on['p50'] / off['p50']:.2f} (p50) |")
+    for i in range(2):
+        on, off = st100["c16"]["new"][i], st100["c16"]["nobatch"][i]
+        lines(f"| c=16 run {i + 1}: p50 / p95 / p99 ms (req/s) | {fmt_pct(on)} ({on['rps']:.1f}) | {fmt_pct(off)} "
+              f"({off['rps']:.1f}) | {on['rps'] / off['rps']:.2f} (req/s) |")
     lines("")
     lines("Floors at 100k (in-process `store.search.search` + `LocalEmbedder.embed_query`, c=1, same claims) and "
           "service/floor at p50:")
