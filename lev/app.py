@@ -341,12 +341,14 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
-        # Loads the model once per process and refuses to start on a vector-size mismatch.
-        await asyncio.to_thread(check_dimension, get_embedder(), settings.embed_dim)
-        # Ingest batches are embedded in low-priority child processes, never beside the searches' embeddings.
+        # Ingest batches are embedded in low-priority child processes, never beside the searches' embeddings; the
+        # first child also hands this process its query graph.
         pool = use_ingest_pool(settings.ingest_embed_processes, settings.ingest_embed_nice,
                                settings.ingest_embed_threads)
-        starting = asyncio.get_running_loop().run_in_executor(None, pool.start) if pool is not None else None
+        if pool is not None:
+            await asyncio.to_thread(pool.start)
+        # Loads the model once per process and refuses to start on a vector-size mismatch.
+        await asyncio.to_thread(check_dimension, get_embedder(), settings.embed_dim)
         metrics.configure(settings)
         rt = await runtime.start(settings)
         worker = None
@@ -360,8 +362,6 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
                 await stop_gracefully(worker, settings.shutdown_grace_sec)
                 task.cancel()
             await runtime.stop()
-            if starting is not None:
-                await asyncio.gather(starting, return_exceptions=True)
             await asyncio.to_thread(stop_ingest_pool)
             metrics.mark_process_dead()
 

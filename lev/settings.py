@@ -73,7 +73,7 @@ class Settings(BaseSettings):
     ingest_embed_processes: int = 1
     """Processes beside each API process that embed ingested text with the local model, one batch each at a time
     (0: in the API process, beside the searches)."""
-    ingest_embed_nice: int = 10
+    ingest_embed_nice: int = 4
     """CPU niceness added to those processes and to `lev worker` (searches keep the CPU first)."""
     ingest_embed_threads: int = 0
     """Threads each of those processes computes with (0: one per core)."""

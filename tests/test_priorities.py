@@ -28,7 +28,7 @@ def test_searches_answer_while_the_ingest_embedding_process_is_stopped(server: L
     children = _ingest_processes(server)
     assert len(children) == 1
     child = children[0]
-    assert child.nice() >= psutil.Process(server.proc.pid).nice() + 10  # type: ignore[union-attr]
+    assert child.nice() > psutil.Process(server.proc.pid).nice()  # type: ignore[union-attr]  # lower CPU priority
 
     child.suspend()
     try:

@@ -6,15 +6,26 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import queue
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
-from lev.pipeline.embedder import Embedder, LocalEmbedder, TimedEmbedder, get_embedder, send_batches_to
+from lev.pipeline.embedder import (
+    Embedder,
+    LocalEmbedder,
+    TimedEmbedder,
+    get_embedder,
+    query_encoder,
+    send_batches_to,
+    use_query_graph,
+)
 from lev.settings import get_settings
 
 READY = b"LEV-EMBED-READY\n"  # the child's first line once its model is loaded
@@ -103,9 +114,12 @@ class IngestProcess:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
-    def start(self) -> None:
-        proc = subprocess.Popen([sys.executable, "-m", "lev.pipeline.embed_worker", str(self.nice), str(self.threads)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    def start(self, graph: Path | None = None) -> None:
+        # A background process on a busy machine: its OpenMP threads sleep instead of spinning while they wait.
+        env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+        args = [sys.executable, "-m", "lev.pipeline.embed_worker", str(self.nice), str(self.threads)]
+        proc = subprocess.Popen(args + ([str(graph)] if graph else []), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                env=env)
         assert proc.stdout is not None
         if proc.stdout.readline() != READY:
             proc.kill()
@@ -167,11 +181,23 @@ class IngestPool:
             self._free.put(p)
 
     def start(self) -> None:
-        """Start every process (blocking); callers that come meanwhile wait for a started one."""
-        for _ in self.processes:
+        """Start every process (blocking); callers that come meanwhile wait for a started one. The first also
+        writes the query graph this process then loads (so it never loads the eager model itself)."""
+        for i in range(len(self.processes)):
             p = self._free.get()
             try:
-                p.start()
+                if i == 0:
+                    fd, name = tempfile.mkstemp(prefix="lev-query-graph-", suffix=".pt")
+                    os.close(fd)
+                    graph = Path(name)
+                    try:
+                        p.start(graph)
+                        use_query_graph(graph)
+                        query_encoder()  # loaded now, while the file exists
+                    finally:
+                        graph.unlink(missing_ok=True)
+                else:
+                    p.start()
             finally:
                 self._free.put(p)
 

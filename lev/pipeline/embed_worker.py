@@ -1,4 +1,5 @@
-"""The ingest embedding process (`python -m lev.pipeline.embed_worker NICE THREADS`), started by an API process.
+"""The ingest embedding process (`python -m lev.pipeline.embed_worker NICE THREADS [GRAPH]`), started by an API
+process; with GRAPH it first writes the frozen query graph there for its parent (`embedder.use_query_graph`).
 
 It lowers its own CPU priority, loads the local model and then embeds one batch of texts at a time: a request is
 a 4-byte big-endian length and a JSON list of strings on stdin; the answer is a 4-byte length and either `V` plus
@@ -12,9 +13,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 from lev.pipeline.embed_pool import READY
-from lev.pipeline.embedder import LocalEmbedder
+from lev.pipeline.embedder import LocalEmbedder, save_query_graph
 
 
 def _read(stream: object, n: int) -> bytes:
@@ -28,7 +30,7 @@ def _read(stream: object, n: int) -> bytes:
 
 
 def main(argv: list[str]) -> None:
-    nice, threads = int(argv[0]), int(argv[1])
+    nice, threads, graph = int(argv[0]), int(argv[1]), argv[2] if len(argv) > 2 else ""
     proto = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # library chatter on stdout lands in the log, not in the protocol
     if nice > 0:
@@ -40,6 +42,8 @@ def main(argv: list[str]) -> None:
         torch.set_num_threads(threads)
     embedder = LocalEmbedder()  # its batches are computed here: this process never sends them on
     embedder.embed(["warm up"])
+    if graph:  # the query graph for the API process, which then needs neither transformers nor the eager model
+        save_query_graph(Path(graph))
     proto.write(READY)
     proto.flush()
     stdin = sys.stdin.buffer

@@ -86,6 +86,49 @@ _query_fn: Callable[[str], list[float]] | None = None
 _queries_fn: Callable[[list[str]], list[list[float]]] | None = None
 
 
+def _frozen_query_graph() -> Any:
+    """The model with mean pooling and the L2 norm, traced at batch 1 and frozen (one TorchScript graph)."""
+    import torch
+
+    transformer: Any = _load_model()[0]
+    bert = transformer.auto_model.eval()
+
+    class _Pooled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            out = self.bert(input_ids=input_ids, attention_mask=attention_mask, return_dict=False)[0]
+            mask = attention_mask.unsqueeze(-1).to(out.dtype)
+            pooled = (out * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, dim=1)
+
+    tok = tokenizer()
+    ids = torch.tensor([tok.encode(PROBE_TEXT).ids[:LOCAL_MAX_SEQ_LENGTH]], dtype=torch.long)
+    with warnings.catch_warnings(), torch.inference_mode():
+        warnings.simplefilter("ignore")  # tracer notes on shape-dependent branches not taken at batch 1
+        traced = torch.jit.trace(_Pooled().eval(), (ids, torch.ones_like(ids)), check_trace=False)
+        return torch.jit.freeze(traced)
+
+
+_query_graph_file: Path | None = None
+
+
+def save_query_graph(path: Path) -> None:
+    """Write the frozen query graph to `path` (the ingest process does it for its API process)."""
+    import torch
+
+    torch.jit.save(_frozen_query_graph(), str(path))
+
+
+def use_query_graph(path: Path | None) -> None:
+    """Load the query graph from `path` (written by `save_query_graph`) instead of tracing it here: this process
+    then never loads sentence-transformers and transformers, about 300 MiB less."""
+    global _query_graph_file, _query_fn
+    _query_graph_file, _query_fn = path, None
+
+
 def _query_encoder() -> Callable[[str], list[float]]:
     """One text -> its embedding through a traced, frozen TorchScript copy of the model (built once).
 
@@ -100,21 +143,6 @@ def _query_encoder() -> Callable[[str], list[float]]:
         if _query_fn is None:
             import torch
 
-            st = _load_model()
-            transformer: Any = st[0]
-            bert = transformer.auto_model.eval()
-
-            class _Pooled(torch.nn.Module):
-                def __init__(self) -> None:
-                    super().__init__()
-                    self.bert = bert
-
-                def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-                    out = self.bert(input_ids=input_ids, attention_mask=attention_mask, return_dict=False)[0]
-                    mask = attention_mask.unsqueeze(-1).to(out.dtype)
-                    pooled = (out * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-                    return torch.nn.functional.normalize(pooled, dim=1)
-
             # Its own tokenizer, configured once: sharing the batch path's would flip its truncation and padding
             # state between concurrent calls.
             from tokenizers import Tokenizer
@@ -127,10 +155,9 @@ def _query_encoder() -> Callable[[str], list[float]]:
                 ids = torch.tensor([tok.encode(text.strip()).ids], dtype=torch.long)
                 return ids, torch.ones_like(ids)
 
-            with warnings.catch_warnings(), torch.inference_mode():
-                warnings.simplefilter("ignore")  # tracer notes on shape-dependent branches not taken at batch 1
-                traced = torch.jit.trace(_Pooled().eval(), encode(PROBE_TEXT), check_trace=False)
-                frozen = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
+            graph = torch.jit.load(str(_query_graph_file)) if _query_graph_file else _frozen_query_graph()
+            with torch.inference_mode():
+                frozen = torch.jit.optimize_for_inference(graph)
 
             def embed_one(text: str) -> list[float]:
                 ids, mask = encode(text)
@@ -158,6 +185,11 @@ def _query_encoder() -> Callable[[str], list[float]]:
             _queries_fn = embed_many
             _query_fn = embed_one
     return _query_fn
+
+
+def query_encoder() -> None:
+    """Build (or load) the query graph now rather than at the first query."""
+    _query_encoder()
 
 
 def _queries_encoder() -> Callable[[list[str]], list[list[float]]]:
