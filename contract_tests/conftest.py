@@ -29,6 +29,17 @@ def count_case(label: str) -> None:
     CASES[label] += 1
 
 
+def pytest_sessionfinish(session: Any) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: hand the counts to the controller
+        workeroutput["contract_cases"] = dict(CASES)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    CASES.update(getattr(node, "workeroutput", {}).get("contract_cases", {}))
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if CASES:
         terminalreporter.write_sep("-", f"contract cases generated (LEV_FUZZ_EXAMPLES={FUZZ_EXAMPLES})")
@@ -44,7 +55,8 @@ def examples(scale: float = 1.0, floor: int = 1, cap: int | None = None) -> int:
 
 @dataclass
 class Library:
-    """A seeded user: folders A, B, C, items in several places, and one token per kind."""
+    """A seeded user: folders A, B, C, items in several places, and one token per kind. One per test module: the
+    REST fuzzing deletes folders (and so revokes the one-folder token), which must not reach other modules."""
 
     user: User
     folders: dict[str, str]
@@ -52,7 +64,7 @@ class Library:
     tokens: dict[str, str | None] = field(default_factory=dict)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def library(admin: Admin, server) -> Library:  # type: ignore[no-untyped-def]
     u = new_user(admin)
     folders = {name: u.folder(name) for name in ("A", "B", "C")}

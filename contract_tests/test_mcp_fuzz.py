@@ -1,10 +1,13 @@
 """Fuzzing the MCP surface (POST /api/mcp) from mcp_tools.json: valid arguments generated from each tool's
 inputSchema, invalid ones (wrong types, unknown keys, non-objects), unknown tools, and malformed JSON-RPC
-envelopes. Never a 5xx, never -32603 for bad input, always a well-formed JSON-RPC 2.0 answer, the mapped codes
-on errors, and results that match the tool's outputSchema."""
+envelopes, under the initialize-era revisions and under 2026-07-28 (its `_meta` envelope, `server/discover` and
+the `MCP-Protocol-Version`/`Mcp-Method`/`Mcp-Name` headers mangled at random). Never a 5xx, never -32603 for bad
+input, always a well-formed JSON-RPC 2.0 answer, the mapped codes and statuses on errors, and results that match
+the tool's outputSchema."""
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -17,6 +20,7 @@ from hypothesis_jsonschema import from_schema
 
 from contract_tests.conftest import Library, count_case, examples
 from contract_tests.test_rest_schemathesis import _tame_url
+from lev import jsonguard
 from lev.errors import MCP_TOOL_ERRORS
 from lev.openapi import mcp_tools
 
@@ -24,9 +28,19 @@ TOOLS = {t["name"]: t for t in mcp_tools()["tools"]}
 ACCEPT = "application/json, text/event-stream"
 INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL, PARSE_ERROR, CUSTOM = (
     -32600, -32601, -32602, -32603, -32700, -32605)
-ERROR_CODES = {INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL, PARSE_ERROR, CUSTOM}
+HEADER_MISMATCH, UNSUPPORTED_VERSION = -32020, -32022
+ERROR_CODES = {INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL, PARSE_ERROR, CUSTOM, HEADER_MISMATCH,
+               UNSUPPORTED_VERSION}
+MODERN = "2026-07-28"
+META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "fuzz", "version": "1"}}
+# The HTTP status 2026-07-28 gives a JSON-RPC error code (others travel with 200).
+MODERN_STATUS = {PARSE_ERROR: 400, INVALID_REQUEST: 400, INVALID_PARAMS: 400, HEADER_MISMATCH: 400,
+                 UNSUPPORTED_VERSION: 400, METHOD_NOT_FOUND: 404}
 FUZZ = settings(max_examples=examples(), deadline=None, derandomize=True,
                 suppress_health_check=list(HealthCheck))
+# The 2026-07-28 repeats of the valid-argument runs go through the same dispatch: half as many examples.
+FUZZ_HALF = settings(FUZZ, max_examples=examples(0.5))
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
@@ -43,15 +57,33 @@ class Mcp:
         self.client = httpx.Client(base_url=base, headers=headers, timeout=120)
         self.next_id = 0
 
-    def post(self, content: bytes) -> httpx.Response:
-        return self.client.post("/api/mcp", content=content)
+    def post(self, content: bytes, headers: dict[str, str] | None = None) -> httpx.Response:
+        return self.client.post("/api/mcp", content=content, headers=headers)
 
-    def call(self, name: Any, arguments: Any) -> tuple[httpx.Response, dict[str, Any]]:
+    def call(self, name: Any, arguments: Any, *, modern: bool = False) -> tuple[httpx.Response, dict[str, Any]]:
+        """One tools/call; `modern` stamps it as a conforming 2026-07-28 client does."""
         self.next_id += 1
-        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
-               "params": {"name": name, "arguments": arguments}}
-        r = self.post(json.dumps(msg).encode())
-        return r, envelope(r, self.next_id)
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        headers = None
+        if modern:
+            params["_meta"] = META
+            headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call"}
+            if isinstance(name, str):
+                headers["Mcp-Name"] = _header_value(name)
+        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call", "params": params}
+        r = self.post(json.dumps(msg).encode(), headers)
+        body = envelope(r, self.next_id)
+        if modern:
+            assert r.status_code == (MODERN_STATUS.get(body["error"]["code"], 200) if "error" in body else 200), body
+            assert "error" in body or body["result"]["resultType"] == "complete", body
+        return r, body
+
+
+def _header_value(text: str) -> str:
+    """A header value as a 2026-07-28 client writes it: as is when printable ASCII, else the base64 sentinel."""
+    if text.isascii() and text.isprintable() and text == text.strip() and not text.startswith("=?base64?"):
+        return text
+    return "=?base64?" + base64.b64encode(text.encode("utf-8")).decode("ascii") + "?="
 
 
 def envelope(r: httpx.Response, req_id: Any = ...) -> dict[str, Any]:
@@ -69,7 +101,7 @@ def envelope(r: httpx.Response, req_id: Any = ...) -> dict[str, Any]:
         e = body["error"]
         assert isinstance(e, dict) and isinstance(e.get("code"), int) and isinstance(e.get("message"), str), body
         assert e["code"] in ERROR_CODES, body
-        assert r.status_code in {200, 401, 400, 403}, (r.status_code, body)
+        assert r.status_code in {200, 401, 400, 403, 404}, (r.status_code, body)
         if r.status_code == 200:
             assert e["code"] != INTERNAL, body  # bad input is never an internal error
     else:
@@ -131,16 +163,19 @@ def _tame_args(name: str, args: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
+# Every token kind under the initialize-era revisions; under 2026-07-28 the kinds that meet the capability and
+# scope errors (the dispatch is the same, so the outcomes must be too).
 @pytest.mark.parametrize("name", sorted(TOOLS))
-@pytest.mark.parametrize("kind", ["whole_write", "whole_read", "one_folder", "two_folder"])
-def test_valid_arguments(mcp: dict[str, Mcp], name: str, kind: str) -> None:
+@pytest.mark.parametrize(("kind", "modern"), [("whole_write", False), ("whole_read", False), ("one_folder", False),
+                                              ("two_folder", False), ("whole_read", True), ("one_folder", True)])
+def test_valid_arguments(mcp: dict[str, Mcp], name: str, kind: str, modern: bool) -> None:
     tool = TOOLS[name]
 
-    @FUZZ
+    @(FUZZ_HALF if modern else FUZZ)
     @given(args=valid_arguments(tool["inputSchema"]))
     def run(args: dict[str, Any]) -> None:
-        count_case("mcp valid arguments")
-        _, body = mcp[kind].call(name, _tame_args(name, args))
+        count_case("mcp valid arguments" + (" (2026-07-28)" if modern else ""))
+        _, body = mcp[kind].call(name, _tame_args(name, args), modern=modern)
         outcome = check_tool_answer(name, body)
         if "\x00" in json.dumps(args, ensure_ascii=False):  # lev.jsonguard refuses NUL before anything else
             assert outcome == "invalid_params", body
@@ -186,28 +221,33 @@ def invalid_arguments(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
         lambda a: not _valid(schema, a))
 
 
+@pytest.mark.parametrize("modern", [False, True])
 @pytest.mark.parametrize("name", sorted(TOOLS))
-def test_invalid_arguments_are_invalid_params(mcp: dict[str, Mcp], name: str) -> None:
+def test_invalid_arguments_are_invalid_params(mcp: dict[str, Mcp], name: str, modern: bool) -> None:
     tool = TOOLS[name]
 
     @FUZZ
     @given(args=invalid_arguments(tool["inputSchema"]))
     def run(args: Any) -> None:
-        count_case("mcp invalid arguments")
-        r, body = mcp["whole_write"].call(name, args)
-        assert r.status_code == 200
+        count_case("mcp invalid arguments" + (" (2026-07-28)" if modern else ""))
+        r, body = mcp["whole_write"].call(name, args, modern=modern)
+        assert r.status_code == (400 if modern else 200)
         assert "error" in body and body["error"]["code"] == INVALID_PARAMS, (args, body)
         assert body["error"]["data"]["error"] == "invalid_body"
 
     run()
 
 
-@FUZZ
-@given(name=json_values.filter(lambda n: not isinstance(n, str) or n not in TOOLS), args=json_values)
-def test_unknown_tools_are_invalid_params(mcp: dict[str, Mcp], name: Any, args: Any) -> None:
-    count_case("mcp unknown tools")
-    _, body = mcp["whole_read"].call(name, args)
-    assert "error" in body and body["error"]["code"] == INVALID_PARAMS, body
+@pytest.mark.parametrize("modern", [False, True])
+def test_unknown_tools_are_invalid_params(mcp: dict[str, Mcp], modern: bool) -> None:
+    @FUZZ
+    @given(name=json_values.filter(lambda n: not isinstance(n, str) or n not in TOOLS), args=json_values)
+    def run(name: Any, args: Any) -> None:
+        count_case("mcp unknown tools" + (" (2026-07-28)" if modern else ""))
+        _, body = mcp["whole_read"].call(name, args, modern=modern)
+        assert "error" in body and body["error"]["code"] == INVALID_PARAMS, body
+
+    run()
 
 
 # --- malformed envelopes --------------------------------------------------------------------------------------
@@ -240,6 +280,104 @@ def test_malformed_envelopes(mcp: dict[str, Mcp], msg: Any) -> None:
         assert answer.get("jsonrpc") == "2.0" and ("result" in answer) != ("error" in answer), (msg, body)
         if "error" in answer:
             assert answer["error"]["code"] in ERROR_CODES - {INTERNAL}, (msg, body)
+
+
+# --- 2026-07-28: the _meta envelope and the routing headers, mangled at random ---------------------------------
+
+MODERN_METHODS = ("server/discover", "tools/list", "tools/call")
+header_text = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=24).map(str.strip)
+ABSENT = object()
+
+
+def _or_absent(*options: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(st.just(ABSENT), *options)
+
+
+metas = st.one_of(
+    st.just(META),
+    st.sampled_from(sorted(META)).map(lambda drop: {k: v for k, v in META.items() if k != drop}),
+    st.tuples(st.sampled_from(sorted(META)), json_values).map(lambda kv: {**META, kv[0]: kv[1]}),
+    json_values,
+)
+modern_requests = st.fixed_dictionaries({
+    "method": st.one_of(st.sampled_from([*MODERN_METHODS, "ping", "initialize", "resources/list", "nope"]),
+                        json_values),
+    "id": _or_absent(st.integers(-2**53, 2**53), st.text(max_size=8), json_values),
+    "name": _or_absent(st.sampled_from(sorted(TOOLS)), st.text(max_size=12), json_values),
+    "arguments": _or_absent(st.just({}), json_values),
+    "extra": st.dictionaries(st.text(max_size=6), json_values, max_size=2),  # params nobody asked for
+    "meta": _or_absent(metas),
+    "version": _or_absent(st.sampled_from([MODERN, MODERN, "2025-11-25"]), header_text),
+    "method_header": st.one_of(st.sampled_from(["same", "same", "absent", "twice"]), header_text),
+    "name_header": st.one_of(st.sampled_from(["same", "same", "base64", "absent"]), header_text),
+})
+
+
+def _modern_message(case: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    params: dict[str, Any] = dict(case["extra"])
+    for key, field in (("name", "name"), ("arguments", "arguments"), ("meta", "_meta")):
+        if case[key] is not ABSENT:
+            params[field] = case[key]
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "method": case["method"], "params": params}
+    if case["id"] is not ABSENT:
+        msg["id"] = case["id"]
+    headers: list[tuple[str, str]] = []
+    if case["version"] is not ABSENT:
+        headers.append(("MCP-Protocol-Version", case["version"]))
+    method = case["method"] if isinstance(case["method"], str) else "tools/call"
+    if case["method_header"] in ("same", "twice"):
+        headers += [("Mcp-Method", _header_value(method))] * (2 if case["method_header"] == "twice" else 1)
+    elif case["method_header"] != "absent":
+        headers.append(("Mcp-Method", case["method_header"]))
+    name = case["name"] if isinstance(case["name"], str) else "search_knowledge_base"
+    if case["name_header"] == "same":
+        headers.append(("Mcp-Name", _header_value(name)))
+    elif case["name_header"] == "base64":
+        headers.append(("Mcp-Name", "=?base64?" + base64.b64encode(name.encode("utf-8")).decode("ascii") + "?="))
+    elif case["name_header"] != "absent":
+        headers.append(("Mcp-Name", case["name_header"]))
+    return msg, headers
+
+
+@FUZZ
+@given(case=modern_requests)
+def test_2026_meta_and_headers(mcp: dict[str, Mcp], case: dict[str, Any]) -> None:
+    """Whatever the envelope and the headers: never a 5xx, a well-formed answer, the revision's status for its
+    code, `resultType` on its results, and a conforming request to a read method always answered."""
+    count_case("mcp 2026-07-28 envelopes and headers")
+    msg, headers = _modern_message(case)
+    r = mcp["whole_read"].client.post("/api/mcp", content=json.dumps(msg).encode(), headers=headers)
+    assert r.status_code < 500, (msg, headers, r.status_code, r.text)
+    if r.status_code == 202:
+        assert not r.content and "id" not in msg, (msg, headers)
+        return
+    body = envelope(r)
+    version = case["version"]
+    if "error" in body:
+        code = body["error"]["code"]
+        assert code != INTERNAL, body
+        if code == UNSUPPORTED_VERSION:
+            assert version not in (MODERN, "2025-11-25", "2025-06-18", "2025-03-26"), (version, body)
+        if version == MODERN or code in (HEADER_MISMATCH, UNSUPPORTED_VERSION):
+            assert r.status_code == MODERN_STATUS.get(code, 200), (msg, headers, r.status_code, body)
+    else:
+        assert r.status_code == 200
+        if version == MODERN:
+            assert body["result"]["resultType"] == "complete", body
+    conforming = (version == MODERN and case["meta"] == META and case["method_header"] == "same"
+                  and case["method"] in ("server/discover", "tools/list") and "id" in msg
+                  and isinstance(msg["id"], (int, str)) and not isinstance(msg["id"], bool) and _accepted(msg))
+    if conforming:
+        assert "result" in body and body["id"] == msg["id"], (msg, headers, body)
+
+
+def _accepted(msg: Any) -> bool:
+    """Whether lev.jsonguard takes the body (else it is refused with -32602 before anything else)."""
+    try:
+        jsonguard.loads(json.dumps(msg))
+    except jsonguard.BadJson:
+        return False
+    return True
 
 
 @FUZZ

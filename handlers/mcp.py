@@ -1,6 +1,8 @@
 """POST /api/mcp: the MCP surface (JSON-RPC 2.0 over streamable HTTP, stateless) and its four tools.
 
-Tools, their schemas and capabilities come from `mcp_tools.json`; errors are shaped by `lev.errors`.
+One dispatch serves every protocol revision: 2025-03-26, 2025-06-18 and 2025-11-25 (opened by `initialize`) and
+2026-07-28 (per-request `_meta`, `server/discover`), chosen per request by `lev.mcp_revision`. Tools, their
+schemas and capabilities come from `mcp_tools.json`; errors are shaped by `lev.errors`.
 """
 
 from __future__ import annotations
@@ -10,17 +12,19 @@ import logging
 from typing import Any
 from urllib.parse import urlsplit
 
-from jsonrpcserver import Success, async_dispatch
+from jsonrpcserver import Success
+from jsonrpcserver.async_main import dispatch_to_serializable
 from jsonrpcserver.exceptions import JsonRpcError
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lev import __version__, context, jsonguard, library, logs, principals, runtime
+from lev import context, jsonguard, library, logs, oauth, runtime
+from lev import mcp_revision as revision
 from lev.errors import (
     JSONRPC_INVALID_PARAMS,
-    JSONRPC_METHOD_NOT_FOUND,
+    JSONRPC_INVALID_REQUEST,
     JSONRPC_PARSE_ERROR,
     ApiError,
     forbidden_origin,
@@ -35,14 +39,12 @@ from lev.errors import (
 )
 from lev.openapi import mcp_tools
 from lev.pipeline.ingest import ingest
-from lev.policy import Principal, parse_bearer, parse_uuid_field, require
+from lev.policy import Principal, parse_uuid_field, require
 from lev.settings import get_settings
 
 log = logging.getLogger("lev.mcp")
 
-PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
-# The stateless revision a 2.x SDK client probes with `server/discover` before falling back to initialize.
-PROBE_VERSIONS = ("2026-07-28",)
+CAPABILITIES = {"tools": {"listChanged": False}}
 INSTRUCTIONS = (
     "Lev is the user's personal knowledge base. Search it with search_knowledge_base before answering "
     "from memory, read a whole source with get_item, see what was saved lately with list_recent, and save "
@@ -68,14 +70,17 @@ def _tool_result(obj: dict[str, Any]) -> Any:
 
 
 async def initialize(_ctx: dict[str, Any], **params: Any) -> Any:
+    """The legacy handshake (2025-03-26 to 2025-11-25): an unknown version is answered with the newest of them."""
     asked = params.get("protocolVersion")
-    version = asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
-    return Success({
-        "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": False}},
-        "serverInfo": {"name": "lev", "title": "Lev knowledge base", "version": __version__},
-        "instructions": INSTRUCTIONS,
-    })
+    version = asked if asked in revision.LEGACY else revision.LEGACY[0]
+    return Success({"protocolVersion": version, "capabilities": CAPABILITIES, "serverInfo": revision.SERVER_INFO,
+                    "instructions": INSTRUCTIONS})
+
+
+async def server_discover(_ctx: dict[str, Any], **_params: Any) -> Any:
+    """2026-07-28's discovery (no handshake): every revision Lev speaks, newest first, and what it serves."""
+    return Success({"supportedVersions": list(revision.SUPPORTED), "capabilities": CAPABILITIES,
+                    "instructions": INSTRUCTIONS})
 
 
 async def ping(_ctx: dict[str, Any], **_params: Any) -> Any:
@@ -84,10 +89,6 @@ async def ping(_ctx: dict[str, Any], **_params: Any) -> Any:
 
 async def tools_list(_ctx: dict[str, Any], **_params: Any) -> Any:
     return Success({"tools": [_listed(t) for t in _tool_index().values()]})
-
-
-async def server_discover(_ctx: dict[str, Any], **_params: Any) -> Any:
-    raise JsonRpcError(code=JSONRPC_METHOD_NOT_FOUND, message="Method not found: use initialize (protocol 2025-11-25)")
 
 
 def _validate_arguments(tool: dict[str, Any], arguments: Any) -> dict[str, Any]:
@@ -165,16 +166,22 @@ async def _add(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
 TOOLS = {"search_knowledge_base": _search, "get_item": _get_item, "list_recent": _list_recent,
          "add_to_knowledge": _add}
 
-METHODS = {"initialize": initialize, "ping": ping, "tools/list": tools_list, "tools/call": tools_call,
-           "server/discover": server_discover}
+# The methods each era serves: the tools are the same functions under every revision.
+_HANDLERS = {"initialize": initialize, "ping": ping, "server/discover": server_discover, "tools/list": tools_list,
+             "tools/call": tools_call}
+LEGACY_METHODS = {m: _HANDLERS[m] for m in ("initialize", "ping", "tools/list", "tools/call")}
+MODERN_METHODS = {m: _HANDLERS[m] for m in revision.MODERN_METHODS}
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(json.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
 
-def _transport_error(err: ApiError) -> Response:
-    return _json(transport_error(err), err.status, rest_headers(err))
+def _transport_error(err: ApiError, base: str | None = None) -> Response:
+    headers = rest_headers(err)
+    if err.status == 401 and base is not None:  # the OAuth challenge: where to get a token, with which scopes
+        headers["WWW-Authenticate"] = oauth.challenge(base, err)
+    return _json(transport_error(err), err.status, headers)
 
 
 def _origin_allowed(origin: str) -> bool:
@@ -197,41 +204,77 @@ async def endpoint(request: Request) -> Response:
     origin = request.headers.get("origin")
     if origin and not _origin_allowed(origin):
         return _transport_error(forbidden_origin(origin))
-    version = request.headers.get("mcp-protocol-version")
-    if version and version not in PROTOCOL_VERSIONS + PROBE_VERSIONS:
-        return _transport_error(invalid_body(
-            f"Unsupported MCP-Protocol-Version {version}; supported: {', '.join(PROTOCOL_VERSIONS)}."))
     try:
-        token = parse_bearer(request.headers.get("authorization"))
-        principal = await principals.authenticate_bearer(token)
+        version = revision.requested_version(request.headers)
     except ApiError as err:
-        return _transport_error(err)
+        return _json(jsonrpc_response(err), err.status)
+    base = oauth.public_base(request.headers.get("host"))
+    try:  # a pasted lev_ token, or an OAuth access token issued for this resource
+        principal = await oauth.authenticate_mcp(request.headers.get("authorization"), base)
+    except ApiError as err:
+        return _transport_error(err, base)
     if info is not None:
         info.principal = principal
     logs.bind(user_id=principal.user_id, token_id=principal.token_id)
     body = await request.body()
+    refused = oauth.transport_scope_refusal(principal, request.headers, body, base)
+    if refused is not None:  # 403 insufficient_scope for an OAuth grant naming a tool it may not call
+        return _json(refused[0], 403, refused[1])
     try:
         document = jsonguard.loads(body)
     except jsonguard.BadJson as exc:
         if info is not None and not info.method:
             info.method = _method_name(exc.document) if exc.parsed else "invalid-json"
-        out = _refusal(exc)
-    else:
-        if info is not None and not info.method:
-            info.method = _method_name(document)
-        try:
-            out = await async_dispatch(body.decode("utf-8"), methods=METHODS, context={"principal": principal})
-        except Exception:  # a bug: still a JSON-RPC answer, never a REST body
-            log.exception("MCP dispatch failed")
-            out = json.dumps(jsonrpc_response(internal_error(), _request_id(document),
-                                              request_id=info.request_id if info else None))
-    if not out:
+        return _answer(request, _refusal(exc), 400 if version == revision.MODERN else 200)
+    if info is not None and not info.method:
+        info.method = _method_name(document)
+    text = body.decode("utf-8")
+    try:
+        modern = revision.is_modern(version, document)
+    except ApiError as err:
+        return _answer(request, jsonrpc_response(err, _request_id(document)), err.status)
+    if modern:
+        answer, status = await _serve_modern(document, text, request, principal)
+        return _answer(request, answer, status)
+    return _answer(request, await _dispatch(text, LEGACY_METHODS, principal, document), 200)
+
+
+async def _serve_modern(document: Any, text: str, request: Request, principal: Principal) -> tuple[Any, int]:
+    """One 2026-07-28 request: its envelope, `_meta` and routing headers checked, then the one dispatch, its
+    answer shaped for the revision. A notification is acknowledged (202) and dropped."""
+    problem = revision.envelope_problem(document)
+    if problem is not None:
+        return jsonrpc_response(invalid_body(problem), _request_id(document), code=JSONRPC_INVALID_REQUEST), 400
+    if "id" not in document:
+        return None, 202
+    try:
+        revision.check_request(document, request.headers)
+    except ApiError as err:
+        return jsonrpc_response(err, document["id"]), err.status
+    return revision.shape(document["method"], await _dispatch(text, MODERN_METHODS, principal, document))
+
+
+async def _dispatch(text: str, methods: dict[str, Any], principal: Principal, document: Any) -> Any:
+    """The JSON-RPC answer (an object, a list for a batch, None for notifications only) from the one dispatch."""
+    try:
+        return await dispatch_to_serializable(text, methods=methods, context={"principal": principal})
+    except Exception:  # a bug: still a JSON-RPC answer, never a REST body
+        log.exception("MCP dispatch failed")
+        info = context.current()
+        return jsonrpc_response(internal_error(), _request_id(document), request_id=info.request_id if info else None)
+
+
+def _answer(request: Request, answer: Any, status: int) -> Response:
+    """The HTTP response for a JSON-RPC answer: 202 when there is none; server-sent events when the client
+    accepts only those (a 200 answer); else JSON."""
+    if answer is None:
         return Response(status_code=202)
+    out = json.dumps(answer)
     accept = request.headers.get("accept", "")
-    if "text/event-stream" in accept and "application/json" not in accept and "*/*" not in accept:
+    if status == 200 and "text/event-stream" in accept and "application/json" not in accept and "*/*" not in accept:
         return Response(f"event: message\ndata: {out}\n\n", media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache"})
-    return Response(out, media_type="application/json")
+    return Response(out, status_code=status, media_type="application/json")
 
 
 def _request_id(document: Any) -> Any:
@@ -243,11 +286,11 @@ def _request_id(document: Any) -> Any:
     return None
 
 
-def _refusal(exc: jsonguard.BadJson) -> str:
+def _refusal(exc: jsonguard.BadJson) -> dict[str, Any]:
     """The JSON-RPC error for a body lev.jsonguard refused: -32700 if it is not JSON at all, else -32602."""
     code, prefix = (JSONRPC_INVALID_PARAMS, "Invalid params") if exc.parsed else (JSONRPC_PARSE_ERROR, "Parse error")
     req_id = _request_id(exc.document) if exc.parsed else None
-    return json.dumps(jsonrpc_response(invalid_body(f"{prefix}: {exc}"), req_id, code=code))
+    return jsonrpc_response(invalid_body(f"{prefix}: {exc}"), req_id, code=code)
 
 
 def _method_name(msg: Any) -> str:

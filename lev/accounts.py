@@ -181,6 +181,7 @@ def shape_token(row: dict[str, Any], writes: int | None = None) -> dict[str, Any
         "last_used_at": row["last_used_at"].isoformat() if row["last_used_at"] else None,
         "expires_at": row["expires_at"].isoformat(),
         "revoked_at": row["revoked_at"].isoformat() if row["revoked_at"] else None,
+        "kind": row.get("kind") or "token", "client_id": row.get("client_id"),
     }
     if writes is not None:
         out["writes_this_month"] = writes

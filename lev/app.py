@@ -23,9 +23,10 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from handlers import mcp as mcp_handler
+from handlers import oauth as oauth_handler
 from handlers import ops, pages
 from handlers import spec as spec_handler
-from lev import accounts, clock, context, jsonguard, logs, metrics, principals, runtime
+from lev import accounts, clock, context, jsonguard, logs, metrics, oauth, principals, runtime
 from lev.errors import ApiError, file_too_large, not_signed_in, rest_body, rest_headers, to_api_error
 from lev.openapi import (
     ContractJSONBodyValidator,
@@ -45,6 +46,8 @@ request_log = logs.get_logger("lev.request")
 
 UPLOAD_PUT_PREFIX = "/api/v1/uploads/put/"
 OPS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+OAUTH_PATHS = frozenset({oauth.PRM_PATH + oauth.MCP_PATH, oauth.PRM_PATH, oauth.AS_PATH, oauth.AUTHORIZE_PATH,
+                         oauth.TOKEN_PATH, oauth.REGISTER_PATH, oauth.REVOKE_PATH})
 
 
 def error_response(err: ApiError) -> ConnexionResponse:
@@ -109,7 +112,7 @@ def allowed_methods(path: str) -> list[str]:
 
 def metric_route(method: str, path: str) -> str:
     """A bounded route label for metrics: the documented template, the MCP or ops path, else `other`."""
-    if path in OPS_PATHS or path == "/api/mcp":
+    if path in OPS_PATHS or path in OAUTH_PATHS or path == "/api/mcp":
         return f"{method} {path}"
     if path.startswith(UPLOAD_PUT_PREFIX):
         return f"{method} {UPLOAD_PUT_PREFIX}{{path}}"
@@ -384,6 +387,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
     app.add_url_rule("/readyz", "readyz", ops.readyz, methods=["GET"])
     app.add_url_rule("/metrics", "metrics", ops.metrics_text, methods=["GET"])
     pages.add_routes(app)
+    oauth_handler.add_routes(app)
     for exc_type in (ApiError, ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_type, handle_error)
     return LevMiddleware(app, settings)

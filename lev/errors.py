@@ -27,6 +27,9 @@ JSONRPC_INVALID_PARAMS = -32602
 JSONRPC_INTERNAL = -32603
 JSONRPC_PARSE_ERROR = -32700
 JSONRPC_CUSTOM = -32605
+# MCP 2026-07-28's own codes (the -32020..-32099 sub-range the MCP specification reserves for itself).
+JSONRPC_HEADER_MISMATCH = -32020
+JSONRPC_UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,9 @@ TABLE: dict[str, ErrorKind] = {
     "not_found": ErrorKind(404, tool_result=True),
     "folder_not_found": ErrorKind(404, tool_result=True),
     "method_not_allowed": ErrorKind(405),
+    "method_not_found": ErrorKind(404, JSONRPC_METHOD_NOT_FOUND),
+    "header_mismatch": ErrorKind(400, JSONRPC_HEADER_MISMATCH),
+    "unsupported_protocol_version": ErrorKind(400, JSONRPC_UNSUPPORTED_PROTOCOL_VERSION),
     "name_taken": ErrorKind(409, tool_result=True),
     "email_taken": ErrorKind(409),
     "file_too_large": ErrorKind(413, tool_result=True),
@@ -195,8 +201,8 @@ def missing_bearer_token() -> ApiError:
     return ApiError("missing_bearer_token", "Send Authorization: Bearer <token>.")
 
 
-def invalid_token() -> ApiError:
-    return ApiError("invalid_token", "The token is unknown, revoked or expired.")
+def invalid_token(message: str = "The token is unknown, revoked or expired.") -> ApiError:
+    return ApiError("invalid_token", message)
 
 
 def invalid_credentials() -> ApiError:
@@ -249,6 +255,24 @@ def folder_not_found(message: str, missing: list[str]) -> ApiError:
 
 def method_not_allowed() -> ApiError:
     return ApiError("method_not_allowed", "Method not allowed on this route.")
+
+
+def method_not_found(method: str, served: list[str]) -> ApiError:
+    """MCP: a JSON-RPC method the request's protocol revision does not serve (HTTP 404 on 2026-07-28)."""
+    return ApiError("method_not_found", f"Method not found: {method[:100]}. This revision serves {', '.join(served)}.")
+
+
+def header_mismatch(message: str) -> ApiError:
+    """MCP 2026-07-28: a routing header (MCP-Protocol-Version, Mcp-Method, Mcp-Name) is missing, repeated or
+    disagrees with the body."""
+    return ApiError("header_mismatch", message)
+
+
+def unsupported_protocol_version(requested: str, supported: list[str]) -> ApiError:
+    """MCP: a protocol revision Lev does not speak; `supported` and `requested` are the 2026-07-28 error data."""
+    return ApiError("unsupported_protocol_version",
+                    f"Unsupported protocol version {requested[:100]!r}; supported: {', '.join(supported)}.",
+                    supported=supported, requested=requested[:100])
 
 
 def name_taken(message: str) -> ApiError:

@@ -71,6 +71,16 @@ class Principal:
         return None
 
 
+@dataclass(frozen=True)
+class OAuthBinding:
+    """What makes a minted token an OAuth grant: its client, the resource (RFC 8707 audience) it is good for, and
+    when its first access token expires."""
+
+    client_id: str
+    resource: str
+    access_expires_at: datetime
+
+
 def new_token() -> tuple[str, bytes, str]:
     """A fresh token string, its SHA-256 digest and its display prefix."""
     token = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_SECRET_BYTES)
@@ -79,17 +89,10 @@ def new_token() -> tuple[str, bytes, str]:
 
 async def mint(
     session: AsyncSession, user: dict[str, Any], name: str, *, write: bool, folder_ids: list[uuid.UUID],
-    kb_only: bool, expires_in_days: int, write_cap: int, tier_caps: dict[str, int],
+    kb_only: bool, expires_in_days: int, write_cap: int, tier_caps: dict[str, int], oauth: OAuthBinding | None = None,
 ) -> tuple[str, uuid.UUID]:
-    """Mint a token for `user`; 402 payment_required at the tier's token cap (-1 = unlimited)."""
-    cap = tier_caps.get(user["tier"], 0)
-    used = await token_store.count_active(session, user["id"])
-    if cap >= 0 and used >= cap:
-        raise payment_required(
-            f"The {user['tier']} tier cannot mint more tokens (cap {cap}, used {used}). On a self-hosted Lev the "
-            f"operator lifts it with `lev user set-tier {user['email']} pro`.",
-            tier=user["tier"], cap=cap, used=used,
-        )
+    """Mint a token for `user` (with `oauth`, an OAuth grant); 402 payment_required at the tier's token cap."""
+    await check_tier(session, user, tier_caps)
     if not name.strip():
         raise invalid_body("A token needs a name.")
     if expires_in_days < 1:
@@ -103,11 +106,31 @@ async def mint(
         if missing:
             raise folder_not_found("Some folders do not exist.", missing=missing)
     token, digest, prefix = new_token()
+    expires_at = datetime.now(UTC) + timedelta(days=expires_in_days)
     token_id = await token_store.insert_token(
-        session, user_id=user["id"], name=name.strip(), digest=digest, prefix=prefix, write=write, folder_ids=unique,
-        kb_only=kb_only, write_cap=write_cap, expires_at=datetime.now(UTC) + timedelta(days=expires_in_days),
+        session, user_id=user["id"], name=name.strip()[:200], digest=digest, prefix=prefix, write=write,
+        folder_ids=unique, kb_only=kb_only, write_cap=write_cap, expires_at=expires_at,
+        kind="oauth" if oauth else "token", client_id=oauth.client_id if oauth else None,
+        resource=oauth.resource if oauth else None,
+        access_expires_at=min(oauth.access_expires_at, expires_at) if oauth else None,
     )
     return token, token_id
+
+
+async def tier_room(session: AsyncSession, user: dict[str, Any], tier_caps: dict[str, int]) -> tuple[int, int]:
+    """(cap, used): the tokens the user's tier allows at once (-1 = unlimited) and the active ones it holds."""
+    return tier_caps.get(user["tier"], 0), await token_store.count_active(session, user["id"])
+
+
+async def check_tier(session: AsyncSession, user: dict[str, Any], tier_caps: dict[str, int]) -> None:
+    """The one tier rule of minting (tokens and OAuth grants): 402 payment_required {tier, cap, used} at the cap."""
+    cap, used = await tier_room(session, user, tier_caps)
+    if cap >= 0 and used >= cap:
+        raise payment_required(
+            f"The {user['tier']} tier cannot mint more tokens (cap {cap}, used {used}). On a self-hosted Lev the "
+            f"operator lifts it with `lev user set-tier {user['email']} pro`.",
+            tier=user["tier"], cap=cap, used=used,
+        )
 
 
 def hash_token(token: str) -> bytes:
@@ -124,16 +147,23 @@ def parse_bearer(authorization: str | None) -> str:
     return parts[1].strip()
 
 
-async def authenticate(session: AsyncSession, token: str) -> Principal:
-    """Resolve a bearer token to a Principal, or 401 invalid_token (never saying which check failed)."""
+async def authenticate(session: AsyncSession, token: str, audience: str | None = None) -> Principal:
+    """Resolve a bearer token to a Principal, or 401 invalid_token (never saying which check failed).
+
+    `audience` is the resource the request addresses (`{base}/api/mcp` on MCP, None elsewhere): a hand-minted token
+    works everywhere, an OAuth grant's access token only at the resource it was issued for (RFC 8707)."""
     if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         raise invalid_token()
     digest = hash_token(token)
     row = await token_store.lookup(session, digest)
     if row is None or not hmac.compare_digest(row["token_hash"], digest):
         raise invalid_token()
-    if row["revoked_at"] is not None or row["expires_at"] <= datetime.now(UTC):
+    now = datetime.now(UTC)
+    if row["revoked_at"] is not None or row["expires_at"] <= now or (
+            row["access_expires_at"] is not None and row["access_expires_at"] <= now):
         raise invalid_token()
+    if row["resource"] is not None and row["resource"] != audience:
+        raise invalid_token(f"This token was issued for {row['resource']} and is accepted only there.")
     return Principal(
         token_id=row["id"],
         user_id=row["user_id"],
@@ -144,7 +174,10 @@ async def authenticate(session: AsyncSession, token: str) -> Principal:
         kb_only=row["kb_only"],
         write_cap=row["write_cap"],
         tier=row["tier"],
-        expires_at=row["expires_at"],
+        extra={"oauth_client": row["client_id"]} if row["kind"] == "oauth" else {},
+        # the credential's end: an OAuth access token ends with its hour (or its grant), a hand-minted one at expiry
+        expires_at=row["expires_at"] if row["access_expires_at"] is None else min(row["expires_at"],
+                                                                                   row["access_expires_at"]),
     )
 
 

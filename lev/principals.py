@@ -2,13 +2,14 @@
 a request skips the database checkout and the token lookup, yet revocation stays immediate everywhere.
 
 Every use of a cached principal first reads one Redis key, the auth epoch (a random value). Every change to what
-a credential authenticates as (a token revoked, a password changed, a folder deleted, a tier changed, a restore;
-`changing_auth`, `announce_change`) writes a new epoch after its transaction commits, so the next request in
-every process sees a different epoch and goes back to the database. An entry also ends at the credential's own
+a credential authenticates as (a token or OAuth grant revoked, an OAuth access token rotated, a password changed,
+a folder deleted, a tier changed, a restore; `changing_auth`, `invalidate`, `announce_change`) writes a new epoch
+after its transaction commits, so the next request in every process sees a different epoch and goes back to the
+database. An entry also ends at the credential's own
 expiry (`Principal.expires_at`) and after `LEV_PRINCIPAL_CACHE_SEC` at the latest. When Redis cannot be read, the
 cache is emptied and not used (fail safe: the database decides, as without a cache).
 
-Keys are SHA-256 digests of the credential, never the credential.
+Keys are SHA-256 digests of the credential (with the audience it was presented to), never the credential.
 """
 
 from __future__ import annotations
@@ -79,12 +80,14 @@ class PrincipalCache:
             return None
         return bytes(epoch)
 
-    async def resolve(self, credential: str, load: Callable[[], Awaitable[Principal]]) -> Principal:
-        """The principal of `credential`: from the cache when its entry is still valid, else `load()` (which
-        raises for a bad credential; failures are never cached)."""
+    async def resolve(self, credential: str, load: Callable[[], Awaitable[Principal]],
+                      audience: str | None = None) -> Principal:
+        """The principal of `credential` at `audience` (the resource addressed; an OAuth grant is valid only at
+        its own): from the cache when its entry is still valid, else `load()` (which raises for a bad credential;
+        failures are never cached)."""
         if not self.enabled:
             return await load()
-        key = hashlib.sha256(credential.encode()).digest()
+        key = hashlib.sha256(f"{audience or ''}\n{credential}".encode()).digest()
         epoch = await self._epoch()  # read before the database: a change committed after this read is seen next time
         entry = self._entries.get(key)
         if entry is not None and epoch is not None and entry.epoch == epoch and _valid(entry):
@@ -154,13 +157,14 @@ async def invalidate() -> None:
         await _cache.invalidate()
 
 
-async def authenticate_bearer(token: str) -> Principal:
-    """`lev.policy.authenticate` for a bearer token, through the process's cache when there is one."""
+async def authenticate_bearer(token: str, audience: str | None = None) -> Principal:
+    """`lev.policy.authenticate` for a bearer token (at `audience`: see there), through the process's cache when
+    there is one."""
     async def load() -> Principal:
         async with read_scope() as s:
-            return await authenticate(s, token)
+            return await authenticate(s, token, audience=audience)
 
-    return await (_cache.resolve(token, load) if _cache is not None else load())
+    return await (_cache.resolve(token, load, audience) if _cache is not None else load())
 
 
 @asynccontextmanager

@@ -32,9 +32,9 @@ def banner(url: str, data_dir: str, lev: str) -> str:
         "",
         f"Lev is ready at {url}  (API docs {url}/api/v1/docs; data in {data_dir})",
         f"  1. open {url}/ in a browser and create your account (the first one owns this server)",
-        "  2. add links, notes and files; then Settings -> Integrations mints a token for an agent",
-        f"  3. connect an agent: claude mcp add --transport http lev {url}/api/mcp "
-        '--header "Authorization: Bearer <token>"',
+        "  2. add links, notes and files",
+        f"  3. connect an agent by URL: claude mcp add --transport http lev {url}/api/mcp  (sign in, click Allow);"
+        " or mint a token under Settings -> Integrations",
         f"  from a shell instead: {lev} user create you@example.com --tier pro; "
         f"{lev} token create --user you@example.com --name agent --write",
         "Press Ctrl-C to stop.",

@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     private_url_allowlist: list[str] = Field(default_factory=list)
     """CIDR networks URL ingest may reach even with private URLs refused (JSON list, e.g. an intranet wiki)."""
 
+    outbound_ca_file: Path | None = None
+    """PEM file of extra CAs trusted for outgoing HTTPS (URL ingest, OAuth client metadata), e.g. an internal CA."""
+
     transcribe_url: str | None = None
     """OpenAI-compatible transcription API base URL (audio, video); unset: no transcription."""
     transcribe_api_key: str | None = None

@@ -119,6 +119,10 @@ tokens = Table(
     Column("revoked_at", DateTime(timezone=True)),
     Column("last_used_at", DateTime(timezone=True)),
     Column("created_at", DateTime(timezone=True)),
+    Column("kind", Text, nullable=False),  # 'token' (minted by hand) or 'oauth' (a grant to an OAuth client)
+    Column("client_id", Text),
+    Column("resource", Text),  # RFC 8707 audience of an OAuth grant; NULL: every surface
+    Column("access_expires_at", DateTime(timezone=True)),  # an OAuth grant's current access token
 )
 
 token_folders = Table(
@@ -184,4 +188,41 @@ sessions = Table(
     Column("csrf_token", Text, nullable=False),
     Column("created_at", DateTime(timezone=True)),
     Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
+oauth_clients = Table(
+    "oauth_clients", metadata,
+    Column("client_id", Text, primary_key=True),
+    Column("kind", Text, nullable=False),  # 'dcr' (RFC 7591) or 'cimd' (a client ID metadata document)
+    Column("client_name", Text),
+    Column("client_uri", Text),
+    Column("redirect_uris", ARRAY(Text), nullable=False),
+    Column("auth_method", Text, nullable=False),
+    Column("secret_hash", LargeBinary),
+    Column("metadata", JSONB, nullable=False),
+    Column("created_at", DateTime(timezone=True)),
+    Column("stale_at", DateTime(timezone=True)),  # a cached metadata document is fetched again after this
+)
+
+oauth_codes = Table(
+    "oauth_codes", metadata,
+    Column("code_hash", LargeBinary, primary_key=True),
+    Column("user_id", UUID(as_uuid=True), ForeignKey("users.id"), nullable=False),
+    Column("client_id", Text, nullable=False),
+    Column("redirect_uri", Text, nullable=False),
+    Column("code_challenge", Text, nullable=False),
+    Column("resource", Text, nullable=False),
+    Column("choice", JSONB, nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("used_at", DateTime(timezone=True)),
+    Column("token_id", UUID(as_uuid=True), ForeignKey("tokens.id")),
+    Column("created_at", DateTime(timezone=True)),
+)
+
+oauth_refresh_tokens = Table(
+    "oauth_refresh_tokens", metadata,
+    Column("token_hash", LargeBinary, primary_key=True),
+    Column("token_id", UUID(as_uuid=True), ForeignKey("tokens.id"), nullable=False),
+    Column("created_at", DateTime(timezone=True)),
+    Column("rotated_at", DateTime(timezone=True)),
 )

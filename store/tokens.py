@@ -38,14 +38,17 @@ async def count_active(session: AsyncSession, user_id: uuid.UUID) -> int:
 
 async def insert_token(
     session: AsyncSession, *, user_id: uuid.UUID, name: str, digest: bytes, prefix: str, write: bool,
-    folder_ids: list[uuid.UUID], kb_only: bool, write_cap: int, expires_at: datetime,
+    folder_ids: list[uuid.UUID], kb_only: bool, write_cap: int, expires_at: datetime, kind: str = "token",
+    client_id: str | None = None, resource: str | None = None, access_expires_at: datetime | None = None,
 ) -> uuid.UUID:
-    """Store a minted token (its hash and display prefix, never the secret); no folders = whole library."""
+    """Store a minted token (its hash and display prefix, never the secret); no folders = whole library. An OAuth
+    grant (kind 'oauth') also names its client, its resource and when its current access token expires."""
     token_id = uuid.uuid4()
     await session.execute(insert(tokens).values(
         id=token_id, user_id=user_id, name=name, token_hash=digest, prefix=prefix,
         capabilities=["read", "write"] if write else ["read"], is_unscoped=not folder_ids, kb_only=kb_only,
-        write_cap=write_cap, expires_at=expires_at,
+        write_cap=write_cap, expires_at=expires_at, kind=kind, client_id=client_id, resource=resource,
+        access_expires_at=access_expires_at,
     ))
     if folder_ids:
         await session.execute(insert(token_folders), [{"token_id": token_id, "folder_id": f} for f in folder_ids])
@@ -61,11 +64,19 @@ async def list_for_user(session: AsyncSession, user_id: uuid.UUID) -> list[dict[
     q = (
         select(tokens.c.id, tokens.c.name, tokens.c.prefix, tokens.c.capabilities, tokens.c.is_unscoped,
                tokens.c.kb_only, tokens.c.write_cap, tokens.c.expires_at, tokens.c.revoked_at,
-               tokens.c.last_used_at, tokens.c.created_at, folder_ids.label("folder_ids"))
+               tokens.c.last_used_at, tokens.c.created_at, tokens.c.kind, tokens.c.client_id,
+               folder_ids.label("folder_ids"))
         .where(tokens.c.user_id == user_id)
         .order_by(tokens.c.created_at)
     )
     return [dict(r._mapping) for r in (await session.execute(q))]
+
+
+async def replace_access(session: AsyncSession, token_id: uuid.UUID, digest: bytes, prefix: str,
+                         access_expires_at: datetime) -> None:
+    """Give an OAuth grant a new access token (refresh rotation): the previous one stops working at once."""
+    await session.execute(update(tokens).where(tokens.c.id == token_id).values(
+        token_hash=digest, prefix=prefix, access_expires_at=access_expires_at))
 
 
 async def revoke(session: AsyncSession, token_id: uuid.UUID) -> bool:

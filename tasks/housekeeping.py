@@ -12,6 +12,7 @@ from lev.pipeline.uploads import UPLOAD_EXPIRY
 from lev.settings import get_settings
 from store import activity, sessions
 from store import contents as content_store
+from store import oauth as oauth_store
 from store import uploads as upload_store
 from store.db import session_scope
 from store.objects import InvalidObjectPath, ObjectStore
@@ -75,10 +76,13 @@ async def reconcile_unfinished(_ctx: dict[str, Any]) -> int:
 
 
 async def purge_activity(_ctx: dict[str, Any]) -> int:
-    """Delete activity entries older than the retention setting (90 days by default) and expired sessions."""
+    """Delete activity entries older than the retention setting (90 days by default), expired sessions, OAuth codes
+    expired a day ago and self-registered OAuth clients that got no grant within a week."""
     cutoff = clock.now() - timedelta(days=get_settings().activity_retention_days)
     async with session_scope() as s:
         n = await activity.purge_before(s, cutoff)
         ended = await sessions.purge_expired(s)
-    log.info("purged %d activity entries older than %s and %d expired sessions", n, cutoff.isoformat(), ended)
+        codes, clients = await oauth_store.purge(s, clock.now() - timedelta(days=1), clock.now() - timedelta(days=7))
+    log.info("purged %d activity entries older than %s, %d expired sessions, %d OAuth codes, %d unused OAuth "
+             "clients", n, cutoff.isoformat(), ended, codes, clients)
     return n

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cimd_site import LoopbackCA
 from tests.stack import Admin, Api, LiveServer, User, new_user
 from tests.transcribe_stub import TranscribeStub
 
@@ -51,10 +52,18 @@ def transcribe_stub() -> Iterator[TranscribeStub]:
 
 
 @pytest.fixture(scope="session")
-def server(data_dir: Path, admin: Admin, transcribe_stub: TranscribeStub) -> Iterator[LiveServer]:
+def loopback_ca(data_dir: Path) -> LoopbackCA:
+    """A throwaway CA the session server trusts (LEV_OUTBOUND_CA_FILE), for https stand-ins on loopback."""
+    return LoopbackCA(data_dir / "tls")
+
+
+@pytest.fixture(scope="session")
+def server(data_dir: Path, admin: Admin, transcribe_stub: TranscribeStub,
+           loopback_ca: LoopbackCA) -> Iterator[LiveServer]:
     # Every test signs in from 127.0.0.1: the per-address sign-in budget is tested on a server of its own.
     srv = LiveServer(data_dir, {"LEV_RATE_LIMITS": "off", "LEV_ALLOW_PRIVATE_URLS": "true",
                                 "LEV_LIMIT_SIGN_IN_IP": "100000/15 minutes",
+                                "LEV_OUTBOUND_CA_FILE": str(loopback_ca.ca_file),
                                 "LEV_TRANSCRIBE_URL": transcribe_stub.url}).start()
     yield srv
     srv.stop()

@@ -35,6 +35,23 @@ def test_signed_upload_url_follows_the_served_address(unconfigured: LiveServer, 
     assert r.json()["status"] == "ready"
 
 
+def test_oauth_metadata_names_the_address_the_client_used(unconfigured: LiveServer) -> None:
+    """Issuer and resource follow the address served; a client given http://localhost:PORT/api/mcp finds its own
+    resource (it must match the URL the client was given)."""
+    port = unconfigured.port
+    path = "/.well-known/oauth-protected-resource/api/mcp"
+    assert httpx.get(unconfigured.url + path).json()["resource"] == f"http://127.0.0.1:{port}/api/mcp"
+    local = httpx.get(f"http://localhost:{port}{path}").json()
+    assert local == {**local, "resource": f"http://localhost:{port}/api/mcp",
+                     "authorization_servers": [f"http://localhost:{port}"]}
+    r = httpx.post(f"http://localhost:{port}/api/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert f'resource_metadata="http://localhost:{port}{path}"' in r.headers["www-authenticate"]
+    for host in ("[::1", "localhost:abc"):  # a Host header that is no host[:port]: the address served
+        r = httpx.post(f"{unconfigured.url}/api/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                       headers={"Host": host})
+        assert r.status_code == 401 and f'"{unconfigured.url}{path}"' in r.headers["www-authenticate"], host
+
+
 def test_mcp_accepts_the_served_origin_only(unconfigured: LiveServer, user) -> None:
     tok = user.token()
     port = unconfigured.port

@@ -1,6 +1,7 @@
 """The principal cache keeps revocation immediate across processes: two `lev serve` processes on one stack, a
 token served from both caches, then revoked (or its folder deleted, its user's password changed) through one
-process or the CLI; the very next request on the other process is refused."""
+process or the CLI; the very next request on the other process is refused. OAuth grants too: revoked at
+/oauth/revoke, by a refresh token's reuse, in Settings -> Integrations, and their access token rotated away."""
 
 from __future__ import annotations
 
@@ -11,20 +12,24 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
 import pytest
 
 from tests.stack import ROOT, Admin, Api, LiveServer
 from tests.test_account import PASSWORD, Browser
+from tests.test_oauth import CALLBACK, Person, _pkce, mcp_call
 
 PATH = "/api/v1/folders"
 
 
 @pytest.fixture(scope="module")
 def second(server: LiveServer, data_dir: Path) -> Iterator[LiveServer]:
-    """A second API process on the session server's PostgreSQL and Redis (no inline worker)."""
-    srv = LiveServer(data_dir, {"LEV_RATE_LIMITS": "off", "LEV_WORKERS_INLINE": "false"}, log_name="second").start()
+    """A second API process on the session server's PostgreSQL and Redis (no inline worker), serving the same
+    public address (as two processes behind one proxy do), so the MCP resource OAuth grants are for is one."""
+    srv = LiveServer(data_dir, {"LEV_RATE_LIMITS": "off", "LEV_WORKERS_INLINE": "false", "LEV_BASE_URL": server.url},
+                     log_name="second").start()
     yield srv
     srv.stop()
 
@@ -117,3 +122,65 @@ def test_a_cached_token_ends_at_its_expiry(server: LiveServer, second: LiveServe
         assert time.monotonic() < deadline, "the cached token outlived its expiry"
         time.sleep(0.2)
     assert Api(second.url, token).get(PATH).json()["error"] == "invalid_token"
+
+
+def _grant(server: LiveServer, person: Person, cid: str) -> dict[str, str]:
+    """An OAuth grant for a public client: authorize (consent over HTTP with the cookie), exchange the code."""
+    verifier, challenge = _pkce()
+    q = {"response_type": "code", "client_id": cid, "redirect_uri": CALLBACK, "code_challenge": challenge,
+         "code_challenge_method": "S256", "scope": "lev:read", "resource": f"{server.url}/api/mcp"}
+    code = person.approve(f"{server.url}/oauth/authorize?{urlencode(q)}")["code"]
+    r = httpx.post(f"{server.url}/oauth/token", data={"grant_type": "authorization_code", "client_id": cid,
+                                                      "redirect_uri": CALLBACK, "code": code,
+                                                      "code_verifier": verifier}, timeout=60)
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+def _mcp_status(srv: LiveServer, token: str) -> int:
+    return mcp_call(srv.url, token, "list_recent", {}).status_code
+
+
+def _warm_mcp(token: str, *servers: LiveServer) -> None:
+    for srv in servers:
+        for _ in range(2):
+            assert _mcp_status(srv, token) == 200
+
+
+def test_oauth_grants_revoked_or_rotated_on_one_process_are_refused_on_the_other(server: LiveServer,
+                                                                                second: LiveServer,
+                                                                                admin: Admin) -> None:
+    person = Person(server.url, admin)
+    cid = httpx.post(f"{server.url}/oauth/register", json={"redirect_uris": [CALLBACK],
+                                                           "token_endpoint_auth_method": "none"}).json()["client_id"]
+
+    def refresh(srv: LiveServer, rt: str) -> httpx.Response:
+        return httpx.post(f"{srv.url}/oauth/token", data={"grant_type": "refresh_token", "refresh_token": rt,
+                                                          "client_id": cid}, timeout=60)
+
+    first = _grant(server, person, cid)
+    before = _hits(server)
+    _warm_mcp(first["access_token"], server, second)
+    assert _hits(server) >= before + 2  # both processes answered the grant from their caches
+    # cached for the MCP resource, still refused at REST (the audience is part of the cache key)
+    assert Api(second.url, first["access_token"]).get(PATH).status_code == 401
+
+    rotated = refresh(server, first["refresh_token"]).json()  # the access token is replaced on the first process
+    assert _mcp_status(second, first["access_token"]) == 401
+    _warm_mcp(rotated["access_token"], server, second)
+    reuse = refresh(second, first["refresh_token"])  # a rotated refresh token again, on the second: grant revoked
+    assert reuse.status_code == 400 and reuse.json()["error"] == "invalid_grant"
+    assert _mcp_status(server, rotated["access_token"]) == 401
+
+    other = _grant(server, person, cid)
+    _warm_mcp(other["access_token"], server, second)
+    r = httpx.post(f"{second.url}/oauth/revoke", data={"token": other["access_token"], "client_id": cid}, timeout=60)
+    assert r.status_code == 200
+    assert _mcp_status(server, other["access_token"]) == 401
+
+    last = _grant(server, person, cid)
+    _warm_mcp(last["access_token"], server, second)
+    grant_id = next(g["id"] for g in person.grants() if g["revoked_at"] is None)  # Settings -> Integrations
+    r = person.web.delete(f"/api/account/tokens/{grant_id}", headers={"X-CSRF-Token": person.csrf})
+    assert r.status_code == 200
+    assert _mcp_status(second, last["access_token"]) == 401

@@ -12,6 +12,7 @@ import asyncio
 import ipaddress
 import os
 import socket
+import ssl
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -178,13 +179,22 @@ class _GuardedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
+def ssl_context() -> ssl.SSLContext:
+    """The TLS context of Lev's outgoing requests: the public CAs, plus LEV_OUTBOUND_CA_FILE when set."""
+    ctx = httpx.create_ssl_context(trust_env=False)
+    extra = get_settings().outbound_ca_file
+    if extra is not None:
+        ctx.load_verify_locations(cafile=str(extra))
+    return ctx
+
+
 class _GuardedTransport(httpx.AsyncHTTPTransport):
     """httpx transport whose connection pool uses `_GuardedBackend` (no proxies, no env)."""
 
     def __init__(self) -> None:
         super().__init__(trust_env=False)
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=False),
+            ssl_context=ssl_context(),
             max_connections=10,
             max_keepalive_connections=0,
             network_backend=_GuardedBackend(),

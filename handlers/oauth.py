@@ -1,0 +1,195 @@
+"""The authorization server's HTTP glue (not REST operations: RFC-defined bodies and errors, so outside
+openapi.yaml like /api/mcp): the metadata documents, the consent page, and the token, registration and
+revocation endpoints. Rules live in lev.oauth and lev.oauth_clients."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+
+from handlers import pages
+from lev import accounts, oauth
+from lev.errors import ApiError, not_signed_in
+from lev.oauth_clients import OAuthError, authenticate_client, describe, register
+from lev.policy import Principal
+from store import folders as folder_store
+from store.db import read_scope
+
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+CORS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+        "Access-Control-Allow-Headers": "Authorization, Content-Type, MCP-Protocol-Version"}
+FRAMES = {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'"}
+EXPIRY_LABELS = {365: "1 year", 90: "90 days", 30: "30 days", 7: "7 days", 1: "1 day"}
+
+
+def _base(request: Request) -> str:
+    return oauth.public_base(request.headers.get("host"))
+
+
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(body, status_code=status, headers={**CORS, **NO_STORE, **(headers or {})})
+
+
+def _oauth_error(err: OAuthError) -> JSONResponse:
+    extra = {"WWW-Authenticate": 'Basic realm="lev"'} if err.status == 401 else {}
+    return _json({"error": err.error, "error_description": err.description}, err.status, extra)
+
+
+async def preflight(_request: Request) -> Response:
+    return Response(status_code=204, headers={**CORS, "Access-Control-Max-Age": "600"})
+
+
+async def post_only(_request: Request) -> Response:
+    return Response(status_code=405, headers={"Allow": "POST, OPTIONS"})
+
+
+async def protected_resource(request: Request) -> Response:
+    """RFC 9728 metadata of the MCP resource (served at the path-specific and at the root well-known URL)."""
+    return JSONResponse(oauth.protected_resource_metadata(_base(request)), headers=CORS)
+
+
+async def authorization_server(request: Request) -> Response:
+    """RFC 8414 metadata of the authorization server."""
+    return JSONResponse(oauth.authorization_server_metadata(_base(request)), headers=CORS)
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """A form-encoded OAuth request's parameters; a repeated parameter or another body type is invalid_request."""
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/x-www-form-urlencoded":
+        raise OAuthError("invalid_request", "Send the parameters as application/x-www-form-urlencoded.")
+    form = await request.form()
+    keys = list(form.keys())
+    if len(keys) != len(set(keys)):
+        raise OAuthError("invalid_request", "A parameter is repeated.")
+    return {k: v for k, v in form.items() if isinstance(v, str)}
+
+
+async def token(request: Request) -> Response:
+    """The token endpoint: authorization_code and refresh_token grants."""
+    try:
+        form = await _form(request)
+        client = await authenticate_client(form, request.headers.get("authorization"))
+        grant_type = form.get("grant_type")
+        if grant_type == "authorization_code":
+            return _json(await oauth.exchange_code(client, form))
+        if grant_type == "refresh_token":
+            return _json(await oauth.refresh_grant(client, form))
+        raise OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token.")
+    except OAuthError as err:
+        return _oauth_error(err)
+
+
+async def revoke(request: Request) -> Response:
+    """RFC 7009 revocation: the whole grant goes; 200 whether or not the token was known."""
+    try:
+        form = await _form(request)
+        client = await authenticate_client(form, request.headers.get("authorization"))
+        await oauth.revoke(client, form)
+    except OAuthError as err:
+        return _oauth_error(err)
+    return Response(status_code=200, headers={**CORS, **NO_STORE})
+
+
+async def register_client(request: Request) -> Response:
+    """RFC 7591 dynamic client registration."""
+    try:
+        return _json(await register(await request.body()), 201)
+    except OAuthError as err:
+        return _oauth_error(err)
+
+
+# ------------------------------------------------------------------------------------------------ consent
+
+
+async def _session(request: Request) -> Principal | None:
+    try:
+        async with read_scope() as s:
+            return await accounts.authenticate_session(s, request.cookies.get(accounts.COOKIE_NAME))
+    except ApiError:
+        return None
+
+
+def _page_error(request: Request, err: oauth.PageError | ApiError, p: Principal | None) -> Response:
+    error, description, status = (err.error, err.description, 400) if isinstance(err, oauth.PageError) \
+        else (err.code, err.message or err.code, err.status)
+    response = pages._render("oauth_error.html", request, p, status=status, error=error, description=description)
+    response.headers.update(FRAMES)
+    return response
+
+
+async def _consent(request: Request, p: Principal, req: oauth.AuthRequest, params: dict[str, str],
+                   choice: dict[str, Any], error: str | None = None, status: int = 200) -> Response:
+    async with read_scope() as s:
+        folders = await folder_store.list_visible(s, p.scope)
+    redirect = urlsplit(req.redirect_uri)
+    response = pages._render(
+        "consent.html", request, p, status=status, client=describe(req.client), hidden=req.hidden(params),
+        resource=oauth.resource_url(req.issuer), redirect_host=f"{redirect.scheme}://{redirect.netloc}",
+        room=await oauth.consent_room(p), folders=folders, write_asked=req.write_asked, choice=choice,
+        expiry=[(d, EXPIRY_LABELS[d]) for d in oauth.EXPIRY_CHOICES], error=error)
+    response.headers.update(FRAMES)
+    return response
+
+
+async def authorize(request: Request) -> Response:
+    """GET: check the authorization request, then sign-in (the sign-in page comes back here) and the consent page.
+    POST: the consent form's answer: "Allow" sends a code back to the client, "Deny" access_denied."""
+    p = await _session(request)
+    if request.method == "POST":
+        form = await request.form()
+        params = {k: v for k, v in form.items() if isinstance(v, str)}
+        fields: dict[str, Any] = {**params, "folder_ids": [v for v in form.getlist("folder_ids") if isinstance(v, str)]}
+    else:
+        params = dict(request.query_params)
+    try:
+        req = await oauth.check_request(params, _base(request))
+    except oauth.PageError as err:
+        return _page_error(request, err, p)
+    except oauth.RedirectError as err:
+        return RedirectResponse(err.url, status_code=302, headers=NO_STORE)
+    if p is None:
+        if request.method == "POST":
+            return _page_error(request, not_signed_in(), None)
+        target = f"{request.url.path}?{request.url.query}"
+        return RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303, headers=NO_STORE)
+    default = {"access": "all", "folder_ids": [], "write": False, "kb_only": True, "expires_in_days": 365}
+    if request.method == "GET":
+        return await _consent(request, p, req, params, default)
+    try:
+        accounts.check_csrf(p, "POST", params.get("csrf_token"))
+    except ApiError as err:
+        return _page_error(request, err, p)
+    if params.get("decision") != "allow":
+        return RedirectResponse(req.redirect(error="access_denied", error_description="The user denied access."),
+                                status_code=302, headers=NO_STORE)
+    shown = {**default, "access": fields.get("access"), "folder_ids": fields["folder_ids"],
+             "write": "write" in fields, "kb_only": "kb_only" in fields}
+    room = await oauth.consent_room(p)
+    if not room["allowed"]:
+        return await _consent(request, p, req, params, shown, status=402,
+                              error=f"payment_required: tier {room['tier']}, cap {room['cap']}, used {room['used']}.")
+    async with read_scope() as s:
+        owned = {f["id"] for f in await folder_store.list_visible(s, p.scope)}
+    try:
+        choice = oauth.consent_choice(fields, req, owned)
+    except ApiError as err:
+        return await _consent(request, p, req, params, shown, error=err.message, status=400)
+    return RedirectResponse(await oauth.issue_code(p.user_id, req, choice), status_code=302, headers=NO_STORE)
+
+
+def add_routes(app: Any) -> None:
+    """Register the authorization server's routes on the Connexion app."""
+    app.add_url_rule(oauth.PRM_PATH + oauth.MCP_PATH, "oauth_prm_mcp", protected_resource, methods=["GET"])
+    app.add_url_rule(oauth.PRM_PATH, "oauth_prm", protected_resource, methods=["GET"])
+    app.add_url_rule(oauth.AS_PATH, "oauth_as", authorization_server, methods=["GET"])
+    app.add_url_rule(oauth.AUTHORIZE_PATH, "oauth_authorize", authorize, methods=["GET", "POST"])
+    for path, name, fn in ((oauth.TOKEN_PATH, "token", token), (oauth.REGISTER_PATH, "register", register_client),
+                           (oauth.REVOKE_PATH, "revoke", revoke)):
+        app.add_url_rule(path, f"oauth_{name}", fn, methods=["POST"])
+        app.add_url_rule(path, f"oauth_{name}_get", post_only, methods=["GET"])
+    for path in (oauth.PRM_PATH + oauth.MCP_PATH, oauth.PRM_PATH, oauth.AS_PATH, oauth.TOKEN_PATH,
+                 oauth.REGISTER_PATH, oauth.REVOKE_PATH):
+        app.add_url_rule(path, f"oauth_preflight{path}", preflight, methods=["OPTIONS"])
