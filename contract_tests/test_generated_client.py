@@ -91,6 +91,8 @@ def test_generated_client_runs_every_operation(client_pkg: Any, server, user, ad
         path=signed.path, mime=models.FinalizeDocumentRequestMime.APPLICATIONPDF, size=len(data),
         filename="gen.pdf"))
     assert doc.status.value == "ready"
+    stored_file = call("items", "get_item_media", 200, id=doc.user_item_id)
+    assert stored_file.payload.read() == data
 
     wav = fm.file_bytes(fm.make_wav(tmp_path / "gen.wav", seconds=1.0))
     signed = call("uploads", "create_upload_url", 200, body=models.UploadRequest(
@@ -114,6 +116,15 @@ def test_generated_client_runs_every_operation(client_pkg: Any, server, user, ad
     kept = models.IngestText(kind=models.IngestTextKind.TEXT, text="kept")
     item2 = call("ingest", "ingest", 200, body=kept).user_item_id
     assert call("items", "update_item", 200, id=item2, body=models.ItemUpdate(title="Renamed")).title == "Renamed"
+
+    # imports and export
+    started = call("imports", "create_import", 202, body=models.CreateImportBody(
+        file=types.File(payload=io.BytesIO(b"title,url\n"), file_name="empty.csv", mime_type="text/csv")))
+    assert (started.format_.value, started.total, started.status.value) == ("csv", 0, "done")
+    assert call("imports", "get_import", 200, id=started.id).id == started.id
+    assert [i.id for i in call("imports", "list_imports", 200).imports] == [started.id]
+    exported = call("imports", "export_library", 200).payload.read().decode().splitlines()
+    assert '"type":"lev_export"' in exported[0] and '"type":"end"' in exported[-1]
 
     # the account API: a browser-style session (cookie kept by the client, CSRF token sent as a header)
     email = f"gen{uuid4().hex[:8]}@example.com"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+from starlette.responses import FileResponse, RedirectResponse, Response
 
 from handlers import principal
 from lev import context, library
@@ -120,3 +123,15 @@ async def remove_item_from_folder(id_: str, folder_id: str, token_info: dict[str
 async def similar_items(id_: str, token_info: dict[str, Any], limit: int = 10) -> dict[str, Any]:
     p = principal(token_info)
     return await library.similar_items(p, parse_uuid(id_), limit)
+
+
+async def get_item_media(id_: str, token_info: dict[str, Any]) -> Response:
+    """The item's stored file (audio, video, PDF, image), with byte ranges so players can seek (`#t=`)."""
+    p = principal(token_info)
+    where, mime, filename = await library.stored_file(p, parse_uuid(id_))
+    if isinstance(where, Path):
+        if not where.is_file():
+            raise not_found("The item's stored file is gone.")
+        return FileResponse(where, media_type=mime, filename=filename, content_disposition_type="inline",
+                            headers={"Cache-Control": "private, max-age=300"})
+    return RedirectResponse(where, status_code=302, headers={"Cache-Control": "no-store"})

@@ -15,6 +15,7 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 
 from lev import accounts, context, library
 from lev.errors import ApiError
+from lev.pipeline import imports
 from lev.policy import Principal
 from lev.settings import get_settings
 from store import activity as activity_store
@@ -26,6 +27,7 @@ WEB = Path(__file__).resolve().parent.parent / "web"
 STATIC = WEB / "static"
 PER_PAGE = 25
 ACTIVITY_PER_PAGE = 50
+SIMILAR_SHOWN = 5
 _env = Environment(loader=FileSystemLoader(WEB / "templates"), autoescape=select_autoescape(["html"]))
 _STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml", ".txt": "text/plain"}
 
@@ -167,7 +169,10 @@ async def item_page(request: Request) -> Response:
         return _not_found(request, p)
     async with session_scope() as s:
         folders = await folder_store.list_visible(s, p.scope)
-    return _render("item.html", request, p, item=item, folders=folders,
+    similar = (await library.similar_items(p, uuid.UUID(item["id"]), SIMILAR_SHOWN))["results"] \
+        if item["status"] == "ready" else []
+    media = item["kind"] in ("audio", "video") and bool(item["metadata"].get("mime"))
+    return _render("item.html", request, p, item=item, folders=folders, similar=similar, media=media,
                    names={f["id"]: f["name"] for f in folders})
 
 
@@ -187,6 +192,24 @@ async def item_status(request: Request) -> Response:
 
 def _state(item: dict[str, Any]) -> str:
     return f"{item['status']}/{item['transcription_status']}"
+
+
+async def import_page(request: Request) -> Response:
+    p = await _principal(request)
+    if p is None:
+        return _to_login(request)
+    found = await imports.recent(p, 10)
+    return _render("import.html", request, p, imports=found, live=any(i["status"] == "running" for i in found),
+                   max_mb=get_settings().import_max_bytes // (1 << 20))
+
+
+async def imports_partial(request: Request) -> Response:
+    """The import list alone, polled while an import runs."""
+    p = await _principal(request)
+    if p is None:
+        return Response(status_code=401)
+    found = await imports.recent(p, 10)
+    return _render("_imports.html", request, p, imports=found, live=any(i["status"] == "running" for i in found))
 
 
 async def integrations_page(request: Request) -> Response:
@@ -249,5 +272,6 @@ def add_routes(app: Any) -> None:
         ("/items/{id}/status", "item_status", item_status), ("/partials/items", "items_partial", items_partial),
         ("/settings/integrations", "integrations", integrations_page), ("/activity", "activity", activity_page),
         ("/settings/account", "account", account_page), ("/static/{name}", "static", static_file),
+        ("/import", "import", import_page), ("/partials/imports", "imports_partial", imports_partial),
     ):
         app.add_url_rule(path, f"page_{name}", fn, methods=["GET"])

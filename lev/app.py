@@ -8,7 +8,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from ipaddress import ip_address, ip_network
 from typing import Any
@@ -18,8 +18,9 @@ from connexion.datastructures import MediaTypeDict
 from connexion.exceptions import BadRequestProblem, ProblemException
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.options import SwaggerUIOptions
-from connexion.validators import VALIDATOR_MAP
+from connexion.validators import VALIDATOR_MAP, MultiPartFormDataValidator
 from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from handlers import mcp as mcp_handler
@@ -45,6 +46,8 @@ log = logging.getLogger("lev")
 request_log = logs.get_logger("lev.request")
 
 UPLOAD_PUT_PREFIX = "/api/v1/uploads/put/"
+IMPORTS_PATH = "/api/v1/imports"
+MULTIPART_SLACK = 64 * 1024  # an import's form around its file: boundaries and part headers
 OPS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 OAUTH_PATHS = frozenset({oauth.PRM_PATH + oauth.MCP_PATH, oauth.PRM_PATH, oauth.AS_PATH, oauth.AUTHORIZE_PATH,
                          oauth.TOKEN_PATH, oauth.REGISTER_PATH, oauth.REVOKE_PATH})
@@ -80,8 +83,18 @@ class GuardedJSONBody(ContractJSONBodyValidator):
             raise BadRequestProblem(detail=str(exc)) from None
 
 
+class GuardedMultipartBody(MultiPartFormDataValidator):
+    """multipart/form-data whose parts the parser refuses (no `name`, a broken boundary) is a 400, never a crash."""
+    async def _parse(self, stream: Any, scope: Scope) -> Any:
+        try:
+            return await super()._parse(stream, scope)
+        except MultiPartException as exc:
+            raise BadRequestProblem(detail=f"The multipart/form-data body cannot be read: {exc.message}") from None
+
+
 def _validator_map() -> dict[str, Any]:
-    bodies = MediaTypeDict({**VALIDATOR_MAP["body"], "*/*json": GuardedJSONBody})
+    bodies = MediaTypeDict({**VALIDATOR_MAP["body"], "*/*json": GuardedJSONBody,
+                            "multipart/form-data": GuardedMultipartBody})
     return {**VALIDATOR_MAP, "parameter": ContractParameterValidator, "body": bodies}
 
 
@@ -232,7 +245,7 @@ class LevMiddleware:
         context.set_current(info)
         logs.new_context(request_id=request_id)
         status_holder = {"status": 500, "started": False}
-        cap = self.settings.max_body_bytes
+        cap, too_large = self._body_cap(path)
 
         async def send_wrapper(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -262,7 +275,8 @@ class LevMiddleware:
             # and hand it on with its length.
             try:
                 body = await _read_body(receive, cap)
-            except ApiError as err:
+            except ApiError:
+                err = too_large()
                 await self._send_error(err, send_wrapper)
                 self._log(scope, headers, info, status_holder["status"], started)
                 return
@@ -275,13 +289,12 @@ class LevMiddleware:
             if message["type"] == "http.request" and not exempt:
                 received += len(message.get("body", b""))
                 if received > cap:
-                    raise file_too_large(f"Request bodies are limited to {cap} bytes.", cap)
+                    raise too_large()
             return message
 
         try:
             if too_big:
-                await self._send_error(file_too_large(f"Request bodies are limited to {cap} bytes.", cap),
-                                       send_wrapper)
+                await self._send_error(too_large(), send_wrapper)
             else:
                 await self.app(scope, receive_wrapper, send_wrapper)
         except ApiError as err:
@@ -293,6 +306,15 @@ class LevMiddleware:
                 await self._send_error(to_api_error(exc), send_wrapper)
         finally:
             self._log(scope, headers, info, status_holder["status"], started)
+
+    def _body_cap(self, path: str) -> tuple[int, Callable[[], ApiError]]:
+        """The body-size cap of a path and the 413 past it (an import file has its own, larger bound)."""
+        if path == IMPORTS_PATH:
+            limit = self.settings.import_max_bytes
+            return limit + MULTIPART_SLACK, lambda: file_too_large(
+                f"Import files are limited to {limit} bytes ({limit // (1 << 20)} MiB).", limit)
+        cap = self.settings.max_body_bytes
+        return cap, lambda: file_too_large(f"Request bodies are limited to {cap} bytes.", cap)
 
     async def _send_error(self, err: ApiError, send: Send) -> None:
         resp = error_response(err)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -12,6 +13,7 @@ from lev import context, progress
 from lev.errors import invalid_body, name_taken, not_found
 from lev.pipeline.embed_pool import embed_query
 from lev.policy import Principal, folder_name, folder_visible
+from lev.runtime import get_object_store
 from lev.settings import get_settings
 from store import folders as folder_store
 from store import items as item_store
@@ -56,7 +58,33 @@ async def search(principal: Principal, *, query: str, mode: str = "hybrid", limi
             elif not vector.cancelled():
                 vector.exception()  # mark it retrieved: an error raised above takes precedence
     context.note_results(len(results), query)
-    return {"mode": mode, "results": results}
+    return {"mode": mode, "results": [timed_hit(r) for r in results]}
+
+
+MEDIA_KINDS = frozenset({"audio", "video", "youtube"})
+
+
+def timed_hit(hit: dict[str, Any]) -> dict[str, Any]:
+    """A search hit as the contract shows it: a transcript chunk (audio, video, YouTube) carries `start_sec` and
+    `end_sec`, and its `url` opens that moment; every other hit is unchanged."""
+    kind, stored = hit.pop("kind", None), hit.pop("stored_media", False)
+    start, end = hit.pop("start_sec", None), hit.pop("end_sec", None)
+    if start is None or kind not in MEDIA_KINDS:
+        return hit
+    hit["start_sec"], hit["end_sec"] = round(start, 3), round(end if end is not None else start, 3)
+    hit["url"] = moment_url(kind, hit["url"], hit["item_id"], start, stored=stored)
+    return hit
+
+
+def moment_url(kind: str, url: str | None, item_id: str, start: float, *, stored: bool) -> str | None:
+    """The URL that opens a recording at `start` seconds: YouTube's `t=` parameter on the video's URL, a media
+    fragment (`#t=`) on Lev's copy of stored audio or video (GET /api/v1/items/{id}/media)."""
+    second = int(start)
+    if kind == "youtube" and url:
+        return f"{url}{'&' if '?' in url else '?'}t={second}s"
+    if stored:
+        return f"{context.base_url()}/api/v1/items/{item_id}/media#t={second}"
+    return f"{url.split('#', 1)[0]}#t={second}" if url else None
 
 
 async def create_folder(session: AsyncSession, user_id: uuid.UUID, name: str) -> dict[str, Any]:
@@ -88,6 +116,19 @@ async def get_item(principal: Principal, item_id: uuid.UUID) -> dict[str, Any]:
     item["progress"] = await progress.read(uuid.UUID(str(item["content_id"]))) if item["status"] == "processing" \
         else None
     return item
+
+
+async def stored_file(principal: Principal, item_id: uuid.UUID) -> tuple[Path | str, str, str]:
+    """Where the caller reads a visible item's stored file (a local path or a presigned URL), its MIME type and
+    file name; 404 when the item is not visible or has no stored file."""
+    async with session_scope() as s:
+        row = await item_store.stored_object(s, principal.scope, item_id)
+    if row is None:
+        raise not_found("The item does not exist, is outside this token's scope, or has no stored file.")
+    context.note_results(1)
+    mime = row["mime"] or "application/octet-stream"
+    where = get_object_store().read_location(row["object_path"], mime)
+    return where, mime, PurePosixPath(row["object_path"]).name
 
 
 async def list_recent(principal: Principal, limit: int) -> list[dict[str, Any]]:

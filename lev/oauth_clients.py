@@ -4,6 +4,7 @@ rules, and client authentication at the token and revocation endpoints."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -33,7 +34,11 @@ AUTH_METHODS = ("none", *SECRET_METHODS)
 MAX_DOCUMENT_BYTES = 5 * 1024  # the CIMD draft's recommended ceiling
 CACHE_MIN_SEC, CACHE_DEFAULT_SEC, CACHE_MAX_SEC = 300, 3600, 86400
 FETCH_TIMEOUT = httpx.Timeout(5.0)
+FETCH_HEADERS = {"Accept": "application/json", "Accept-Encoding": "identity"}
+FETCH_DEADLINE_SEC = 5  # the whole fetch: the per-read timeout alone lets a server drip 5 KiB for hours
+_JSON_TYPE = re.compile(r"application/([a-z0-9.+-]+\+)?json")
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # never in a client_id (and NUL cannot reach PostgreSQL text)
 # Schemes a redirect must never use: they run code or read local data in the browser. Private-use schemes of
 # native apps (cursor://, vscode://, com.example.app:/) are allowed (RFC 8252 section 7.1).
 FORBIDDEN_SCHEMES = frozenset({"javascript", "data", "file", "vbscript", "about", "blob", "filesystem", "ftp",
@@ -119,7 +124,7 @@ def _client(row: dict[str, Any]) -> Client:
 async def load_client(client_id: str | None, *, fresh: bool) -> Client:
     """The registered client, fetching a metadata document when the client_id is one and (with `fresh`) its cached
     copy is missing or stale; 400 invalid_client (`OAuthError`) when there is no such client."""
-    if not client_id or len(client_id) > 2000:
+    if not client_id or len(client_id) > 2000 or _CONTROL.search(client_id):
         raise OAuthError("invalid_client", "client_id is missing or unknown.", 401)
     async with session_scope() as s:
         row = await oauth_store.get_client(s, client_id)
@@ -147,26 +152,35 @@ def _max_age(cache_control: str) -> int:
 
 
 async def fetch_metadata_document(url: str) -> tuple[dict[str, Any], int]:
-    """GET a client ID metadata document through the SSRF guard: 200 only (no redirects), JSON, at most 5 KiB.
-    Returns the document and how long to cache it, in seconds."""
+    """GET a client ID metadata document through the SSRF guard: 200 only (no redirects), a JSON content type, not
+    compressed, at most 5 KiB, within 5 s in all. Returns the document and how long to cache it, in seconds."""
     def refuse(why: str) -> OAuthError:
         return OAuthError("invalid_client", f"Could not use the client metadata document at {url}: {why}.", 401)
 
     try:
-        async with guarded_client(FETCH_TIMEOUT, {"Accept": "application/json"}) as client, \
+        async with asyncio.timeout(FETCH_DEADLINE_SEC), guarded_client(FETCH_TIMEOUT, FETCH_HEADERS) as client, \
                 client.stream("GET", url) as resp:
             if resp.status_code != 200:
                 raise refuse(f"HTTP {resp.status_code}")
+            ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
+            if not _JSON_TYPE.fullmatch(ctype):  # the draft: any other content type is an error
+                raise refuse(f"its content type is {ctype or 'missing'}, not application/json")
+            if resp.headers.get("content-encoding", "identity").strip().lower() not in ("", "identity"):
+                raise refuse("it was sent compressed although Lev asked for identity")  # no decompression bombs
             body = b""
-            async for part in resp.aiter_bytes():
+            async for part in resp.aiter_raw():
                 body += part
                 if len(body) > MAX_DOCUMENT_BYTES:
                     raise refuse(f"larger than {MAX_DOCUMENT_BYTES} bytes")
             cache_control = resp.headers.get("cache-control", "")
+    except TimeoutError:  # a server dripping its answer under the per-read timeout
+        raise refuse(f"it took longer than {FETCH_DEADLINE_SEC} s") from None
     except ApiError as err:  # the SSRF guard's refusal or an unreachable host
         raise refuse(err.message or err.code) from None
     except httpx.HTTPError as exc:
         raise refuse(str(exc) or type(exc).__name__) from None
+    except (httpx.InvalidURL, ValueError) as exc:  # a URL httpx cannot send, a host IDNA refuses
+        raise refuse(f"invalid URL ({exc})") from None
     try:
         document = jsonguard.loads(body)
     except jsonguard.BadJson as exc:
@@ -191,10 +205,11 @@ def validate_metadata_document(url: str, doc: dict[str, Any]) -> dict[str, Any]:
     uris = doc.get("redirect_uris")
     if not isinstance(uris, list) or not uris or not all(isinstance(u, str) and redirect_uri_allowed(u) for u in uris):
         raise refuse("redirect_uris must list https, loopback http or native-app URIs")
-    if "authorization_code" not in doc.get("grant_types", ["authorization_code"]):
-        raise refuse("grant_types must include authorization_code")
-    if "code" not in doc.get("response_types", ["code"]):
-        raise refuse("response_types must include code")
+    grants, responses = doc.get("grant_types", ["authorization_code"]), doc.get("response_types", ["code"])
+    if not isinstance(grants, list) or "authorization_code" not in grants:
+        raise refuse("grant_types must be a list including authorization_code")
+    if not isinstance(responses, list) or "code" not in responses:
+        raise refuse("response_types must be a list including code")
     name, uri = doc.get("client_name"), doc.get("client_uri")
     return {"client_name": name.strip()[:200] if isinstance(name, str) and name.strip() else None,
             "client_uri": uri if isinstance(uri, str) and uri.startswith("https://") else None,
@@ -216,6 +231,8 @@ async def register(body: bytes) -> dict[str, Any]:
         where = ".".join(str(p) for p in first["loc"])
         code = "invalid_redirect_uri" if where.startswith("redirect_uris") else "invalid_client_metadata"
         raise OAuthError(code, f"{where or 'body'}: {first['msg']}") from None
+    if not isinstance(raw.get("redirect_uris"), list):  # the SDK's model lets null through
+        raise OAuthError("invalid_redirect_uri", "redirect_uris must list at least one redirect URI.")
     uris = [str(u) for u in raw["redirect_uris"]]  # as sent: they are compared as strings at authorization
     bad = [u for u in uris if not redirect_uri_allowed(u)]
     if bad:

@@ -51,6 +51,16 @@ async def enqueue(job: str, *args: Any, **kwargs: Any) -> None:
     await get_runtime().arq.enqueue_job(job, *args, **kwargs)
 
 
+async def requeue(job: str, *args: Any, job_id: str) -> bool:
+    """Queue `job` under its fixed id unless that job is queued or running now (a finished run's result is
+    cleared first, or arq would refuse the id); True when it was queued."""
+    redis = get_runtime().arq
+    if await redis.exists(f"arq:job:{job_id}", f"arq:in-progress:{job_id}"):
+        return False
+    await redis.delete(f"arq:result:{job_id}", f"arq:retry:{job_id}")
+    return await redis.enqueue_job(job, *args, _job_id=job_id) is not None
+
+
 @lru_cache(maxsize=1)
 def get_object_store() -> ObjectStore:
     """The store chosen by `LEV_OBJECT_STORE` (tests call `get_object_store.cache_clear()` after changes)."""

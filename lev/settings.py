@@ -74,8 +74,7 @@ class Settings(BaseSettings):
     embed_dim: int = 384
     """Vector size; must match the database (Lev refuses to start on a mismatch)."""
     ingest_embed_processes: int = 1
-    """Processes beside each API process that embed ingested text with the local model, one batch each at a time
-    (0: in the API process, beside the searches)."""
+    """Child processes per API process embedding ingested text with the local model (0: in the API process)."""
     ingest_embed_nice: int = 4
     """CPU niceness added to those processes and to `lev worker` (searches keep the CPU first)."""
     ingest_embed_threads: int = 0
@@ -129,8 +128,11 @@ class Settings(BaseSettings):
     token_default_days: int = 365
     """Lifetime of a new token unless `--expires-in-days`."""
     principal_cache_sec: float = 60.0
-    """Longest a process reuses an authenticated token without the database (revocation is still immediate: see
-    docs/decisions.md); 0: authenticate every request in the database."""
+    """Longest a process reuses an authenticated token unchecked (revocations still apply at once); 0: no cache."""
+    import_max_bytes: int = 10 * 1024 * 1024
+    """Largest import file (bookmarks, Pocket or Raindrop CSV, Lev export), in bytes (413 above)."""
+    import_concurrency: int = 4
+    """Links one import fetches at the same time."""
 
     # uploads / object storage (store/objects.py)
     upload_secret: str | None = None  # HMAC key for local signed upload URLs; default <data_dir>/signing.key

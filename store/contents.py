@@ -55,14 +55,16 @@ async def auto_transform_items(session: AsyncSession, content_id: uuid.UUID) -> 
 
 
 async def add_chunks(session: AsyncSession, content_id: uuid.UUID, title: str | None, bodies: list[str],
-                     vectors: list[Any]) -> int:
+                     vectors: list[Any], times: list[tuple[float, float]] | None = None) -> int:
+    """Insert a content's chunks; `times` gives each its (start, end) seconds in a recording."""
     if not bodies:
         return 0
+    spans: list[tuple[float | None, float | None]] = list(times) if times else [(None, None)] * len(bodies)
     # One multi-row INSERT statement, so the BM25 maintenance trigger fires once per content.
     await session.execute(insert(chunks).values([
         {"id": uuid.uuid4(), "content_id": content_id, "ord": i, "title": title, "text": body,
-         "embedding": np.asarray(vec, dtype=np.float32)}
-        for i, (body, vec) in enumerate(zip(bodies, vectors, strict=True))
+         "embedding": np.asarray(vec, dtype=np.float32), "start_sec": span[0], "end_sec": span[1]}
+        for i, (body, vec, span) in enumerate(zip(bodies, vectors, spans, strict=True))
     ]))
     return len(bodies)
 

@@ -90,6 +90,33 @@ async def read_scope() -> AsyncIterator[AsyncSession]:
             yield session
 
 
+@asynccontextmanager
+async def try_advisory_lock(key: int) -> AsyncIterator[bool]:
+    """Hold a session-level advisory lock on `key` while the block runs, if no one else holds it (yields whether
+    it was taken). It lives on a connection of its own, so a process that dies releases it with its connection."""
+    async with engine().connect() as conn:
+        auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        held = bool((await auto.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key})).scalar())
+        try:
+            yield held
+        finally:
+            if held:
+                try:
+                    await auto.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                except Exception:  # the connection is gone, and the lock with it; never hand it back held
+                    await conn.invalidate()
+
+
+@asynccontextmanager
+async def snapshot_scope() -> AsyncIterator[AsyncSession]:
+    """A read-only REPEATABLE READ transaction: every statement sees the same snapshot (a consistent export)."""
+    async with engine().connect() as conn:
+        snap = await conn.execution_options(isolation_level="REPEATABLE READ")
+        async with AsyncSession(bind=snap) as session, session.begin():
+            await session.execute(text("SET TRANSACTION READ ONLY"))
+            yield session
+
+
 def migrate(url: str) -> None:
     """Apply every Alembic migration (sync; run at start-up and by `lev migrate`)."""
     from alembic import command

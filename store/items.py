@@ -120,7 +120,8 @@ async def get_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -
     """The full item (content text, metadata, transcript, outputs, memberships), or None when not visible."""
     q = (
         select(*_SUMMARY_COLS, _folder_ids(scope).label("folder_ids"), contents.c.text, contents.c.metadata,
-               contents.c.transcript, contents.c.mime, contents.c.size_bytes, contents.c.duration_sec)
+               user_items.c.metadata.label("item_metadata"), contents.c.transcript, contents.c.mime,
+               contents.c.size_bytes, contents.c.duration_sec)
         .join(contents, contents.c.id == user_items.c.content_id)
         .where(user_items.c.id == item_id, visible(scope))
     )
@@ -129,7 +130,7 @@ async def get_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -
         return None
     item = shape_summary(row)
     m = row._mapping
-    metadata = dict(m["metadata"] or {})
+    metadata = {**(m["metadata"] or {}), **(m["item_metadata"] or {})}  # the user's own (tags) over the content's
     for key in ("mime", "size_bytes", "duration_sec"):
         if m[key] is not None:
             metadata.setdefault(key, m[key])
@@ -237,3 +238,14 @@ async def visible_folder_ids(session: AsyncSession, scope: Scope, item_id: uuid.
         q = q.where(item_folders.c.folder_id.in_(scope.folder_ids) if scope.folder_ids else literal(False))
     return sorted(str(f) for f in (await session.execute(q)).scalars())
 
+
+
+async def stored_object(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -> dict[str, Any] | None:
+    """The stored file behind a visible item (`object_path`, `mime`, `kind`); None when the item is not visible
+    or has no file (pages, texts, YouTube videos)."""
+    row = (await session.execute(
+        select(contents.c.object_path, contents.c.mime, user_items.c.kind)
+        .join(contents, contents.c.id == user_items.c.content_id)
+        .where(user_items.c.id == item_id, visible(scope), contents.c.object_path.isnot(None))
+    )).first()
+    return dict(row._mapping) if row else None

@@ -60,6 +60,10 @@ class ObjectStore(Protocol):
 
     async def put_file(self, path: str, local: Path, mime: str | None = None) -> None: ...
 
+    def read_location(self, path: str, mime: str, expires_in: int = 900) -> Path | str:
+        """Where a client reads the object: a local file the service sends itself, or a presigned GET URL."""
+        ...
+
 
 def safe_filename(filename: str) -> str:
     """A filename reduced to `[A-Za-z0-9._-]`, no leading dots, at most 120 characters."""
@@ -226,6 +230,10 @@ class LocalObjectStore:
         target.parent.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(shutil.copyfile, local, target)
 
+    def read_location(self, path: str, mime: str, expires_in: int = 900) -> Path | str:
+        """The object's file on this machine (the service sends it, with byte ranges)."""
+        return self._file(path)
+
     async def ping(self) -> None:
         """Raise unless the store's directory can be written."""
         self.root.mkdir(parents=True, exist_ok=True)
@@ -344,6 +352,14 @@ class S3ObjectStore:
         check_path(path)
         extra = {"ContentType": mime} if mime else None
         await asyncio.to_thread(self._client.upload_file, str(local), self.bucket, path, ExtraArgs=extra)
+
+    def read_location(self, path: str, mime: str, expires_in: int = 900) -> Path | str:
+        """A presigned GET URL (served with the object's MIME type) that the service redirects readers to."""
+        check_path(path)
+        url: str = self._client.generate_presigned_url(
+            "get_object", Params={"Bucket": self.bucket, "Key": path, "ResponseContentType": mime},
+            ExpiresIn=expires_in)
+        return url
 
     async def ping(self) -> None:
         """Raise unless the bucket answers."""

@@ -22,7 +22,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from store.items import visible
-from store.models import item_folders, user_items
+from store.models import contents, item_folders, user_items
 from store.scope import Scope
 
 MODES = ("hybrid", "semantic", "keyword")
@@ -80,7 +80,8 @@ def _rest(chunk: str) -> str:
 # Every statement ends with `ranked` (chunk_id, cos, bm25, score; at most :limit rows) and this: the chunk's
 # text and, for its content, the newest item visible to the caller ({item}: a correlated, per-scope subquery).
 _DETAILS = """
-SELECT r.chunk_id, r.cos, r.bm25, r.score, c.text, v.item_id, v.item_title, v.item_url
+SELECT r.chunk_id, r.cos, r.bm25, r.score, c.text, c.start_sec, c.end_sec, v.item_id, v.item_title, v.item_url,
+       v.item_kind, v.item_media
   FROM ranked r
   JOIN chunks c ON c.id = r.chunk_id
  CROSS JOIN LATERAL ({item}) v
@@ -148,7 +149,9 @@ WITH {_Q}, kw AS (
 def item_sql(scope: Scope, folder_id: uuid.UUID | None) -> str:
     """The newest item visible to the caller that holds content `c.content_id` (correlated subquery)."""
     q: Any = (select(user_items.c.id.label("item_id"), user_items.c.title.label("item_title"),
-                     user_items.c.url.label("item_url"))
+                     user_items.c.url.label("item_url"), user_items.c.kind.label("item_kind"),
+                     select(contents.c.object_path.isnot(None)).where(contents.c.id == user_items.c.content_id)
+                     .scalar_subquery().label("item_media"))
               .where(user_items.c.content_id == literal_column("c.content_id"), *_visible_where(scope, folder_id))
               .order_by(user_items.c.created_at.desc()).limit(1))
     return _sql(q)
@@ -268,6 +271,7 @@ async def search(
         "text": r.text, "score": float(r.score),
         "similarity": None if mode == "keyword" else float(r.cos),
         "keyword_rank": None if mode == "semantic" or r.bm25 is None else float(r.bm25),
+        "kind": r.item_kind, "stored_media": bool(r.item_media), "start_sec": r.start_sec, "end_sec": r.end_sec,
     } for r in rows]
 
 

@@ -43,6 +43,11 @@ async def by_email(session: AsyncSession, email: str) -> dict[str, Any] | None:
     return dict(row._mapping) if row else None
 
 
+async def by_id(session: AsyncSession, user_id: uuid.UUID) -> dict[str, Any] | None:
+    row = (await session.execute(select(users).where(users.c.id == user_id))).first()
+    return dict(row._mapping) if row else None
+
+
 async def list_all(session: AsyncSession) -> list[dict[str, Any]]:
     """Every user with the number of active tokens, oldest first (for `lev user list`)."""
     active = (select(func.count()).select_from(tokens)

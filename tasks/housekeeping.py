@@ -8,10 +8,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lev import clock, runtime
+from lev.pipeline.imports import slice_job_id
 from lev.pipeline.uploads import UPLOAD_EXPIRY
 from lev.settings import get_settings
 from store import activity, sessions
 from store import contents as content_store
+from store import imports as import_store
 from store import oauth as oauth_store
 from store import uploads as upload_store
 from store.db import session_scope
@@ -59,17 +61,18 @@ async def expire_uploads(ctx: dict[str, Any]) -> int:
 
 async def reconcile_unfinished(_ctx: dict[str, Any]) -> int:
     """Re-queue the unfinished work whose job is gone (lost with Redis, or never queued because the process
-    died between commit and enqueue): the database, not the queue, is the record of acknowledged work."""
+    died between commit and enqueue): the database, not the queue, is the record of acknowledged work. That is
+    contents still processing and imports still running."""
+    settled = datetime.now(UTC) - timedelta(seconds=RECONCILE_GRACE_SEC)
     async with session_scope() as s:
-        work = await content_store.unfinished(s, datetime.now(UTC) - timedelta(seconds=RECONCILE_GRACE_SEC))
-    redis = runtime.get_runtime().arq
+        work = await content_store.unfinished(s, settled)
+        running = await import_store.running(s, settled_before=settled)
+    work += [{"job": "run_import", "args": [str(r["id"]), r["slice"]], "job_id": slice_job_id(r["id"], r["slice"])}
+             for r in running]
     queued = 0
     for w in work:
-        jid = runtime.job_id(w["job"], w["args"][0])
-        if await redis.exists(f"arq:job:{jid}", f"arq:in-progress:{jid}"):
-            continue
-        await redis.delete(f"arq:result:{jid}", f"arq:retry:{jid}")  # a finished run of an earlier life
-        if await redis.enqueue_job(w["job"], *w["args"], _job_id=jid) is not None:
+        jid = w.get("job_id") or runtime.job_id(w["job"], w["args"][0])
+        if await runtime.requeue(w["job"], *w["args"], job_id=jid):
             queued += 1
             log.warning("re-queued unfinished work: %s %s", w["job"], w["args"][0])
     return queued

@@ -23,6 +23,7 @@ from typing import Any
 from arq.worker import Retry
 
 from lev import logs, metrics
+from lev.pipeline import imports
 from lev.settings import get_settings
 from store import contents as content_store
 from store.db import session_scope
@@ -78,7 +79,13 @@ async def rescue_orphans(redis: Any) -> int:
 
 
 async def give_up(job: str, args: tuple[Any, ...], tries: int, error: str | None = None) -> None:
-    """Mark the content behind a job that never finished as failed, with the reason."""
+    """Mark the content behind a job that never finished as failed, with the reason (an import: its pending
+    links)."""
+    if job == "run_import" and args:
+        why = f"the import stopped after {tries - 1} failed attempts" + (f", last with {error}" if error else "")
+        failed = await imports.give_up(uuid.UUID(str(args[0])), why)
+        log.error("import abandoned", import_id=str(args[0]), failed=failed, reason=why)
+        return
     if job not in CONTENT_JOBS or not args:
         return
     content_id = uuid.UUID(str(args[0]))

@@ -120,7 +120,7 @@ async def _transcribe_and_finish(ctx: dict[str, Any], cid: uuid.UUID, row: dict[
     return await finish_content(
         cid, row["title"], transcript.text,
         content_values={"transcript": transcript.text, "duration_sec": duration, "metadata": metadata},
-        item_values={"transcription_status": "done"}, charge=(user_id, duration),
+        item_values={"transcription_status": "done"}, charge=(user_id, duration), segments=transcript.segments,
     )
 
 

@@ -20,12 +20,13 @@ from lev.pipeline.transform import get_transformer
 from lev.runtime import QUEUE, get_object_store
 from lev.settings import get_settings
 from tasks.housekeeping import drain_object_deletions, expire_uploads, purge_activity, reconcile_unfinished
+from tasks.imports import run_import
 from tasks.jobs import process_content, transform_item
 from tasks.liveness import heartbeat, instrumented
 from tasks.media import extract_document, transcribe_content
 
 JOB_TIMEOUT_SEC = 3600
-JOBS = (process_content, transform_item, extract_document, transcribe_content, drain_object_deletions,
+JOBS = (process_content, transform_item, extract_document, transcribe_content, run_import, drain_object_deletions,
         expire_uploads, reconcile_unfinished, purge_activity)
 CRONS = (
     cron(drain_object_deletions, minute=set(range(60)), second={30}, run_at_startup=True),  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ import ipaddress
 import json
 import ssl
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -56,10 +57,12 @@ class LoopbackCA:
 
 
 class ClientSite:
-    """https://127.0.0.1:PORT serving the documents in `docs` (path -> JSON value, or (status, bytes, headers))."""
+    """https://127.0.0.1:PORT serving the documents in `docs` (path -> JSON value, or (status, bytes, headers));
+    paths in `drip` are sent slowly."""
 
     def __init__(self, ca: LoopbackCA) -> None:
         self.docs: dict[str, Any] = {}
+        self.drip: dict[str, float] = {}  # path -> seconds between 10-byte pieces of its body (a slow server)
         self.hits: list[str] = []
         site = self
 
@@ -73,12 +76,17 @@ class ClientSite:
                 status, body, headers = (404, b"{}", {}) if doc is None else doc if isinstance(doc, tuple) else \
                     (200, json.dumps(doc).encode(), {"Cache-Control": "max-age=600"})
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                for k, v in headers.items():
+                for k, v in {"Content-Type": "application/json", "Content-Length": str(len(body)), **headers}.items():
                     self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(body)
+                delay = site.drip.get(self.path)
+                try:
+                    for i in range(0, len(body), 10 if delay else len(body) or 1):
+                        self.wfile.write(body[i:i + 10] if delay else body)
+                        if delay:
+                            time.sleep(delay)
+                except OSError:  # the reader gave up
+                    pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -35,6 +35,27 @@ ARTICLES = {
 }
 
 
+TOPICS = ["glaciers", "beekeeping", "typography", "compilers", "tide pools", "violin making", "orbital mechanics",
+          "fermentation", "bird migration", "cartography", "volcanic soil", "bridge design", "coral reefs",
+          "chess openings", "solar panels", "medieval castles", "mushroom foraging", "jazz harmony",
+          "rainforest canopies", "sailing knots"]
+VERBS = ["shapes", "explains", "changes", "reveals", "depends on", "teaches us about", "complicates", "improves"]
+NOUNS = ["seasons", "craft", "history", "measurement", "patience", "materials", "communities", "errors",
+         "maps", "memory", "light", "water"]
+
+
+def generated_article(n: int) -> tuple[str, list[str]]:
+    """Article number `n` of an endless loopback site: a distinct title and three paragraphs about its topic."""
+    topic = TOPICS[n % len(TOPICS)]
+    title = f"Notes on {topic}, part {n}"
+    paragraphs = [
+        f"Part {n} of the series on {topic}. How {topic} {VERBS[(n + k) % len(VERBS)]} "
+        f"{NOUNS[(n * 3 + k) % len(NOUNS)]}, and what practitioners of {topic} learned over the years. "
+        f"Observation {n}-{k}: the details of {topic} matter more than the summary suggests."
+        for k in range(3)]
+    return title, paragraphs
+
+
 def article_html(title: str, paragraphs: list[str]) -> bytes:
     body = "".join(f"<p>{p}</p>" for p in paragraphs)
     return (
@@ -67,6 +88,8 @@ class _Handler(BaseHTTPRequestHandler):
         if path in ARTICLES:
             title, paras = ARTICLES[path]
             self._send(200, article_html(title, paras))
+        elif path.startswith("/a/") and path[3:].isdigit():  # /a/<n>: as many distinct articles as a test needs
+            self._send(200, article_html(*generated_article(int(path[3:]))))
         elif path.startswith("/slow/"):  # /slow/<name>?s=<seconds>: a page that takes its time
             query = dict(p.split("=", 1) for p in self.path.partition("?")[2].split("&") if "=" in p)
             time.sleep(float(query.get("s", "3")))

@@ -23,6 +23,8 @@ from PIL import Image
 
 from lev.pipeline.chunking import chunk_text
 from tests import fixtures_media as fm
+from tests.fixtures_imports import chromium_bookmarks
+from tests.sites import Site
 from tests.stack import LiveServer
 from tests.test_uploads import upload
 from tests.transcribe_stub import TranscribeStub
@@ -55,7 +57,8 @@ class Stack:
 
     def __init__(self, stub: TranscribeStub) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="levcrash-", dir="/tmp"))
-        self.env = {"LEV_RATE_LIMITS": "off", "LEV_TRANSCRIBE_URL": stub.url, "LEV_TIER_PRO_MINUTES": "600"}
+        self.env = {"LEV_RATE_LIMITS": "off", "LEV_TRANSCRIBE_URL": stub.url, "LEV_TIER_PRO_MINUTES": "600",
+                    "LEV_ALLOW_PRIVATE_URLS": "true"}
         self.server: LiveServer | None = None
         self.lives = 0
 
@@ -162,6 +165,13 @@ def test_kill_everything_mid_work_then_every_acknowledged_item_is_ready_once(sta
     token = stack.cli("token", "create", "--user", email, "--name", "w", "--write")
     capped = stack.cli("token", "create", "--user", email, "--name", "capped", "--write", "--write-cap", "2")
     c = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
+    # an import whose slow links are still being fetched when everything dies
+    site = Site()
+    links = [f"{site.url}/a/{n}" for n in range(3)] + [f"{site.url}/slow/s{n}?s=10" for n in range(6)]
+    r = c.post("/api/v1/imports", files={"file": ("b.html", chromium_bookmarks(
+        [("folder", "Crash", [("link", f"L{n}", u) for n, u in enumerate(links)])]))})
+    assert r.status_code == 202, r.text
+    import_id = r.json()["id"]
     text = big_text("alpha")
     r = c.post("/api/v1/ingest", json={"kind": "text", "text": text, "title": "alpha", "auto_transform": True})
     assert r.status_code == 200 and r.json()["status"] == "processing", r.text
@@ -181,6 +191,7 @@ def test_kill_everything_mid_work_then_every_acknowledged_item_is_ready_once(sta
     while not transcribe_stub.calls("speech.wav"):  # the transcription job is under way
         assert time.monotonic() < deadline, "the transcription job never started"
         time.sleep(0.2)
+    assert c.get(f"/api/v1/imports/{import_id}").json()["pending"] > 0  # the import is still under way
     stack.kill_all(lose_redis=True)  # Redis comes back empty: the queued and running jobs are gone too
     transcribe_stub.delay("speech.wav", 0)
 
@@ -207,6 +218,16 @@ def test_kill_everything_mid_work_then_every_acknowledged_item_is_ready_once(sta
         time.sleep(1)
     kinds = [o["kind"] for o in c.get(f"/api/v1/items/{text_item['user_item_id']}").json()["outputs"]]
     assert len(kinds) == len(set(kinds)), kinds
+    # the import acknowledged before the crash finished, every link exactly once, filed into its folder
+    deadline = time.monotonic() + 120
+    while (imp := c.get(f"/api/v1/imports/{import_id}").json())["status"] != "done":
+        assert time.monotonic() < deadline, imp
+        time.sleep(0.5)
+    assert (imp["total"], imp["done"], imp["failed"]) == (9, 9, 0), imp["failures"]
+    rows = stack.sql("SELECT url, count(*) FROM user_items WHERE url LIKE %(p)s GROUP BY url", p=f"{site.url}/%")
+    assert sorted(rows) == sorted((u, 1) for u in links), rows
+    assert {f["name"]: f["item_count"] for f in imp["folders"]}["Bookmarks bar / Crash"] == 9
+    site.close()
     print(f"crash test: {time.monotonic() - started:.0f} s")
 
 

@@ -85,6 +85,16 @@ def test_each_rest_limit_class_answers_429_on_call_n_plus_1(limited, user) -> No
     wait_and_retry(r, lambda i: w3.delete(f"/api/v1/folders/{user.folder('Gone' + uuid.uuid4().hex[:4])}"))
 
 
+def test_an_import_is_one_call_of_the_ingest_budget(limited, user) -> None:
+    """However many links a file holds, an import costs one call of the token's hourly ingest budget."""
+    w = client(limited[0], user.token(write=True))
+    links = b"url\n" + b"".join(f"http://127.0.0.1:9/{n}\n".encode() for n in range(20))
+    calls = [lambda: w.post("/api/v1/imports", files={"file": ("links.csv", links)}),
+             lambda: w.post("/api/v1/ingest", json={"kind": "text", "text": "one more note"})]
+    r = exhaust(lambda i: calls[0]() if i < 2 else calls[1](), 3)
+    wait_and_retry(r, lambda i: calls[0]())
+
+
 def test_limits_are_per_token_and_shared_across_processes(limited, user) -> None:
     a, b = limited
     tok = user.token()

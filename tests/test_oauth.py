@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gzip
 import hashlib
+import json
 import secrets
 import time
 import uuid
@@ -426,13 +428,26 @@ def test_client_metadata_documents_are_checked(server, admin, site) -> None:  # 
         "/c/evil-redirect.json": {"client_id": site.url + "/c/evil-redirect.json",
                                   "redirect_uris": ["http://evil.example/cb"]},
         "/c/huge.json": {"client_id": site.url + "/c/huge.json", "redirect_uris": [CALLBACK], "pad": "x" * 6000},
+        "/c/grant-types.json": {"client_id": site.url + "/c/grant-types.json", "redirect_uris": [CALLBACK],
+                                "grant_types": 5},  # not a list: was a TypeError (500)
     }
     site.docs.update(bad)
-    for path in [*bad, "/c/missing.json"]:
+    served = {f"/c/{name}.json": {"client_id": f"{site.url}/c/{name}.json", "redirect_uris": [CALLBACK]}
+              for name in ("html", "gzip", "slow")}
+    why = {"/c/html.json": "content type is text/html", "/c/gzip.json": "sent compressed",
+           "/c/slow.json": "took longer than 5 s"}
+    site.docs["/c/html.json"] = (200, json.dumps(served["/c/html.json"]).encode(), {"Content-Type": "text/html"})
+    site.docs["/c/gzip.json"] = (200, gzip.compress(json.dumps(served["/c/gzip.json"]).encode()),
+                                 {"Content-Encoding": "gzip"})  # a decompression bomb is this, bigger
+    site.docs["/c/slow.json"] = served["/c/slow.json"]
+    site.drip["/c/slow.json"] = 0.8  # 10 bytes every 0.8 s: never a 5 s read timeout, some 9 s in all
+    for path in [*bad, *why, "/c/missing.json"]:
         q = {"response_type": "code", "client_id": site.url + path, "redirect_uri": CALLBACK,
              "code_challenge": _pkce()[1], "code_challenge_method": "S256", "resource": f"{base}/api/mcp"}
+        started = time.monotonic()
         r = person.web.get(f"{base}/oauth/authorize?{urlencode(q)}")
         assert r.status_code == 400 and "location" not in r.headers and "client metadata document" in r.text, path
+        assert why.get(path, "") in r.text and time.monotonic() - started < 7, (path, r.text[-600:])
     q = {"response_type": "code", "client_id": good, "redirect_uri": CALLBACK, "code_challenge": _pkce()[1],
          "code_challenge_method": "S256", "resource": f"{base}/api/mcp"}
     assert "Site client" in person.web.get(f"{base}/oauth/authorize?{urlencode(q)}").text
@@ -456,3 +471,28 @@ def test_redirect_and_client_id_rules_and_the_ssrf_guard(site) -> None:  # type:
     with pytest.raises(OAuthError) as err:
         asyncio.run(fetch_metadata_document(site.url + "/c/ok.json"))
     assert err.value.error == "invalid_client" and "private" in err.value.description
+
+
+def test_hostile_input_is_a_clear_4xx_never_a_500(server, admin) -> None:  # type: ignore[no-untyped-def]
+    """NUL in a client_id (form, Basic credentials, query), a metadata-document URL httpx or IDNA cannot use, a
+    registration with `redirect_uris: null`, and consent values int() chokes on: RFC errors, not 500s."""
+    base, person = server.url, Person(server.url, admin)
+    nul_basic = "Basic " + base64.b64encode(b"%00x:y").decode()
+    for path in ("/oauth/token", "/oauth/revoke"):
+        for data, headers in (({"client_id": "a\x00b"}, {}), ({}, {"Authorization": nul_basic})):
+            r = httpx.post(base + path, data={"grant_type": "refresh_token", "refresh_token": "x", "token": "x",
+                                              **data}, headers=headers)
+            assert r.status_code == 401 and r.json()["error"] == "invalid_client", (path, r.text)
+    r = httpx.post(f"{base}/oauth/register", json={"redirect_uris": None})
+    assert r.status_code == 400 and r.json()["error"] == "invalid_redirect_uri", r.text
+    cid = httpx.post(f"{base}/oauth/register", json={"redirect_uris": [CALLBACK],
+                                                     "token_endpoint_auth_method": "none"}).json()["client_id"]
+    q = {"response_type": "code", "client_id": cid, "redirect_uri": CALLBACK, "code_challenge": _pkce()[1],
+         "code_challenge_method": "S256", "resource": f"{base}/api/mcp"}
+    for client_id in ("a\x00b", "https://xn--a.example/c.json", "https://a\x00b.example/c.json"):
+        r = person.web.get(f"{base}/oauth/authorize?{urlencode({**q, 'client_id': client_id})}")
+        assert r.status_code == 400 and "location" not in r.headers and "invalid_request" in r.text, client_id
+    url = f"{base}/oauth/authorize?{urlencode(q)}"
+    for days in ("\u00b2", "9" * 5000, "\u0663\u0660"):  # a superscript two, 5000 digits, Arabic-Indic 30
+        r = person.consent(url, expires_in_days=days)
+        assert r.status_code == 400 and "auto-revoke" in r.text and "location" not in r.headers, days

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 
 from lev.pipeline.embedder import LOCAL_MAX_SEQ_LENGTH, get_embedder, tokenizer
 
@@ -105,9 +106,9 @@ def _split_tokens(n: int, scores: list[int], capacity: int, overlap: int) -> lis
     return spans
 
 
-def chunk_text(text: str, title: str | None) -> list[str]:
-    """Chunk bodies (without the title) whose `embed_input` fits the model window; [] for blank text."""
-    text = normalize_whitespace(text)
+def chunk_spans(text: str, title: str | None) -> list[tuple[int, int]]:
+    """Character ranges [start, end) of the chunks of `text`, which must already be `normalize_whitespace`d;
+    each range holds no surrounding white space. [] for blank text."""
     if not text:
         return []
     capacity = capacity_for(title)
@@ -116,17 +117,62 @@ def chunk_text(text: str, title: str | None) -> list[str]:
     if not offsets:
         return []
     scores = _boundaries(text, offsets)
-    chunks: list[str] = []
+    spans: list[tuple[int, int]] = []
     for start, end in _split_tokens(len(offsets), scores, capacity, int(capacity * OVERLAP_RATIO)):
-        body = text[offsets[start][0] : offsets[end - 1][1]].strip()
-        while len(body) > MAX_CHUNK_CHARS:
-            cut = body.rfind(" ", MAX_CHUNK_CHARS // 2, MAX_CHUNK_CHARS)
-            cut = cut if cut > 0 else MAX_CHUNK_CHARS
-            chunks.append(body[:cut].strip())
-            body = body[cut:].strip()
-        if body:
-            chunks.append(body)
-    return chunks
+        lo, hi = _strip(text, offsets[start][0], offsets[end - 1][1])
+        while hi - lo > MAX_CHUNK_CHARS:
+            cut = text.rfind(" ", lo + MAX_CHUNK_CHARS // 2, lo + MAX_CHUNK_CHARS)
+            cut = cut if cut > lo else lo + MAX_CHUNK_CHARS
+            spans.append(_strip(text, lo, cut))
+            lo, hi = _strip(text, cut, hi)
+        if hi > lo:
+            spans.append((lo, hi))
+    return [(a, b) for a, b in spans if b > a]
+
+
+def _strip(text: str, lo: int, hi: int) -> tuple[int, int]:
+    while lo < hi and text[lo].isspace():
+        lo += 1
+    while hi > lo and text[hi - 1].isspace():
+        hi -= 1
+    return lo, hi
+
+
+def chunk_text(text: str, title: str | None) -> list[str]:
+    """Chunk bodies (without the title) whose `embed_input` fits the model window; [] for blank text."""
+    text = normalize_whitespace(text)
+    return [text[a:b] for a, b in chunk_spans(text, title)]
+
+
+def timed_chunks(segments: list[dict[str, Any]], title: str | None) -> tuple[list[str], list[tuple[float, float]]]:
+    """Chunk a transcript given as timed segments (`{start, end, text}`, seconds) and give each chunk the start of
+    its first segment and the end of its last. The chunks are those of the segments' texts, one per line."""
+    lines: list[str] = []
+    ranges: list[tuple[int, int, float, float]] = []  # each line's place in the joined text and its times
+    pos = 0
+    for seg in segments:
+        line = normalize_whitespace(" ".join(str(seg.get("text") or "").split()))
+        start, end = _seconds(seg.get("start")), _seconds(seg.get("end"))
+        if not line or start is None:
+            continue
+        end = max(start, end if end is not None else start)
+        lines.append(line)
+        ranges.append((pos, pos + len(line), start, end))
+        pos += len(line) + 1
+    text = "\n".join(lines)
+    bodies: list[str] = []
+    times: list[tuple[float, float]] = []
+    for a, b in chunk_spans(text, title):
+        inside = [r for r in ranges if r[0] < b and r[1] > a]
+        bodies.append(text[a:b])
+        times.append((min(r[2] for r in inside), max(r[3] for r in inside)))
+    return bodies, times
+
+
+def _seconds(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value < 0:
+        return None
+    return float(value)
 
 
 def embed_input(title: str | None, chunk: str) -> str:

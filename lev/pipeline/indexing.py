@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev import progress, quota, runtime
 from lev.errors import not_found, object_missing
-from lev.pipeline.chunking import chunk_text, embed_chunks
+from lev.pipeline.chunking import chunk_text, embed_chunks, timed_chunks
 from lev.policy import Principal
 from store import contents as content_store
 from store import uploads as upload_store
@@ -33,6 +33,7 @@ class Chunks:
 
     bodies: list[str] = field(default_factory=list)
     vectors: list[list[float]] = field(default_factory=list)
+    times: list[tuple[float, float]] | None = None  # (start, end) seconds per chunk of a timed transcript
 
     @property
     def embedded(self) -> bool:
@@ -45,6 +46,12 @@ async def prepare(title: str | None, body: str, *, inline_limit: int | None = No
     if inline_limit is not None and len(bodies) > inline_limit:
         return Chunks(bodies)
     return Chunks(bodies, await embed_chunks(title, bodies) if bodies else [])
+
+
+async def prepare_timed(title: str | None, segments: list[dict[str, Any]]) -> Chunks:
+    """Chunk and embed a transcript given as timed segments; each chunk keeps its start and end seconds."""
+    bodies, times = await asyncio.to_thread(timed_chunks, segments, title)
+    return Chunks(bodies, await embed_chunks(title, bodies) if bodies else [], times)
 
 
 @dataclass
@@ -179,7 +186,7 @@ async def index_content(s: AsyncSession, content_id: uuid.UUID, title: str | Non
                         item_values: dict[str, Any] | None = None) -> list[uuid.UUID]:
     """Store a content's chunks and vectors and mark it and its items ready; returns the items whose transform
     is to be queued once the transaction commits."""
-    await content_store.add_chunks(s, content_id, title, chunks.bodies, chunks.vectors)
+    await content_store.add_chunks(s, content_id, title, chunks.bodies, chunks.vectors, chunks.times)
     await content_store.update_content(s, content_id, status="ready", error=None, **(content_values or {}))
     await content_store.set_items_status(s, content_id, status="ready", error=None, **(item_values or {}))
     return await content_store.auto_transform_items(s, content_id)
@@ -187,13 +194,20 @@ async def index_content(s: AsyncSession, content_id: uuid.UUID, title: str | Non
 
 async def finish_content(content_id: uuid.UUID, title: str | None, body: str, *,
                          content_values: dict[str, Any] | None = None, item_values: dict[str, Any] | None = None,
-                         charge: tuple[uuid.UUID, float] | None = None) -> int:
+                         charge: tuple[uuid.UUID, float] | None = None,
+                         segments: list[dict[str, Any]] | None = None) -> int:
     """The job path: chunk, embed and store `body` of a queued content, mark it ready, charge the transcription
-    and queue transforms, reporting progress (`lev.progress`). Returns the chunk count (0 when the content was
-    deleted meanwhile)."""
+    and queue transforms, reporting progress (`lev.progress`). With timed `segments` (a transcript) the chunks
+    are cut from them and keep their seconds. Returns the chunk count (0 when the content was deleted
+    meanwhile)."""
     await progress.report(content_id, "chunking", 0, None)
-    bodies = await asyncio.to_thread(chunk_text, body, title) if body.strip() else []
-    chunks = Chunks(bodies)
+    chunks = Chunks()
+    if segments:
+        chunks.bodies, times = await asyncio.to_thread(timed_chunks, segments, title)
+        chunks.times = times if chunks.bodies else None
+    if not chunks.bodies:
+        chunks = Chunks(await asyncio.to_thread(chunk_text, body, title) if body.strip() else [])
+    bodies = chunks.bodies
     for start in range(0, len(bodies), EMBED_BATCH):  # batches, so GET /items/{id} can show how far it is
         await progress.report(content_id, "embedding", start, len(bodies))
         chunks.vectors += await embed_chunks(title, bodies[start:start + EMBED_BATCH])
@@ -208,6 +222,21 @@ async def finish_content(content_id: uuid.UUID, title: str | None, body: str, *,
     await progress.clear(content_id)
     await queue_transforms(todo)
     return len(chunks.bodies)
+
+
+async def store_failed(principal: Principal, *, kind: str, url: str, title: str | None, error: str,
+                       in_kb: bool) -> uuid.UUID:
+    """A link that could not be ingested, kept as a failed item with the reason (imports: a dead link is an item
+    that says why, not a lost line). Its content is never shared, so a later ingest of the URL fetches afresh."""
+    async with session_scope() as s:
+        content_id = await content_store.create(s, kind=kind, title=title, text=None, url=url, status="failed")
+        assert content_id is not None
+        await content_store.update_content(s, content_id, error=error[:1000])
+        item_id = await _new_item(s, user_id=principal.user_id, content_id=content_id, kind=kind, title=title or url,
+                                  url=url, in_kb=in_kb, auto_transform=False, status="failed",
+                                  folder_id=principal.new_item_folder, created_by=principal.token_id)
+        await content_store.set_items_status(s, content_id, error=error[:1000])
+    return item_id
 
 
 async def fail_content(content_id: uuid.UUID, message: str, *, transcription: bool) -> None:

@@ -25,6 +25,7 @@ from lev.pipeline.indexing import (
     Source,
     Stored,
     prepare,
+    prepare_timed,
     queue_after_share,
     share_existing,
     store_item,
@@ -219,9 +220,9 @@ async def _ingest_youtube(principal: Principal, url: str, title: str | None, in_
     if captions:
         meta["transcript_source"] = "captions"
         return await store_item(principal, source, kind="youtube", title=doc_title, text=None, metadata=meta,
-                                status="ready", chunks=await prepare(doc_title, captions), in_kb=in_kb,
+                                status="ready", chunks=await prepare_timed(doc_title, captions), in_kb=in_kb,
                                 auto_transform=auto_transform, transcription_status="done", duration=duration,
-                                transcript=captions)
+                                transcript="\n".join(c["text"] for c in captions))
     if get_transcriber() is None:
         raise transcription_unavailable()
     meta["transcript_source"] = "transcription"

@@ -134,21 +134,37 @@ async def youtube_info(url: str) -> dict[str, Any]:
 
 
 _TAG = re.compile(r"<[^>]*>")
+_CUE_TIME = re.compile(r"^\s*((?:\d+:)?\d{1,2}:\d{2}[.,]\d{1,3})\s+-->\s+((?:\d+:)?\d{1,2}:\d{2}[.,]\d{1,3})")
 
 
-def _clean_lines(lines: list[str]) -> str:
-    out: list[str] = []
-    for line in lines:
-        line = re.sub(r"\s+", " ", html.unescape(_TAG.sub("", line))).strip()
-        if line and (not out or out[-1] != line):
-            out.append(line)
-    return "\n".join(out)
+def _clean(line: str) -> str:
+    return re.sub(r"\s+", " ", html.unescape(_TAG.sub("", line))).strip()
 
 
-def parse_vtt(text: str) -> str:
-    """Plain text of a WebVTT file: cue text only, tags stripped, YouTube's rolling repeats removed."""
-    lines: list[str] = []
-    blocks = re.split(r"\r?\n\s*\r?\n", text.replace("\ufeff", ""))
+def _timed(lines: list[tuple[float, float, str]]) -> list[dict[str, Any]]:
+    """Cleaned caption lines as segments `{start, end, text}`; a line repeating the one before it (YouTube's
+    rolling captions) is dropped, so each line is timed where it first appears."""
+    out: list[dict[str, Any]] = []
+    for start, end, raw in lines:
+        line = _clean(raw)
+        if line and (not out or out[-1]["text"] != line):
+            out.append({"start": round(start, 3), "end": round(max(start, end), 3), "text": line})
+    return out
+
+
+def _vtt_seconds(stamp: str) -> float:
+    parts = stamp.replace(",", ".").split(":")
+    seconds = 0.0
+    for part in parts:
+        seconds = seconds * 60 + float(part)
+    return seconds
+
+
+def vtt_segments(text: str) -> list[dict[str, Any]]:
+    """The cue lines of a WebVTT file with their cue times: tags stripped, rolling repeats removed."""
+    lines: list[tuple[float, float, str]] = []
+    # cues end at an empty line; YouTube's rolling cues hold a line of one space, which is part of the cue
+    blocks = re.split(r"\r?\n(?:\r?\n)+", text.replace("\ufeff", ""))
     for block in blocks:
         rows = [r for r in re.split(r"\r?\n", block) if r.strip()]
         if not rows:
@@ -159,24 +175,47 @@ def parse_vtt(text: str) -> str:
         timing = next((i for i, r in enumerate(rows) if "-->" in r), None)
         if timing is None:
             continue
-        lines.extend(rows[timing + 1:])
-    return _clean_lines(lines)
+        found = _CUE_TIME.match(rows[timing])
+        if found is None:
+            continue
+        start, end = _vtt_seconds(found.group(1)), _vtt_seconds(found.group(2))
+        lines.extend((start, end, row) for row in rows[timing + 1:])
+    return _timed(lines)
+
+
+def json3_segments(text: str) -> list[dict[str, Any]]:
+    """The lines of a YouTube json3 caption file (events -> segs -> utf8) with their event times."""
+    data = json.loads(text)
+    lines: list[list[Any]] = []  # [start, end, text]
+    for event in data.get("events") or []:
+        chunk = "".join(str(s.get("utf8", "")) for s in event.get("segs") or [])
+        if not chunk:
+            continue
+        start = float(event.get("tStartMs") or 0) / 1000
+        end = start + float(event.get("dDurationMs") or 0) / 1000
+        parts = chunk.split("\n")
+        if event.get("aAppend") and lines:
+            lines[-1][2] += parts[0]
+            lines[-1][1] = max(lines[-1][1], end)
+        else:
+            lines.append([start, end, parts[0]])
+        lines.extend([start, end, part] for part in parts[1:])
+    return _timed([(a, b, t) for a, b, t in lines])
+
+
+def parse_vtt(text: str) -> str:
+    """Plain text of a WebVTT file: cue text only, tags stripped, YouTube's rolling repeats removed."""
+    return "\n".join(s["text"] for s in vtt_segments(text))
 
 
 def parse_json3(text: str) -> str:
     """Plain text of a YouTube json3 caption file (events -> segs -> utf8)."""
-    data = json.loads(text)
-    buffer: list[str] = []
-    for event in data.get("events") or []:
-        segs = event.get("segs") or []
-        chunk = "".join(str(s.get("utf8", "")) for s in segs)
-        if chunk:
-            buffer.append(chunk if event.get("aAppend") else "\n" + chunk)
-    return _clean_lines("".join(buffer).split("\n"))
+    return "\n".join(s["text"] for s in json3_segments(text))
 
 
-async def youtube_captions(info: dict[str, Any]) -> str | None:
-    """Text of the best English caption track listed by `youtube_info`, or None when none is usable."""
+async def youtube_captions(info: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The best English caption track listed by `youtube_info` as timed lines (`{start, end, text}`), or None
+    when none is usable."""
     async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0), follow_redirects=True) as client:
         for track in info.get("caption_tracks") or []:
             url = track["url"]
@@ -185,11 +224,11 @@ async def youtube_captions(info: dict[str, Any]) -> str | None:
             try:
                 response = await client.get(url)
                 response.raise_for_status()
-                text = parse_json3(response.text) if track["ext"] == "json3" else parse_vtt(response.text)
-            except (httpx.HTTPError, ValueError):
+                segments = json3_segments(response.text) if track["ext"] == "json3" else vtt_segments(response.text)
+            except (httpx.HTTPError, ValueError, TypeError, AttributeError):
                 continue
-            if text.strip():
-                return text
+            if segments:
+                return segments
     return None
 
 

@@ -170,6 +170,34 @@
     })();
   }
 
+  // Imports: the file goes as multipart/form-data; the list below polls its progress while it runs.
+  document.addEventListener("submit", async (ev) => {
+    const form = ev.target.closest("#import-form");
+    if (!form) return;
+    ev.preventDefault();
+    const file = form.querySelector('input[type="file"]').files[0];
+    const err = form.querySelector('[role="alert"]');
+    err.hidden = true;
+    if (!file) { showError(form, "Choose the export file first."); return; }
+    const data = new FormData();
+    data.append("file", file);
+    const button = form.querySelector('[type="submit"]');
+    button.disabled = true;
+    let r;
+    try {
+      const res = await fetch("/api/v1/imports", { method: "POST", body: data, credentials: "same-origin",
+        headers: { "X-CSRF-Token": csrf(), Accept: "application/json" } });
+      let d = {};
+      try { d = await res.json(); } catch (e) { /* empty body */ }
+      r = { ok: res.ok, status: res.status, data: d };
+    } catch (e) {
+      r = { ok: false, status: 0, data: { message: "The server cannot be reached. Check your connection and try again." } };
+    }
+    button.disabled = false;
+    if (!r.ok) { showError(form, r.data.error === "file_too_large" ? r.data.message : words(r)); return; }
+    location.assign(`/import?started=${r.data.id}`);
+  });
+
   document.addEventListener("DOMContentLoaded", () => {
     const zone = document.getElementById("dropzone");
     if (!zone) return;

@@ -1,0 +1,52 @@
+"""Imports and export: POST /imports (a bookmark, Pocket, Raindrop or Lev export file), GET /imports and
+/imports/{id} (progress), GET /export (the library as JSON Lines)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.datastructures import UploadFile
+from starlette.responses import StreamingResponse
+
+from handlers import principal
+from lev import clock, context
+from lev import export as library_export
+from lev.errors import file_too_large, invalid_body
+from lev.pipeline import imports
+from lev.policy import parse_uuid
+from lev.settings import get_settings
+
+
+async def create_import(token_info: dict[str, Any], file: Any = None) -> tuple[dict[str, Any], int]:
+    p = principal(token_info)
+    if not isinstance(file, UploadFile):
+        raise invalid_body("Send the file as the multipart/form-data field `file`.")
+    cap = get_settings().import_max_bytes
+    data = await file.read(cap + 1)
+    if len(data) > cap:
+        raise file_too_large(f"Import files are limited to {cap} bytes ({cap // (1 << 20)} MiB).", cap)
+    result = await imports.start(p, data, file.filename)
+    context.note_results(result["total"])
+    return result, 202
+
+
+async def get_import(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
+    p = principal(token_info)
+    result = await imports.status(p, parse_uuid(id_))
+    context.note_results(1)
+    return result
+
+
+async def list_imports(token_info: dict[str, Any]) -> dict[str, Any]:
+    found = await imports.recent(principal(token_info))
+    context.note_results(len(found))
+    return {"imports": found}
+
+
+async def export_library(token_info: dict[str, Any]) -> StreamingResponse:
+    p = principal(token_info)
+    library_export.check(p)
+    name = f"lev-export-{clock.now():%Y%m%d-%H%M%S}.jsonl"
+    return StreamingResponse(library_export.lines(p), media_type="application/x-ndjson",
+                             headers={"Content-Disposition": f'attachment; filename="{name}"',
+                                      "Cache-Control": "no-store"})
