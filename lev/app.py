@@ -14,28 +14,19 @@ from ipaddress import ip_address, ip_network
 from typing import Any
 
 from connexion import AsyncApp
-from connexion.datastructures import MediaTypeDict
-from connexion.exceptions import BadRequestProblem, ProblemException
+from connexion.exceptions import ProblemException
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.options import SwaggerUIOptions
-from connexion.validators import VALIDATOR_MAP, MultiPartFormDataValidator
 from starlette.exceptions import HTTPException
-from starlette.formparsers import MultiPartException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from handlers import mcp as mcp_handler
 from handlers import oauth as oauth_handler
 from handlers import ops, pages
 from handlers import spec as spec_handler
-from lev import accounts, clock, context, jsonguard, logs, metrics, oauth, principals, runtime
+from lev import accounts, clock, context, logs, metrics, oauth, principals, runtime
 from lev.errors import ApiError, file_too_large, not_signed_in, rest_body, rest_headers, to_api_error
-from lev.openapi import (
-    ContractJSONBodyValidator,
-    ContractParameterValidator,
-    OperationResolver,
-    connexion_spec,
-    operations,
-)
+from lev.openapi import OperationResolver, connexion_spec, operations, validator_map
 from lev.pipeline.embed_pool import stop_ingest_pool, use_ingest_pool
 from lev.pipeline.embedder import check_dimension, get_embedder
 from lev.settings import Settings, get_settings
@@ -69,33 +60,6 @@ async def handle_error(request: ConnexionRequest, exc: Exception) -> ConnexionRe
     if err.status == 405:  # RFC 9110: a 405 names the methods the route has
         err.headers["Allow"] = ", ".join(allowed_methods(request.url.path))
     return error_response(err)
-
-
-class GuardedJSONBody(ContractJSONBodyValidator):
-    """The contract's JSON body validator with our parser: hostile JSON is a 400, never a crash (lev.jsonguard)."""
-    async def _parse(self, stream: Any, scope: Scope) -> Any:
-        raw = b"".join([message async for message in stream])
-        if not raw:
-            return None
-        try:
-            return jsonguard.loads(raw)
-        except jsonguard.BadJson as exc:
-            raise BadRequestProblem(detail=str(exc)) from None
-
-
-class GuardedMultipartBody(MultiPartFormDataValidator):
-    """multipart/form-data whose parts the parser refuses (no `name`, a broken boundary) is a 400, never a crash."""
-    async def _parse(self, stream: Any, scope: Scope) -> Any:
-        try:
-            return await super()._parse(stream, scope)
-        except MultiPartException as exc:
-            raise BadRequestProblem(detail=f"The multipart/form-data body cannot be read: {exc.message}") from None
-
-
-def _validator_map() -> dict[str, Any]:
-    bodies = MediaTypeDict({**VALIDATOR_MAP["body"], "*/*json": GuardedJSONBody,
-                            "multipart/form-data": GuardedMultipartBody})
-    return {**VALIDATOR_MAP, "parameter": ContractParameterValidator, "body": bodies}
 
 
 _LIMIT_CLASS: dict[str, str | None] = {}
@@ -399,7 +363,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
         swagger_ui_options=SwaggerUIOptions(swagger_ui=False, serve_spec=False),
         strict_validation=True,
         validate_responses=False,
-        validator_map=_validator_map(),
+        validator_map=validator_map(),
     )
     app.add_url_rule("/api/mcp", "mcp", mcp_handler.endpoint, methods=["GET", "POST", "DELETE"])
     app.add_url_rule("/api/v1/docs", "docs", spec_handler.api_docs, methods=["GET"])

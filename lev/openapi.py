@@ -14,16 +14,20 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from connexion.datastructures import MediaTypeDict
 from connexion.exceptions import BadRequestProblem
 from connexion.json_schema import format_error_with_path
 from connexion.resolver import Resolution, Resolver
 from connexion.spec import OpenAPISpecification
-from connexion.validators import JSONRequestBodyValidator, ParameterValidator
+from connexion.validators import VALIDATOR_MAP, JSONRequestBodyValidator, MultiPartFormDataValidator, ParameterValidator
 from inflection import underscore
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 from openapi_spec_validator import validate
+from starlette.formparsers import MultiPartException
+from starlette.types import Scope
 
+from lev import jsonguard
 from lev.errors import ApiError, file_too_large, invalid_body, invalid_id, method_not_allowed, unsupported_media_type
 from lev.pipeline.media import ALLOWED_MIMES, MAX_UPLOAD_BYTES
 
@@ -151,3 +155,30 @@ class ContractJSONBodyValidator(JSONRequestBodyValidator):
         error = best_match(_branch_errors(e, body) for e, m in zip(errors, mapped, strict=True) if m is None)
         raise BadRequestProblem(detail=f"{error.message}{format_error_with_path(exception=error)}")
 
+
+class GuardedJSONBody(ContractJSONBodyValidator):
+    """The contract's JSON body validator with our parser: hostile JSON is a 400, never a crash (lev.jsonguard)."""
+    async def _parse(self, stream: Any, scope: Scope) -> Any:
+        raw = b"".join([message async for message in stream])
+        if not raw:
+            return None
+        try:
+            return jsonguard.loads(raw)
+        except jsonguard.BadJson as exc:
+            raise BadRequestProblem(detail=str(exc)) from None
+
+
+class GuardedMultipartBody(MultiPartFormDataValidator):
+    """multipart/form-data whose parts the parser refuses (no `name`, a broken boundary) is a 400, never a crash."""
+    async def _parse(self, stream: Any, scope: Scope) -> Any:
+        try:
+            return await super()._parse(stream, scope)
+        except MultiPartException as exc:
+            raise BadRequestProblem(detail=f"The multipart/form-data body cannot be read: {exc.message}") from None
+
+
+def validator_map() -> dict[str, Any]:
+    """Connexion's validators with the contract's parameter and JSON rules and the guarded body parsers."""
+    bodies = MediaTypeDict({**VALIDATOR_MAP["body"], "*/*json": GuardedJSONBody,
+                            "multipart/form-data": GuardedMultipartBody})
+    return {**VALIDATOR_MAP, "parameter": ContractParameterValidator, "body": bodies}
