@@ -24,7 +24,7 @@ import httpx
 import numpy as np
 import psutil
 
-from bench.common import ROOT, SCIFACT, Lev, cleanup, fmt_pct, pct, start_lev
+from bench.common import ROOT, SCIFACT, Lev, cleanup, fmt_pct, pct, schema_seen_by, start_lev
 from bench.latency import DROP, NOISE, db_url, floor, perturb_text, rest_call
 from bench.load import RAISED, _mixed_load
 from bench.scifact import load_data
@@ -236,8 +236,10 @@ def c16(url: str, token: str, queries: list[str], mode: str = "hybrid") -> dict[
 
 def both_servers(lev: Lev, nobatch: bool = False) -> dict[str, LiveServer]:
     """Old and new side by side; with `nobatch`, also the new code with query batching off (the A/B of batching)."""
-    servers = {k: LiveServer(lev.data_dir, QUIET, log_name=f"bench-{k}", root=root).start(timeout=300)
-               for k, root in sides().items()}
+    servers = {}
+    for k, root in sides().items():  # old first, on the schema it knows (see schema_seen_by)
+        with schema_seen_by(lev.admin, root):
+            servers[k] = LiveServer(lev.data_dir, QUIET, log_name=f"bench-{k}", root=root).start(timeout=300)
     if nobatch:
         servers["nobatch"] = LiveServer(lev.data_dir, {**QUIET, "LEV_QUERY_BATCH_MAX": "1"}, log_name="bench-nobatch",
                                         ).start(timeout=300)
