@@ -18,10 +18,10 @@ from typing import Any, Protocol
 
 import httpx
 import numpy as np
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from lev.pipeline.embedder import Embedder, get_embedder
 from lev.pipeline.retry import async_retrying
+from lev.pipeline.stopwords import ENGLISH_STOP_WORDS
 from lev.settings import get_settings
 
 MAX_SENTENCES = 160  # sentences embedded for the local summary (evenly sampled beyond this)
