@@ -62,7 +62,8 @@ typecheck: $(DEV_STAMP)
 test: $(DEV_STAMP) cluster-deps browser-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest -q tests contract_tests -p no:cacheprovider
+	$(BIN)/pytest -q -n 2 --dist loadfile tests contract_tests --ignore=tests/cluster -p no:cacheprovider
+	$(BIN)/pytest -q tests/cluster -p no:cacheprovider
 
 contract: $(DEV_STAMP)
 	$(BIN)/pytest -q contract_tests -p no:cacheprovider

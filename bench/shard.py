@@ -9,6 +9,7 @@ column places one user's library inside the shard (500, 2,000 and 5,000 chunks) 
 the planner uses for a scope of up to 5,000 chunks.
 
     python -m bench.shard 100000 300000
+    python -m bench.shard 1000000       # about 25 minutes here (4 GB maintenance_work_mem for the build)
 """
 
 from __future__ import annotations
@@ -61,10 +62,13 @@ def measure(conn: psycopg.Connection, rng: np.random.Generator, centroids: np.nd
             for k, row in enumerate(vectors(rng, centroids, min(20000, n - start))):
                 copy.write_row([owner_of(start + k), row])
     load = time.perf_counter() - started
-    conn.execute("SET maintenance_work_mem = '2GB'")
+    print(f"{n:,}: loaded in {load:.0f} s; building the index", file=sys.stderr, flush=True)
+    # the whole graph in memory while it is built (1 M chunks need more than 2 GB, or the build crawls)
+    conn.execute(f"SET maintenance_work_mem = '{2 if n <= 500_000 else 4}GB'")
     started = time.perf_counter()
     conn.execute("CREATE INDEX shard_hnsw ON shard USING hnsw (embedding vector_cosine_ops)")
     build = time.perf_counter() - started
+    print(f"{n:,}: index built in {build:.0f} s; querying", file=sys.stderr, flush=True)
     conn.execute("CREATE INDEX shard_owner ON shard (owner)")
     conn.execute("VACUUM ANALYZE shard")
     table_mb = conn.execute("SELECT pg_table_size('shard') / 1048576.0").fetchone()[0]  # type: ignore[index]

@@ -65,12 +65,13 @@ class Proc:
     env: dict[str, str]
     log: Path
     user: str | None = None
+    cwd: Path = ROOT
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Proc:
         fh = open(self.log, "ab")
         kwargs = {"user": self.user} if self.user else {}
-        self.proc = subprocess.Popen(self.cmd, env=self.env, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen(self.cmd, env=self.env, cwd=self.cwd, stdout=fh, stderr=subprocess.STDOUT,
                                      start_new_session=True, **kwargs)  # type: ignore[call-overload]
         fh.close()
         return self
@@ -111,6 +112,9 @@ class Cluster:
     extra_env: dict[str, str] = field(default_factory=dict)
     apis: int = 2
     workers: int = 2
+    # the source tree Lev processes run from (their working directory, so `python -m lev.cli` imports it first):
+    # the checkout, or a copy standing for a new release during an upgrade (tests/cluster)
+    release: Path = ROOT
 
     def __post_init__(self) -> None:
         self.base = self.base.resolve()
@@ -196,7 +200,7 @@ class Cluster:
 
     # ------------------------------------------------------------------------------------------- Redis, S3
 
-    def start_redis(self) -> None:
+    def start_redis(self, wait: bool = True) -> None:
         data = self.base / "redis"
         data.mkdir(parents=True, exist_ok=True)
         binary = shutil.which("redis-server") or "/usr/bin/redis-server"
@@ -205,18 +209,27 @@ class Cluster:
                            "--protected-mode", "no", "--daemonize", "no"],
                  {**os.environ}, self.base / "redis.log").start()
         self.procs["redis"] = p
+        if wait:
+            self.wait_redis()
 
+    def wait_redis(self) -> None:
         def ping() -> bool:
             import redis
 
             return bool(redis.Redis(port=self.redis_port, socket_connect_timeout=1).ping())
 
+        p = self.procs["redis"]
         _wait(ping, "Redis", 30, p.proc, p.log)
 
-    def start_s3(self) -> None:
+    def start_s3(self, wait: bool = True) -> None:
         p = Proc("s3", [PYTHON, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.s3_port)],
                  {**os.environ}, self.base / "s3.log").start()
         self.procs["s3"] = p
+        if wait:
+            self.wait_s3()
+
+    def wait_s3(self) -> None:
+        p = self.procs["s3"]
         _wait(lambda: httpx.get(self.s3_url, timeout=1).status_code < 500, "moto S3", 60, p.proc, p.log)
         import boto3
 
@@ -227,7 +240,7 @@ class Cluster:
 
     def lev(self, *args: str, stdin: str | None = None) -> str:
         """Run a `lev` CLI command against the cluster; returns its stdout."""
-        done = subprocess.run([PYTHON, "-m", "lev.cli", *args], env=self.env(1), cwd=ROOT, capture_output=True,
+        done = subprocess.run([PYTHON, "-m", "lev.cli", *args], env=self.env(1), cwd=self.release, capture_output=True,
                               text=True, input=stdin, timeout=300)
         if done.returncode != 0:
             raise RuntimeError(f"lev {' '.join(args)} failed: {done.stderr[-2000:]}")
@@ -240,7 +253,8 @@ class Cluster:
         node_dir = self.base / f"node{i}"
         node_dir.mkdir(parents=True, exist_ok=True)
         p = Proc(f"api{i}", [PYTHON, "-m", "lev.cli", "serve", "--no-workers-inline", "--host", "127.0.0.1",
-                             "--port", str(self.api_ports[i - 1])], self.env(i), self.base / f"api{i}.log").start()
+                             "--port", str(self.api_ports[i - 1])], self.env(i), self.base / f"api{i}.log",
+                 cwd=self.release).start()
         self.procs[f"api{i}"] = p
         return p
 
@@ -252,7 +266,8 @@ class Cluster:
     def start_worker(self, i: int) -> Proc:
         node_dir = self.base / f"node{i}"
         node_dir.mkdir(parents=True, exist_ok=True)
-        p = Proc(f"worker{i}", [PYTHON, "-m", "lev.cli", "worker"], self.env(i), self.base / f"worker{i}.log").start()
+        p = Proc(f"worker{i}", [PYTHON, "-m", "lev.cli", "worker"], self.env(i), self.base / f"worker{i}.log",
+                 cwd=self.release).start()
         self.procs[f"worker{i}"] = p
         return p
 
@@ -316,6 +331,11 @@ backend apis
 """)
         return cfg
 
+    def wait_balanced(self, i: int, timeout: float = 30) -> None:
+        """Wait until the balancer sends requests to API `i` again (its health check saw it up)."""
+        _wait(lambda: httpx.get(f"{self.url}/healthz", timeout=3).headers.get("x-lev-backend") == f"api{i}",
+              f"the balancer routing to api{i}", timeout)
+
     def start_balancer(self) -> None:
         binary = shutil.which("haproxy") or "/usr/sbin/haproxy"
         p = Proc("haproxy", [binary, "-f", str(self._haproxy_config()), "-db"], {**os.environ},
@@ -328,10 +348,12 @@ backend apis
     def start(self) -> Cluster:
         self.base.mkdir(parents=True, exist_ok=True)
         os.chmod(self.base, 0o755)
+        self.start_redis(wait=False)  # Redis and S3 boot while PostgreSQL starts and `lev migrate` runs
+        self.start_s3(wait=False)
         self.start_postgres()
-        self.start_redis()
-        self.start_s3()
         self.lev("migrate")
+        self.wait_redis()
+        self.wait_s3()
         for i in range(1, self.apis + 1):
             self.start_api(i)
         for i in range(1, self.workers + 1):
@@ -344,8 +366,12 @@ backend apis
         return self
 
     def stop(self) -> None:
-        order = ["haproxy", *(f"api{i}" for i in range(1, self.apis + 1)),
-                 *(f"worker{i}" for i in range(1, self.workers + 1)), "s3", "redis", "postgres"]
-        for name in order:
-            if name in self.procs:
-                self.procs[name].stop()
+        """SIGTERM to the balancer and every Lev process at once (each drains by itself), then to the servers."""
+        lev = ["haproxy", *(f"api{i}" for i in range(1, self.apis + 1)),
+               *(f"worker{i}" for i in range(1, self.workers + 1))]
+        for group in (lev, ["s3", "redis", "postgres"]):
+            procs = [self.procs[name] for name in group if name in self.procs]
+            for p in procs:  # PostgreSQL: SIGINT, its "fast" shutdown (SIGTERM waits for every client to leave)
+                p.signal(signal.SIGINT if p.name == "postgres" else signal.SIGTERM)
+            for p in procs:
+                p.stop()

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import *  # noqa: F403  (the session stack: data_dir, admin, server, user, api, ...)
 from tests.stack import Admin, User, make_item, new_user
 
 FUZZ_EXAMPLES = max(1, int(os.environ.get("LEV_FUZZ_EXAMPLES", "8")))

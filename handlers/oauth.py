@@ -11,10 +11,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from handlers import pages
-from lev import accounts, oauth
+from lev import accounts, context, oauth
 from lev.errors import ApiError, not_signed_in
 from lev.oauth_clients import OAuthError, authenticate_client, describe, register
 from lev.policy import Principal
+from lev.runtime import get_runtime
 from store import folders as folder_store
 from store.db import read_scope
 
@@ -94,7 +95,13 @@ async def revoke(request: Request) -> Response:
 
 
 async def register_client(request: Request) -> Response:
-    """RFC 7591 dynamic client registration."""
+    """RFC 7591 dynamic client registration, a budget per source address (429 with Retry-After past it)."""
+    info = context.current()
+    try:
+        await get_runtime().limiter.check_client_registration(info.ip if info else None)
+    except ApiError as err:
+        body = {"error": "rate_limited", "error_description": err.message or err.code}
+        return _json(body, err.status, err.headers)
     try:
         return _json(await register(await request.body()), 201)
     except OAuthError as err:

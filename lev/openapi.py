@@ -19,7 +19,12 @@ from connexion.exceptions import BadRequestProblem
 from connexion.json_schema import format_error_with_path
 from connexion.resolver import Resolution, Resolver
 from connexion.spec import OpenAPISpecification
-from connexion.validators import VALIDATOR_MAP, JSONRequestBodyValidator, MultiPartFormDataValidator, ParameterValidator
+from connexion.validators import (
+    VALIDATOR_MAP,
+    JSONRequestBodyValidator,
+    MultiPartFormDataValidator,
+    ParameterValidator,
+)
 from inflection import underscore
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
@@ -178,7 +183,7 @@ class GuardedMultipartBody(MultiPartFormDataValidator):
 
 
 def validator_map() -> dict[str, Any]:
-    """Connexion's validators with the contract's parameter and JSON rules and the guarded body parsers."""
+    """Connexion's validators with the contract's parameter and body rules and Lev's guarded parsers."""
     bodies = MediaTypeDict({**VALIDATOR_MAP["body"], "*/*json": GuardedJSONBody,
                             "multipart/form-data": GuardedMultipartBody})
     return {**VALIDATOR_MAP, "parameter": ContractParameterValidator, "body": bodies}

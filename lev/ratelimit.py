@@ -54,6 +54,7 @@ class Limiter:
             "mcp_write": parse(settings.limit_mcp_write),
         }
         self.sign_in_items = {"email": parse(settings.limit_sign_in_email), "ip": parse(settings.limit_sign_in_ip)}
+        self.registration_item = parse(settings.limit_client_registration_ip)
         self._redis = redis
 
     async def apply(self, principal: Principal, limit_class: str | None) -> None:
@@ -146,6 +147,23 @@ class Limiter:
                 who = "account" if kind == "email" else "address"
                 raise rate_limited(f"Too many failed sign-ins from this {who}; try again in {retry} s.",
                                    {"Retry-After": str(retry)}, retry_after_sec=retry, limit=f"sign_in_{kind}")
+
+    async def check_client_registration(self, ip: str | None) -> None:
+        """Consume one OAuth client registration of the source address; 429 rate_limited when its budget is used
+        up. Like the hourly limits, it fails open while Redis is down."""
+        item, key = self.registration_item, ip or "-"
+        try:
+            allowed = await self.strategy.hit(item, "client_registration", key)
+            stats = await self.strategy.get_window_stats(item, "client_registration", key)
+        except (RedisError, OSError, StorageError) as exc:
+            log.warning("rate limiter unavailable; registering without the per-address limit: %s",
+                        type(exc).__name__)
+            return
+        if not allowed:
+            retry = max(1, math.ceil(stats.reset_time - time.time()))
+            raise rate_limited(f"Too many client registrations from this address ({item.amount} per "
+                               f"{_window(item)}); try again in {retry} s.", {"Retry-After": str(retry)},
+                               retry_after_sec=retry, limit="client_registration_ip")
 
     async def note_failed_sign_in(self, email: str, ip: str | None) -> None:
         await self.strategy.hit(self.sign_in_items["email"], "sign_in", "email", email.strip().lower())

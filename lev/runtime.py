@@ -12,7 +12,7 @@ from arq import create_pool
 from arq.connections import RedisSettings
 from redis.asyncio import Redis
 
-from lev import principals
+from lev import logs, principals
 from lev.activity import ActivityWriter
 from lev.embedded import resolve_urls
 from lev.ratelimit import Limiter
@@ -35,6 +35,7 @@ class Runtime:
 
 _runtime: Runtime | None = None
 
+log = logs.get_logger("lev.runtime")
 QUEUE = "lev:queue"  # the arq queue the API enqueues to and the worker reads
 
 
@@ -93,7 +94,10 @@ async def start(settings: Settings | None = None, *, migrate: bool = True) -> Ru
         resolve_urls, settings.database_url, settings.redis_url, settings.data_dir
     )
     if migrate:
-        await asyncio.to_thread(db.migrate, db_url)
+        newer = await asyncio.to_thread(db.migrate, db_url)
+        if newer is not None:
+            log.warning("the database is at a newer release's migration; running on it as it is",
+                        database=newer, this_release=db.head_revision_cached())
     db.init_engine(db_url)
     redis = Redis.from_url(redis_url)
     rt = Runtime(settings=settings, database_url=db_url, redis_url=redis_url, redis=redis)

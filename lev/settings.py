@@ -63,6 +63,8 @@ class Settings(BaseSettings):
     """How often a worker proves it is alive; one silent for 5 beats is dead and its jobs go to another worker."""
     job_max_tries: int = 3
     """A job whose worker dies (or that times out) this often marks its item failed."""
+    job_retry_delay_sec: float = 10.0
+    """A job that failed (database, Redis or S3 away) is tried again after this many seconds times its try number."""
     embedder: str = "local"
     """`local` (all-MiniLM-L6-v2 on CPU) or `openai` (an OpenAI-compatible embeddings API at LEV_EMBED_URL)."""
     embed_url: str | None = None
@@ -116,6 +118,8 @@ class Settings(BaseSettings):
     """Failed sign-ins allowed per email."""
     limit_sign_in_ip: str = "50/15 minutes"
     """Failed sign-ins allowed per source address."""
+    limit_client_registration_ip: str = "20/hour"
+    """OAuth dynamic client registrations (POST /oauth/register) allowed per source address."""
 
     activity_retention_days: int = 90
     """Days activity log entries are kept."""

@@ -114,6 +114,8 @@ async def set_items_status(session: AsyncSession, content_id: uuid.UUID, **value
 async def mark_failed_if_processing(session: AsyncSession, content_id: uuid.UUID, reason: str, *,
                                     transcription: bool) -> bool:
     """Mark a content still `processing` (and its items) failed with `reason`; False if it had moved on."""
+    if await lock_with_items(session, content_id) != "processing":
+        return False
     done = (await session.execute(
         update(contents).where(contents.c.id == content_id, contents.c.status == "processing")
         .values(status="failed", error=reason[:1000]).returning(contents.c.id))).first()
@@ -124,12 +126,26 @@ async def mark_failed_if_processing(session: AsyncSession, content_id: uuid.UUID
     return True
 
 
-async def lock_unfinished(session: AsyncSession, content_id: uuid.UUID) -> bool:
-    """Lock the content for its finishing write; False unless it still exists and is `processing` (a job that
-    finds it finished or deleted stores nothing, so a repeated run never adds chunks twice or charges twice)."""
+async def lock_with_items(session: AsyncSession, content_id: uuid.UUID) -> str | None:
+    """Lock the content's items, then the content, for a write to both; the content's status (None when it is
+    gone).
+
+    Every writer takes its row locks in one order: folders, user items, contents, and the BM25 statistics row
+    (taken by the chunks trigger) last. An item delete locks its item and then its content; a job finishing the
+    content must not hold the content while it waits for an item, or the two deadlock.
+    """
+    await session.execute(select(user_items.c.id).where(user_items.c.content_id == content_id)
+                          .order_by(user_items.c.id).with_for_update(key_share=True))
     row = (await session.execute(select(contents.c.status).where(contents.c.id == content_id)
                                  .with_for_update())).first()
-    return row is not None and row.status == "processing"
+    return None if row is None else str(row.status)
+
+
+async def lock_unfinished(session: AsyncSession, content_id: uuid.UUID) -> bool:
+    """Lock the content (after its items) for its finishing write; False unless it still exists and is
+    `processing` (a job that finds it finished or deleted stores nothing, so a repeated run never adds chunks
+    twice or charges twice)."""
+    return await lock_with_items(session, content_id) == "processing"
 
 
 async def has_outputs(session: AsyncSession, item_id: uuid.UUID) -> bool:

@@ -117,16 +117,47 @@ async def snapshot_scope() -> AsyncIterator[AsyncSession]:
             yield session
 
 
-def migrate(url: str) -> None:
-    """Apply every Alembic migration (sync; run at start-up and by `lev migrate`)."""
+def migrate(url: str) -> str | None:
+    """Apply every Alembic migration (sync; run at start-up and by `lev migrate`).
+
+    A database already at a migration this code does not know (a newer release migrated it: a rolling upgrade
+    under way, or a rollback of the code) is left as it is: migrations keep the previous release working. Returns
+    that newer revision in that case, else None."""
     from alembic import command
     from alembic.config import Config
+    from sqlalchemy import create_engine, pool
 
     here = Path(__file__).parent
+    sync = create_engine(url, poolclass=pool.NullPool)
+    try:
+        with sync.connect() as conn:
+            current = _version(conn)
+    finally:
+        sync.dispose()
+    if current is not None and not knows_revision(current):
+        return current
     cfg = Config()
     cfg.set_main_option("script_location", str(here / "migrations"))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     command.upgrade(cfg, "head")
+    return None
+
+
+def _version(conn: Any) -> str | None:
+    try:
+        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()  # type: ignore[no-any-return]
+    except ProgrammingError:
+        return None
+
+
+def knows_revision(revision: str) -> bool:
+    """Whether `revision` is one of this code's migrations (False: a newer release's)."""
+    from alembic.util.exc import CommandError
+
+    try:
+        return _script_dir().get_revision(revision) is not None
+    except CommandError:
+        return False
 
 
 async def ping() -> None:

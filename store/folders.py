@@ -87,15 +87,20 @@ async def delete_folder(
     )).first()
     if row is None:
         return None
-    deleted = 0
+    # Locks in the order every writer takes them (store/contents.py `lock_with_items`): the folder, its
+    # only-here items, the tokens scoped to it; the items' contents and the BM25 statistics row (deleting
+    # contents) come last, so this never holds them while it waits for a row another delete holds.
+    ids: list[uuid.UUID] = []
     if cascade_items:
         other = exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id != folder_id)
         here = exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id == folder_id)
-        ids = list((await session.execute(
-            select(user_items.c.id).where(user_items.c.user_id == scope.user_id, here, ~other)
-        )).scalars())
-        deleted = await item_store.delete_many(session, ids)
+        only_here = select(user_items.c.id).where(user_items.c.user_id == scope.user_id, here, ~other)
+        locked = list((await session.execute(
+            only_here.order_by(user_items.c.id).with_for_update(of=user_items))).scalars())
+        if locked:  # a fresh look once they are locked: one filed elsewhere meanwhile stays
+            ids = list((await session.execute(only_here.where(user_items.c.id.in_(locked)))).scalars())
     await token_store.lock_scoped_by_folder(session, folder_id)
     await token_store.revoke_emptied_by_folder_delete(session, folder_id)
     await session.execute(delete(folders).where(folders.c.id == folder_id))
+    deleted = await item_store.delete_many(session, ids)
     return {"id": str(folder_id), "deleted": True, "items_deleted": deleted}

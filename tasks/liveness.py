@@ -31,7 +31,6 @@ from store.db import session_scope
 log = logs.get_logger("lev.worker")
 
 HEARTBEATS_TO_DEATH = 5
-RETRY_DEFER_SEC = 10
 WORKER_KEY = "lev:worker:"
 CLAIM_KEY = "lev:claim:"
 IN_PROGRESS_KEY = "arq:in-progress:"
@@ -129,7 +128,7 @@ def instrumented(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[A
             if tries < limit:
                 outcome = "retried"
                 log.warning("job failed; retrying", error=f"{type(exc).__name__}: {exc}"[:300], tries=tries)
-                raise Retry(defer=RETRY_DEFER_SEC * tries) from exc
+                raise Retry(defer=get_settings().job_retry_delay_sec * tries) from exc
             log.exception("job failed on its last try")
             await give_up(name, args, tries + 1, f"{type(exc).__name__}: {str(exc)[:200]}")
             return None

@@ -11,8 +11,10 @@ from typing import Any
 from arq import cron
 from arq.connections import RedisSettings
 from arq.worker import Worker, func
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from lev import metrics, runtime
+from lev import logs, metrics, runtime
 from lev.embedded import resolve_urls
 from lev.pipeline.embedder import check_dimension, get_embedder
 from lev.pipeline.transcriber import get_transcriber
@@ -26,6 +28,8 @@ from tasks.liveness import heartbeat, instrumented
 from tasks.media import extract_document, transcribe_content
 
 JOB_TIMEOUT_SEC = 3600
+REDIS_RETRY_SEC = 1.0
+log = logs.get_logger("lev.worker")
 JOBS = (process_content, transform_item, extract_document, transcribe_content, run_import, drain_object_deletions,
         expire_uploads, reconcile_unfinished, purge_activity)
 CRONS = (
@@ -94,9 +98,29 @@ class WorkerSettings:
     keep_result = 3600
 
 
+class LevWorker(Worker):
+    """arq's worker, except that it waits for Redis when Redis cannot be reached (restarting, failing over)
+    instead of exiting: its running jobs go on, and it takes jobs again once Redis answers."""
+
+    redis_down = False
+
+    async def _poll_iteration(self) -> None:
+        try:
+            await super()._poll_iteration()
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            if not self.redis_down:
+                log.warning("Redis unavailable; the worker waits for it", error=type(exc).__name__)
+            self.redis_down = True
+            await asyncio.sleep(REDIS_RETRY_SEC)
+            return
+        if self.redis_down:
+            log.warning("Redis is back; the worker takes jobs again")
+            self.redis_down = False
+
+
 def make_worker(redis_url: str, *, own_runtime: bool) -> Worker:
     """A worker on `redis_url`; inline in `lev serve` (own_runtime False) it shares the server's runtime."""
-    return Worker(
+    return LevWorker(
         functions=job_functions(),
         cron_jobs=cron_jobs(),
         redis_settings=RedisSettings.from_dsn(redis_url),

@@ -153,6 +153,35 @@ def new_user(admin: Admin, tier: str = "pro") -> User:
     return User(uid, email, admin, tier)
 
 
+def mint_token(database_url: str, email: str, *, name: str = "test", write: bool = False, write_cap: int = 0,
+               tier: str = "pro", folder_ids: list[str] | None = None) -> str:
+    """A token for `email` (a new `tier` user when there is none), minted by Lev's own code on a short-lived engine
+    of its own: what `lev user create` and `lev token create --write-cap N` do, without a CLI start-up."""
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+    from sqlalchemy.pool import NullPool
+
+    from lev.policy import mint
+    from store import users
+
+    async def go() -> str:
+        engine = create_async_engine(database_url, poolclass=NullPool)
+        try:
+            async with AsyncSession(engine) as s, s.begin():
+                user = await users.by_email(s, email)
+                if user is None:
+                    await users.create(s, email, tier)
+                    user = await users.by_email(s, email)
+                assert user is not None
+                folders = [uuid.UUID(f) for f in folder_ids or []]
+                secret, _ = await mint(s, user, name, write=write, folder_ids=folders, kb_only=True,
+                                       expires_in_days=30, write_cap=write_cap, tier_caps={"free": -1, "pro": -1})
+                return secret
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(go())
+
+
 class Api:
     """A small authenticated client for the live server."""
 

@@ -348,7 +348,8 @@ def test_patch_folder_and_item(browser: Browser, admin: Admin, server) -> None: 
 def closed_server(data_dir: Path, server) -> Iterator[LiveServer]:  # type: ignore[no-untyped-def]
     """Sign-up closed, an https base URL (Secure cookies) and a small per-address sign-in budget."""
     srv = LiveServer(data_dir, {"LEV_SIGNUP": "closed", "LEV_BASE_URL": "https://lev.example",
-                                "LEV_LIMIT_SIGN_IN_IP": "3/hour"}, log_name="closed").start()
+                                "LEV_LIMIT_SIGN_IN_IP": "3/hour", "LEV_LIMIT_CLIENT_REGISTRATION_IP": "2/hour"},
+                     log_name="closed").start()
     yield srv
     srv.stop()
 
@@ -365,6 +366,20 @@ def test_signup_closed_secure_cookie_and_per_address_throttle(closed_server: Liv
         assert r.status_code == 401
     r = httpx.post(f"{closed_server.url}/api/account/login", json={"email": existing.email, "password": PASSWORD})
     assert r.status_code == 429 and r.json()["error"] == "rate_limited" and r.json()["limit"] == "sign_in_ip"
+
+
+def test_oauth_client_registration_has_a_per_address_budget(closed_server: LiveServer, admin: Admin) -> None:
+    def register(name: str) -> httpx.Response:
+        return httpx.post(f"{closed_server.url}/oauth/register",
+                          json={"client_name": name, "redirect_uris": ["http://127.0.0.1:9/callback"]})
+
+    names = [f"dcr-{uuid.uuid4().hex[:8]}" for _ in range(3)]
+    assert [register(n).status_code for n in names[:2]] == [201, 201]
+    r = register(names[2])
+    assert r.status_code == 429 and r.json()["error"] == "rate_limited", r.text
+    assert "client registrations" in r.json()["error_description"] and int(r.headers["retry-after"]) > 0
+    stored = admin.sql("SELECT count(*) FROM oauth_clients WHERE client_name = ANY(:n)", n=names)[0][0]
+    assert stored == 2  # the refused registration left nothing behind
 
 
 def test_library_page_lists_unfiled_items_and_filed_ones_apart(browser: Browser, admin: Admin) -> None:

@@ -11,6 +11,7 @@ import asyncio
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
@@ -230,3 +231,89 @@ def test_membership_writes_racing_deletes_never_answer_500(server, admin, user: 
             statuses.update(pool.map(lambda a: call(*a), calls))
     assert statuses[500] == 0, statuses
     assert set(statuses) <= {200, 404}, statuses
+
+
+# ---------------------------------------------------------------------------------------------- lock order
+# Writers take row locks in one order (store/contents.py `lock_with_items`): folders, user items, contents, and
+# the BM25 statistics row (the chunks trigger) last. Before that order, the two interleavings below deadlocked:
+# PostgreSQL aborted one transaction after a second, and the request answered 503 unavailable.
+
+
+def lock_waiters(admin: Admin) -> int:
+    return int(admin.sql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                         "AND wait_event_type = 'Lock'")[0][0])
+
+
+def until(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"not: {what}, within {timeout} s"
+        time.sleep(0.02)
+
+
+def test_cascading_folder_delete_racing_an_item_delete_never_deadlocks(server, admin, user: User) -> None:
+    """The folder delete removes its only-here item (contents, statistics row) and then waits for the tokens
+    scoped to the folder (held here); meanwhile an item in that folder and another is deleted. The old order
+    held the statistics row while waiting, so the two ended in a deadlock."""
+    f, g = user.folder("dying"), user.folder("stays")
+    user.token(folders=[f, g], name="held-scope")
+    token = user.token(write=True)
+    whole = client(server, token)
+    only_here = whole.post("/api/v1/ingest", json={"kind": "text", "text": "only in the dying folder",
+                                                   "folder_id": f, "auto_transform": False}).json()["user_item_id"]
+    both = whole.post("/api/v1/ingest", json={"kind": "text", "text": "in two folders", "folder_id": f,
+                                              "auto_transform": False}).json()["user_item_id"]
+    assert whole.post(f"/api/v1/items/{both}/folders", json={"folder_ids": [g]}).status_code == 200
+    held = Held(admin, sql(admin, "SELECT t.id FROM tokens t WHERE t.user_id = :u AND t.name = 'held-scope' "
+                                  "FOR UPDATE", u=user.id))
+    with ThreadPoolExecutor(2) as pool:
+        folder_delete = pool.submit(whole.delete, f"/api/v1/folders/{f}", params={"cascade_items": "true"})
+        until(lambda: lock_waiters(admin) >= 1 or folder_delete.done(), "the folder delete waits for the token")
+        item_delete = pool.submit(client(server, token).delete, f"/api/v1/items/{both}")
+        until(lambda: lock_waiters(admin) >= 2 or item_delete.done(), "the item delete answers or waits")
+        held.commit()
+        answers = [folder_delete.result(120), item_delete.result(120)]
+    assert [r.status_code for r in answers] == [200, 200], [r.text for r in answers]
+    assert answers[0].json()["items_deleted"] == 1
+    for gone in (only_here, both):
+        assert whole.get(f"/api/v1/items/{gone}").status_code == 404
+
+
+def test_a_job_finishing_a_content_racing_its_item_delete_never_deadlocks(server, admin, user: User) -> None:
+    """A job locks the content it finishes and then writes its items; an item delete locks the item and then its
+    content. The job now locks the items first, so the delete waits for it instead of deadlocking with it."""
+    from lev.pipeline.indexing import Chunks, index_content
+    from store import contents as content_store
+
+    item = make_item(user, title="finishing")
+    content = admin.sql("SELECT content_id FROM user_items WHERE id = :i", i=item)[0][0]
+    admin.sql("UPDATE contents SET status = 'processing' WHERE id = :c", c=content)
+    admin.sql("UPDATE user_items SET status = 'processing' WHERE id = :i", i=item)
+    locked, finish, outcome = threading.Event(), threading.Event(), {}
+
+    async def job() -> None:
+        from store.db import session_scope
+
+        try:
+            async with session_scope() as s:
+                assert await content_store.lock_unfinished(s, content)
+                locked.set()
+                await asyncio.to_thread(finish.wait)
+                vector = [1.0] + [0.0] * 383
+                await index_content(s, content, "finishing", Chunks(["the finished text"], [vector]))
+            outcome["job"] = "committed"
+        except Exception as exc:
+            outcome["job"] = type(exc).__name__
+
+    future = asyncio.run_coroutine_threadsafe(job(), admin.loop)
+    assert locked.wait(60)
+    c = client(server, user.token(write=True))
+    with ThreadPoolExecutor(1) as pool:
+        deleting = pool.submit(c.delete, f"/api/v1/items/{item}")
+        until(lambda: lock_waiters(admin) >= 1, "the item delete waits for the job")
+        finish.set()
+        future.result(120)
+        answer = deleting.result(120)
+    assert outcome["job"] == "committed", outcome
+    assert answer.status_code == 200, answer.text
+    assert admin.sql("SELECT count(*) FROM contents WHERE id = :c", c=content)[0][0] == 0

@@ -99,6 +99,9 @@ async def share_existing(s: AsyncSession, principal: Principal, canonical: str, 
 
     None when there is none, or when it failed (it then gives up the URL for a fresh attempt).
     """
+    folder_id = principal.new_item_folder  # locked before the content: folders come first in every writer
+    if folder_id is not None and not await content_store.lock_folder(s, principal.user_id, folder_id):
+        raise not_found()
     row = await content_store.by_canonical_url(s, canonical)
     if row is None:
         return None
@@ -185,10 +188,13 @@ async def index_content(s: AsyncSession, content_id: uuid.UUID, title: str | Non
                         content_values: dict[str, Any] | None = None,
                         item_values: dict[str, Any] | None = None) -> list[uuid.UUID]:
     """Store a content's chunks and vectors and mark it and its items ready; returns the items whose transform
-    is to be queued once the transaction commits."""
-    await content_store.add_chunks(s, content_id, title, chunks.bodies, chunks.vectors, chunks.times)
-    await content_store.update_content(s, content_id, status="ready", error=None, **(content_values or {}))
+    is to be queued once the transaction commits.
+
+    The chunks go in last: their trigger locks the BM25 statistics row, which every writer takes last
+    (store/contents.py `lock_with_items`), so no transaction waits for a row while it holds that one."""
     await content_store.set_items_status(s, content_id, status="ready", error=None, **(item_values or {}))
+    await content_store.update_content(s, content_id, status="ready", error=None, **(content_values or {}))
+    await content_store.add_chunks(s, content_id, title, chunks.bodies, chunks.vectors, chunks.times)
     return await content_store.auto_transform_items(s, content_id)
 
 
@@ -243,6 +249,8 @@ async def fail_content(content_id: uuid.UUID, message: str, *, transcription: bo
     """Mark a queued content and its items failed with a message the user sees."""
     values: dict[str, Any] = {"status": "failed", "error": message[:1000]}
     async with session_scope() as s:
+        if await content_store.lock_with_items(s, content_id) is None:
+            return  # deleted meanwhile
         await content_store.update_content(s, content_id, **values)
         if transcription:
             values["transcription_status"] = "failed"

@@ -33,7 +33,10 @@ LLM_TEXT_BUDGET = 24_000  # characters of item text sent to the chat model (~6k 
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?\u2026\u3002])[\"'\u201d\u2019)\]]*\s+|\n+")
 _WORD = re.compile(r"[^\W_](?:[\w'\u2019-]*[^\W_])?")
 _PHRASE_BREAK = re.compile(r"[.,;:!?()\[\]{}\"\u201c\u201d\n|/\u2014\u2013]+")
-_STOPWORDS = frozenset(ENGLISH_STOP_WORDS) | {"also", "just", "like", "may", "might", "one", "us", "will"}
+
+
+_STOPWORDS = ENGLISH_STOP_WORDS | {"also", "just", "like", "may", "might", "one", "us", "will"}
+
 
 OutputContent = str | list[str] | dict[str, Any]
 

@@ -1,4 +1,5 @@
-"""Session fixtures: one embedded stack in a fresh data dir, a live server on it, and an admin handle."""
+"""Session fixtures shared by tests/ and contract_tests/: one embedded stack in a fresh data dir, a live server on
+it, and an admin handle (one per process: the admin re-points the store's engine, so two stacks would collide)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,7 @@ def server(data_dir: Path, admin: Admin, transcribe_stub: TranscribeStub,
     # Every test signs in from 127.0.0.1: the per-address sign-in budget is tested on a server of its own.
     srv = LiveServer(data_dir, {"LEV_RATE_LIMITS": "off", "LEV_ALLOW_PRIVATE_URLS": "true",
                                 "LEV_LIMIT_SIGN_IN_IP": "100000/15 minutes",
+                                "LEV_LIMIT_CLIENT_REGISTRATION_IP": "100000/hour",
                                 "LEV_OUTBOUND_CA_FILE": str(loopback_ca.ca_file),
                                 "LEV_TRANSCRIBE_URL": transcribe_stub.url}).start()
     yield srv
