@@ -1,7 +1,8 @@
-"""`python -m bench.run PART`: run one benchmark part (quality, latency, ingest, load, cluster, smoke) or `all`.
+"""`python -m bench.run PART`: run one benchmark part (quality, latency, ingest, load, busy, cluster, smoke) or `all`.
 
 Each part module has `main() -> str` returning a markdown section; it is saved in bench/results/PART.md
-and bench/RESULTS.md is rebuilt from every saved section under a header naming machine, date and commit.
+and bench/RESULTS.md is rebuilt from every saved section under a header naming machine, date and commit, then
+bench/TUNING.md and any hand-kept section saved in bench/results/ under another name (a trial's record).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from bench.common import commit, machine
 
 HERE = Path(__file__).resolve().parent
-PARTS = ("quality", "latency", "ingest", "load", "cluster")
+PARTS = ("quality", "latency", "ingest", "load", "busy", "cluster")
 
 
 def write_results() -> Path:
@@ -27,6 +28,9 @@ def write_results() -> Path:
     tuning = HERE / "TUNING.md"  # the hand-kept profiling record, after the generated sections
     if tuning.exists():
         sections.append(tuning.read_text().strip())
+    for f in sorted((HERE / "results").glob("*.md")):  # hand-kept sections (trials), kept when a part is rerun
+        if f.stem not in PARTS:
+            sections.append(f.read_text().strip())
     out = HERE / "RESULTS.md"
     out.write_text("# Lev benchmark results\n\n"
                    "Written by `make bench` (each part by `make bench-PART`); every figure beside its baseline,\n"

@@ -10,6 +10,7 @@ from typing import Any
 from handlers import principal
 from lev import accounts, context, runtime
 from lev.policy import parse_uuid, parse_uuid_field
+from lev.principals import changing_auth
 from lev.settings import get_settings
 from store import activity as activity_store
 from store import users as user_store
@@ -59,7 +60,7 @@ async def get_account(token_info: dict[str, Any]) -> dict[str, Any]:
 
 async def change_password(body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
-    async with session_scope() as s:
+    async with changing_auth() as s:
         revoked = await accounts.change_password(s, p, body["current_password"], body["new_password"], _client_ip())
     return {"revoked_tokens": revoked}
 
@@ -89,7 +90,7 @@ async def create_token(body: dict[str, Any], token_info: dict[str, Any]) -> tupl
 async def revoke_token(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     token_id = parse_uuid(id_)
-    async with session_scope() as s:
+    async with changing_auth() as s:
         return await accounts.revoke_token(s, p.user_id, token_id)
 
 

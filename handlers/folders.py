@@ -8,6 +8,7 @@ from handlers import principal
 from lev import context, library
 from lev.errors import not_found
 from lev.policy import parse_uuid, require, require_whole_library
+from lev.principals import changing_auth
 from store import folders as folder_store
 from store.db import session_scope
 
@@ -33,7 +34,7 @@ async def delete_folder(id_: str, token_info: dict[str, Any], cascade_items: boo
     folder_id = parse_uuid(id_)
     require(p, "write")
     require_whole_library(p, "delete folders")
-    async with session_scope() as s:
+    async with changing_auth() as s:  # a scoped token may lose its last folder (revoked) or one of them
         deleted = await folder_store.delete_folder(s, p.scope, folder_id, cascade_items)
     if deleted is None:
         raise not_found()

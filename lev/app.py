@@ -24,11 +24,11 @@ from handlers import mcp as mcp_handler
 from handlers import oauth as oauth_handler
 from handlers import ops, pages
 from handlers import spec as spec_handler
-from lev import accounts, clock, context, logs, metrics, oauth, runtime
+from lev import accounts, clock, context, logs, metrics, oauth, principals, runtime
 from lev.errors import ApiError, file_too_large, not_signed_in, rest_body, rest_headers, to_api_error
 from lev.openapi import OperationResolver, connexion_spec, operations, validator_map
+from lev.pipeline.embed_pool import stop_ingest_pool, use_ingest_pool
 from lev.pipeline.embedder import check_dimension, get_embedder
-from lev.policy import authenticate
 from lev.settings import Settings, get_settings
 from store.db import read_scope
 from tasks.worker import make_worker, stop_gracefully
@@ -106,8 +106,7 @@ def limit_class(operation_id: str | None) -> str | None:
 
 async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
     """Connexion's bearer hook: authenticate, then apply the operation's rate-limit class."""
-    async with read_scope() as s:
-        principal = await authenticate(s, token)
+    principal = await principals.authenticate_bearer(token)
     info = context.current()
     if info is not None:
         info.principal = principal
@@ -331,6 +330,12 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
+        # Ingest batches are embedded in low-priority child processes, never beside the searches' embeddings; the
+        # first child also hands this process its query graph.
+        pool = use_ingest_pool(settings.ingest_embed_processes, settings.ingest_embed_nice,
+                               settings.ingest_embed_threads)
+        if pool is not None:
+            await asyncio.to_thread(pool.start)
         # Loads the model once per process and refuses to start on a vector-size mismatch.
         await asyncio.to_thread(check_dimension, get_embedder(), settings.embed_dim)
         metrics.configure(settings)
@@ -346,6 +351,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
                 await stop_gracefully(worker, settings.shutdown_grace_sec)
                 task.cancel()
             await runtime.stop()
+            await asyncio.to_thread(stop_ingest_pool)
             metrics.mark_process_dead()
 
     app = AsyncApp(__name__, lifespan=lifespan)

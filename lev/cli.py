@@ -13,9 +13,10 @@ from typing import Any
 from lev import library, serve
 from lev.accounts import create_user, mint_token
 from lev.backup import BackupError, backup, restore
-from lev.embedded import resolve_database_url
+from lev.embedded import resolve_database_url, running_redis_url
 from lev.errors import ApiError
 from lev.policy import Scope
+from lev.principals import announce_change
 from lev.settings import get_settings, settings_table
 from store import activity, db, folders, tokens, users
 
@@ -51,6 +52,15 @@ async def _user(s: Any, email: str) -> dict[str, Any]:
         _die(f"no user with email {email}")
     assert user is not None
     return user
+
+
+def _announce_auth_change() -> None:
+    """After a committed revocation or credential change: running servers drop their cached principals (through
+    their Redis; none running with the embedded one means none has a cache)."""
+    settings = get_settings()
+    url = settings.redis_url or running_redis_url(settings.data_dir)
+    if url is not None:
+        asyncio.run(announce_change(url))
 
 
 def _read_password(args: argparse.Namespace) -> str | None:
@@ -90,6 +100,7 @@ def cmd_user_set_password(args: argparse.Namespace) -> None:
         return await tokens.revoke_all(s, user["id"])
 
     n = _run(go)
+    _announce_auth_change()
     print(f"password changed; {n} token(s) revoked", file=sys.stderr)
 
 
@@ -99,6 +110,7 @@ def cmd_user_set_tier(args: argparse.Namespace) -> None:
         await users.set_tier(s, user["id"], args.tier)
 
     _run(go)
+    _announce_auth_change()
 
 
 def cmd_token_create(args: argparse.Namespace) -> None:
@@ -142,6 +154,7 @@ def cmd_token_revoke(args: argparse.Namespace) -> None:
         return
     if not _run(lambda s: tokens.revoke(s, token_id)):
         _die("no active token with that id")
+    _announce_auth_change()
     print("revoked", file=sys.stderr)
 
 
@@ -209,6 +222,7 @@ def cmd_backup(args: argparse.Namespace) -> None:
 
 def cmd_restore(args: argparse.Namespace) -> None:
     manifest = _with_backup(restore, args.path)
+    _announce_auth_change()
     print(f"restored {args.path} (taken {manifest['created_at']}): {manifest['counts'].get('user_items', 0)} "
           f"items, {len(manifest['objects'])} objects", file=sys.stderr)
 

@@ -95,6 +95,12 @@ def ensure_redis(data_dir: Path) -> str:
     return f"unix://{sock}"
 
 
+def running_redis_url(data_dir: Path) -> str | None:
+    """The embedded Redis's `unix://` URL when it is running (it is not started), else None."""
+    sock = redis_socket_path(data_dir)
+    return f"unix://{sock}" if _redis_alive(sock) else None
+
+
 def stop_redis(data_dir: Path) -> None:
     """Shut the embedded Redis down, saving its data (used by tests and `lev serve` on exit)."""
     sock = redis_socket_path(data_dir)

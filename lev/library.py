@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev import context, progress
 from lev.errors import invalid_body, name_taken, not_found
-from lev.pipeline.embedder import embed_query
+from lev.pipeline.embed_pool import embed_query
 from lev.policy import Principal, folder_name, folder_visible
 from lev.runtime import get_object_store
 from lev.settings import get_settings

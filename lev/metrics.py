@@ -71,6 +71,8 @@ class _Metrics:
                                    buckets=LATENCY_BUCKETS)
         self.refusals = Counter("lev_rate_limit_refusals_total", "Requests refused by a rate limit or write cap",
                                 ["limit"])
+        self.principal_cache = Counter("lev_principal_cache_total", "Bearer authentications answered from the "
+                                       "principal cache (hit) or by the database (miss)", ["result"])
 
 
 @lru_cache(maxsize=1)
@@ -88,6 +90,10 @@ def observe_job(job: str, outcome: str, seconds: float) -> None:
     m = metrics()
     m.jobs.labels(job, outcome).inc()
     m.job_duration.labels(job).observe(seconds)
+
+
+def count_principal(result: str) -> None:
+    metrics().principal_cache.labels(result).inc()
 
 
 def count_refusal(limit: str) -> None:

@@ -20,11 +20,11 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from lev import accounts, clock, context, jsonguard
+from lev import accounts, clock, context, jsonguard, principals
 from lev.errors import ApiError, capability_denied, invalid_body, jsonrpc_response
 from lev.oauth_clients import SCOPES, Client, OAuthError, load_client, redirect_matches
 from lev.openapi import mcp_tools
-from lev.policy import OAuthBinding, Principal, authenticate, hash_token, mint, new_token, parse_bearer, tier_room
+from lev.policy import OAuthBinding, Principal, hash_token, mint, new_token, parse_bearer, tier_room
 from lev.settings import get_settings
 from store import oauth as oauth_store
 from store import tokens as token_store
@@ -103,9 +103,7 @@ def authorization_server_metadata(base: str) -> dict[str, Any]:
 async def authenticate_mcp(authorization: str | None, base: str) -> Principal:
     """The principal of an /api/mcp request: a pasted `lev_` token, or an OAuth access token issued for this
     resource; 401 missing_bearer_token / invalid_token otherwise."""
-    token = parse_bearer(authorization)
-    async with read_scope() as s:
-        return await authenticate(s, token, audience=resource_url(base))
+    return await principals.authenticate_bearer(parse_bearer(authorization), audience=resource_url(base))
 
 
 @lru_cache(maxsize=1)
@@ -290,6 +288,7 @@ async def exchange_code(client: Client, form: dict[str, str]) -> dict[str, Any]:
             out = await _mint_grant(s, client, row)
             await oauth_store.mark_code_used(s, row["code_hash"], out.pop("token_id"))
     if failure is not None:
+        await principals.invalidate()  # the revoked grant's access token may be cached in any process
         raise failure
     context.note_user(row["user_id"])
     return out
@@ -342,6 +341,7 @@ async def refresh_grant(client: Client, form: dict[str, str]) -> dict[str, Any]:
             refresh = REFRESH_PREFIX + secrets.token_urlsafe(32)
             await oauth_store.insert_refresh(s, hash_token(refresh), row["token_id"])
             out = _tokens(access, refresh, access_expires, row["capabilities"])
+    await principals.invalidate()  # the grant revoked, or its previous access token replaced: cached nowhere now
     if failure is not None:
         raise failure
     return out
@@ -356,6 +356,8 @@ async def revoke(client: Client, form: dict[str, str]) -> None:
         grant = await oauth_store.grant_of(s, client.client_id, hash_token(token))
         if grant is not None:
             await token_store.revoke(s, grant)
+    if grant is not None:
+        await principals.invalidate()
 
 
 async def consent_room(principal: Principal) -> dict[str, Any]:

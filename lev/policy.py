@@ -50,6 +50,7 @@ class Principal:
     tier: str
     extra: dict[str, object] = field(default_factory=dict, compare=False)
     file_into: uuid.UUID | None = field(default=None, compare=False)  # the ingest request's folder_id
+    expires_at: datetime | None = field(default=None, compare=False)  # the credential's end (lev.principals)
 
     @property
     def scope(self) -> Scope:
@@ -174,6 +175,9 @@ async def authenticate(session: AsyncSession, token: str, audience: str | None =
         write_cap=row["write_cap"],
         tier=row["tier"],
         extra={"oauth_client": row["client_id"]} if row["kind"] == "oauth" else {},
+        # the credential's end: an OAuth access token ends with its hour (or its grant), a hand-minted one at expiry
+        expires_at=row["expires_at"] if row["access_expires_at"] is None else min(row["expires_at"],
+                                                                                   row["access_expires_at"]),
     )
 
 

@@ -12,7 +12,7 @@ from arq import create_pool
 from arq.connections import RedisSettings
 from redis.asyncio import Redis
 
-from lev import logs
+from lev import logs, principals
 from lev.activity import ActivityWriter
 from lev.embedded import resolve_urls
 from lev.ratelimit import Limiter
@@ -30,6 +30,7 @@ class Runtime:
     arq: Any = None
     limiter: Any = None
     activity: Any = None
+    principals: Any = None
 
 
 _runtime: Runtime | None = None
@@ -102,6 +103,8 @@ async def start(settings: Settings | None = None, *, migrate: bool = True) -> Ru
     rt = Runtime(settings=settings, database_url=db_url, redis_url=redis_url, redis=redis)
     rt.limiter = Limiter(settings, redis_url, redis)
     rt.activity = ActivityWriter()
+    rt.principals = principals.PrincipalCache(redis, settings.principal_cache_sec)
+    principals.install(rt.principals)
     rt.activity.start()
     rt.arq = await create_pool(RedisSettings.from_dsn(redis_url), default_queue_name=QUEUE)
     _runtime = rt
@@ -113,6 +116,7 @@ async def stop() -> None:
     rt = _runtime
     if rt is None:
         return
+    principals.install(None)
     await rt.activity.stop()
     if rt.arq is not None:
         await rt.arq.aclose()

@@ -75,6 +75,14 @@ class Settings(BaseSettings):
     """Embedding model name (with LEV_EMBEDDER=openai)."""
     embed_dim: int = 384
     """Vector size; must match the database (Lev refuses to start on a mismatch)."""
+    ingest_embed_processes: int = 1
+    """Child processes per API process embedding ingested text with the local model (0: in the API process)."""
+    ingest_embed_nice: int = 4
+    """CPU niceness added to those processes and to `lev worker` (searches keep the CPU first)."""
+    ingest_embed_threads: int = 0
+    """Threads each of those processes computes with (0: one per core)."""
+    query_batch_max: int = 16
+    """Most search queries embedded together in one pass when they arrive at once (1: each alone)."""
 
     rate_limits: str = "on"
     """`on` or `off`: per-token hourly limits and the monthly write cap."""
@@ -123,6 +131,8 @@ class Settings(BaseSettings):
     """Largest JSON request body, in bytes (413 above; uploads have their own 50 MB cap)."""
     token_default_days: int = 365
     """Lifetime of a new token unless `--expires-in-days`."""
+    principal_cache_sec: float = 60.0
+    """Longest a process reuses an authenticated token unchecked (revocations still apply at once); 0: no cache."""
     import_max_bytes: int = 10 * 1024 * 1024
     """Largest import file (bookmarks, Pocket or Raindrop CSV, Lev export), in bytes (413 above)."""
     import_concurrency: int = 4

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
-from sqlalchemy.exc import ProgrammingError
+from sqlalchemy import event, text
+from sqlalchemy.exc import DisconnectionError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 _engine: AsyncEngine | None = None
@@ -23,11 +24,38 @@ def init_engine(url: str, pool_size: int = 10) -> AsyncEngine:
     if _engine is not None and _url == url:
         return _engine
     # connect_timeout and pool_timeout make an unreachable database fail fast (503) instead of hanging a request.
-    _engine = create_async_engine(url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True, pool_timeout=10,
+    _engine = create_async_engine(url, pool_size=pool_size, max_overflow=20, pool_timeout=10,
                                   connect_args={"connect_timeout": CONNECT_TIMEOUT_SEC})
+    _ping_idle_connections(_engine)
     _sessions = async_sessionmaker(_engine, expire_on_commit=False)
     _url = url
     return _engine
+
+
+PING_IDLE_SEC = 2.0
+
+
+def _ping_idle_connections(engine: AsyncEngine) -> None:
+    """Pre-ping, but only for a connection that sat unused for `PING_IDLE_SEC` (or was never used): a busy pool
+    skips one round trip per checkout. A connection that fails its ping is replaced (DisconnectionError); one
+    broken by a database restart within that window fails its statement, and SQLAlchemy then recycles every
+    connection of the pool (a disconnect invalidates the pool)."""
+
+    @event.listens_for(engine.sync_engine, "checkin")
+    def _used(_dbapi_connection: Any, record: Any) -> None:
+        record.info["lev_used"] = time.monotonic()
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _ping(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        used = record.info.get("lev_used")
+        if used is not None and time.monotonic() - used < PING_IDLE_SEC:
+            return
+        try:
+            alive = engine.sync_engine.dialect.do_ping(dbapi_connection)  # what pool_pre_ping runs
+        except Exception as exc:
+            raise DisconnectionError("connection failed its ping") from exc
+        if not alive:
+            raise DisconnectionError("connection failed its ping")
 
 
 async def dispose_engine() -> None:

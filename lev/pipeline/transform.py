@@ -21,6 +21,7 @@ import numpy as np
 
 from lev.pipeline.embedder import Embedder, get_embedder
 from lev.pipeline.retry import async_retrying
+from lev.pipeline.stopwords import ENGLISH_STOP_WORDS
 from lev.settings import get_settings
 
 MAX_SENTENCES = 160  # sentences embedded for the local summary (evenly sampled beyond this)
@@ -34,13 +35,7 @@ _WORD = re.compile(r"[^\W_](?:[\w'\u2019-]*[^\W_])?")
 _PHRASE_BREAK = re.compile(r"[.,;:!?()\[\]{}\"\u201c\u201d\n|/\u2014\u2013]+")
 
 
-@lru_cache(maxsize=1)
-def _stopwords() -> frozenset[str]:
-    # imported here: scikit-learn takes a second or more to import, and every `lev` command would pay it for a word
-    # list only the transform uses
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    return frozenset(ENGLISH_STOP_WORDS) | {"also", "just", "like", "may", "might", "one", "us", "will"}
+_STOPWORDS = ENGLISH_STOP_WORDS | {"also", "just", "like", "may", "might", "one", "us", "will"}
 
 
 OutputContent = str | list[str] | dict[str, Any]
@@ -81,7 +76,7 @@ def _candidates(text: str) -> list[str]:
             for i in range(len(words) - n + 1):
                 gram = words[i : i + n]
                 lowered = [w.lower() for w in gram]
-                if any(w in _stopwords() or len(w) < 3 or w.isdigit() for w in lowered):
+                if any(w in _STOPWORDS or len(w) < 3 or w.isdigit() for w in lowered):
                     continue
                 key = " ".join(lowered)
                 counts[key] += 1

@@ -1,0 +1,64 @@
+"""The ingest embedding process (`python -m lev.pipeline.embed_worker NICE THREADS [GRAPH]`), started by an API
+process; with GRAPH it first writes the frozen query graph there for its parent (`embedder.use_query_graph`).
+
+It lowers its own CPU priority, loads the local model and then embeds one batch of texts at a time: a request is
+a 4-byte big-endian length and a JSON list of strings on stdin; the answer is a 4-byte length and either `V` plus
+the float32 vectors (row-major, `LOCAL_DIM` per text) or `E` plus an error message. It exits when stdin closes, so
+it never outlives the process that started it. Nothing else may reach the protocol's stdout: file descriptor 1 is
+pointed at stderr (the server log) before any library loads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from lev.pipeline.embed_pool import READY
+from lev.pipeline.embedder import LocalEmbedder, save_query_graph
+
+
+def _read(stream: object, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        part = stream.read(n - len(data))  # type: ignore[attr-defined]
+        if not part:
+            return b""
+        data += part
+    return data
+
+
+def main(argv: list[str]) -> None:
+    nice, threads, graph = int(argv[0]), int(argv[1]), argv[2] if len(argv) > 2 else ""
+    proto = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # library chatter on stdout lands in the log, not in the protocol
+    if nice > 0:
+        os.nice(nice)  # before torch starts its threads: they inherit it
+    import numpy as np
+    import torch
+
+    if threads > 0:
+        torch.set_num_threads(threads)
+    embedder = LocalEmbedder()  # its batches are computed here: this process never sends them on
+    embedder.embed(["warm up"])
+    if graph:  # the query graph for the API process, which then needs neither transformers nor the eager model
+        save_query_graph(Path(graph))
+    proto.write(READY)
+    proto.flush()
+    stdin = sys.stdin.buffer
+    while True:
+        header = _read(stdin, 4)
+        if not header:
+            return
+        texts = json.loads(_read(stdin, int.from_bytes(header, "big")))
+        try:
+            reply = b"V" + np.asarray(embedder.embed(texts), dtype=np.float32).tobytes()
+        except Exception as exc:  # answered, not fatal: the caller raises it
+            reply = b"E" + f"{type(exc).__name__}: {exc}".encode()
+        proto.write(len(reply).to_bytes(4, "big") + reply)
+        proto.flush()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
