@@ -36,9 +36,9 @@ def admin(data_dir: Path) -> Iterator[Admin]:
     from lev.embedded import resolve_urls
     from store import db
 
-    db_url, _ = resolve_urls(None, None, data_dir)
+    db_url, redis_url = resolve_urls(None, None, data_dir)
     db.migrate(db_url)
-    a = Admin(db_url)
+    a = Admin(db_url, redis_url)
     new_user(a)  # the instance has its owner already: sign-ups in the tests are later accounts (LEV_SIGNUP_TIER)
     yield a
     a.close()

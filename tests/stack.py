@@ -73,11 +73,15 @@ class LiveServer:
 
 
 class Admin:
-    """Runs store coroutines on a private event loop with its own engine (what the CLI does)."""
+    """Runs store coroutines on a private event loop with its own engine (what the CLI does).
 
-    def __init__(self, database_url: str) -> None:
+    A raw SQL write (`sql`) bypasses the product paths that announce auth changes, so it announces one itself
+    (a new auth epoch in Redis, as `lev token revoke` does): a token revoked or expired by hand stops at once."""
+
+    def __init__(self, database_url: str, redis_url: str | None = None) -> None:
         from store import db
 
+        self.redis_url = redis_url
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -105,7 +109,12 @@ class Admin:
             res = await s.execute(text(statement), params)
             return list(res.fetchall()) if res.returns_rows else []
 
-        return self.run(go)
+        rows = self.run(go)
+        if self.redis_url and not statement.lstrip().upper().startswith("SELECT"):
+            from lev.principals import announce_change
+
+            self.run_coro(announce_change(self.redis_url))
+        return rows
 
     def close(self) -> None:
         from store import db
