@@ -59,7 +59,7 @@ _KW_RANKED = f"""
    GROUP BY p.chunk_id, p.content_id
    ORDER BY s DESC, p.chunk_id
 """
-_KW_CAND = f"""
+_KW_CAND_PROBED = f"""
 kw_top AS MATERIALIZED (
   SELECT o.chunk_id, o.s FROM ({_KW_RANKED} LIMIT :over) o WHERE {{outer}} LIMIT :depth
 ), cand AS (
@@ -68,6 +68,12 @@ kw_top AS MATERIALIZED (
   SELECT * FROM (
     SELECT o.chunk_id, o.s FROM ({_KW_RANKED} OFFSET 0) o WHERE {{outer}} LIMIT :depth
   ) kw_all WHERE (SELECT count(*) FROM kw_top) < :depth
+)"""
+# Filtered first, every ranked group is visible: the first `depth` are the candidates (no second ranking when a
+# small scope has fewer matches than `depth`).
+_KW_CAND_FILTERED = f"""
+cand AS (
+  SELECT o.chunk_id, o.s FROM ({_KW_RANKED} LIMIT :depth) o
 )"""
 
 
@@ -89,14 +95,14 @@ SELECT r.chunk_id, r.cos, r.bm25, r.score, c.text, c.start_sec, c.end_sec, v.ite
 """
 
 _KEYWORD_SQL = f"""
-WITH {_Q}, {_KW_CAND}, ranked AS (
+WITH {_Q}, {{cand}}, ranked AS (
   SELECT chunk_id, NULL::float8 AS cos, score AS bm25, score
     FROM (SELECT cand.chunk_id, cand.s + {_rest("cand.chunk_id")} AS score FROM cand) k
    ORDER BY score DESC, chunk_id
    LIMIT :limit
 )""" + _DETAILS
 
-_KW_CAND_SQL = f"WITH {_Q}, {_KW_CAND} SELECT chunk_id, s FROM cand"
+_KW_CAND_SQL = f"WITH {_Q}, {{cand}} SELECT chunk_id, s FROM cand"
 
 SEMANTIC_SQL = """
 WITH ranked AS (
@@ -207,9 +213,16 @@ async def _visible_chunks(session: AsyncSession, scope: Scope, folder_id: uuid.U
 class Plan:
     kw_inner: str  # scope condition on postings before grouping ("" when probing)
     kw_outer: str  # scope condition on ranked keyword groups ("true" when filtered before)
-    kw_over: int  # keyword groups ranked before probing (see _KW_CAND)
+    kw_over: int  # keyword groups ranked before probing (see _KW_CAND_PROBED)
     vec_filter: str
     exact: str  # "+ 0" defeats the HNSW index: exact scan
+
+    @property
+    def kw_cand(self) -> str:
+        """The `cand` CTE (chunk_id, s) of the keyword candidates, as this plan applies the scope."""
+        if self.kw_outer == "true":
+            return _KW_CAND_FILTERED.format(inner=self.kw_inner)
+        return _KW_CAND_PROBED.format(inner=self.kw_inner, outer=self.kw_outer)
 
 
 async def plan_scope(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None, depth: int, mode: str,
@@ -254,13 +267,13 @@ async def search(
             "over": plan.kw_over}
     item = item_sql(scope, folder_id)
     if mode == "keyword":
-        rows = (await session.execute(text(_KEYWORD_SQL.format(inner=plan.kw_inner, outer=plan.kw_outer, item=item)),
+        rows = (await session.execute(text(_KEYWORD_SQL.format(cand=plan.kw_cand, item=item)),
                                       {**bm25, "limit": limit})).all()
     elif mode == "semantic":
         sql = SEMANTIC_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=item)
         rows = (await session.execute(with_vector(sql), {"qvec": await _resolve(query_vector), "limit": limit})).all()
     else:
-        cand = (await session.execute(text(_KW_CAND_SQL.format(inner=plan.kw_inner, outer=plan.kw_outer)),
+        cand = (await session.execute(text(_KW_CAND_SQL.format(cand=plan.kw_cand)),
                                       bm25)).all()
         sql = _HYBRID_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=item)
         values = {**bm25, "qvec": await _resolve(query_vector), "w": p.semantic_weight, "limit": limit,

@@ -137,3 +137,18 @@ def test_scope_strategies_agree(server, api, user, admin) -> None:
                     assert probed and {r["item_id"] for r in probed} <= owned[name], (q, name, mode)
                     seen_fast |= candidates == 2 and mode != "semantic" and len(probed) >= 2
     assert seen_fast
+
+
+def test_chunk_embeddings_stay_in_the_row(server, api, user, admin) -> None:
+    """A chunk row with its text and tsvector passes the 2 kB TOAST threshold; the vector stays inline (storage
+    PLAIN) so distances computed from the heap never fetch it from the TOAST table (migration 0009)."""
+    c = api(user.token(write=True))
+    text = " ".join(f"Sentence {i} tells how glaciers carve fjords, moraines and cirques over long winters."
+                    for i in range(120))
+    item = c.post("/api/v1/ingest", json={"kind": "text", "text": text, "auto_transform": False}).json()
+    rows = admin.sql("SELECT pg_column_size(c.*) AS row_bytes,"
+                     " pg_column_size(c.embedding) - 4 * vector_dims(c.embedding) AS header"
+                     " FROM chunks c JOIN user_items i ON i.content_id = c.content_id WHERE i.id = :id",
+                     id=item["user_item_id"])
+    assert len(rows) >= 2 and all(r.row_bytes > 2032 for r in rows)
+    assert {r.header for r in rows} == {8}  # varlena header + dimensions: inline (out of line it reports 4)
