@@ -183,6 +183,19 @@ def grow(conn: Any, base: list[tuple[str, list[str], np.ndarray]], targets: list
     return total
 
 
+def other_users(conn: Any, lev: Lev, base: list[tuple[str, list[str], np.ndarray]], rng: random.Random,
+                nrng: np.random.Generator) -> tuple[uuid.UUID, str]:
+    """999 more users: one with 1,000 chunks, 998 with about 10 each. Returns the first's id and kb-only token."""
+    small = new_user(lev.admin)
+    tiny = [(uuid.uuid4(), f"b{i}@example.com", "pro") for i in range(998)]
+    with conn.cursor() as cur:
+        with cur.copy("COPY users (id, email, tier) FROM STDIN") as cp:
+            for r in tiny:
+                cp.write_row(r)
+    grow(conn, base, [(small.id, 1000)] + [(uid, 10) for uid, _, _ in tiny], rng, nrng)
+    return small.id, small.token(kb_only=True, name="small")
+
+
 def reindex(conn: Any) -> float:
     t = time.perf_counter()
     conn.execute("SET maintenance_work_mem = '1GB'")
@@ -320,15 +333,8 @@ def main() -> str:
                 t = time.perf_counter()
                 have += grow(conn, base, [(lev.user_id, target - have)], rng, nrng)
                 t_insert = time.perf_counter() - t
-                if target == STAGES[2]:  # and 999 more users: one with 1,000 chunks, 998 with ~10 each
-                    small = new_user(lev.admin)
-                    small_token = small.token(kb_only=True, name="small")
-                    tiny = [(uuid.uuid4(), f"b{i}@example.com", "pro") for i in range(998)]
-                    with conn.cursor() as cur:
-                        with cur.copy("COPY users (id, email, tier) FROM STDIN") as cp:
-                            for r in tiny:
-                                cp.write_row(r)
-                    grow(conn, base, [(small.id, 1000)] + [(uid, 10) for uid, _, _ in tiny], rng, nrng)
+                if target == STAGES[2]:
+                    _, small_token = other_users(conn, lev, base, rng, nrng)
                 t_index = reindex(conn)
                 n_chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]  # type: ignore[index]
                 n_users = conn.execute("SELECT count(DISTINCT user_id) FROM user_items").fetchone()[0]  # type: ignore[index]

@@ -12,17 +12,15 @@ import argparse
 import os
 import random
 import time
-import uuid
 from typing import Any
 
 import httpx
 import numpy as np
 
-from bench.busy import QUIET, base_corpus, grow, reindex
+from bench.busy import QUIET, base_corpus, grow, other_users, reindex
 from bench.common import SCIFACT, cleanup, pct, start_lev
 from bench.latency import db_url
 from bench.scifact import load_data
-from tests.stack import new_user
 
 
 def main() -> None:
@@ -50,19 +48,12 @@ def main() -> None:
         conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
         t = time.perf_counter()
         grow(conn, base, [(lev.user_id, args.big)], rng, nrng)
-        small = new_user(lev.admin)
-        small_token = small.token(kb_only=True, name="small")
-        tiny = [(uuid.uuid4(), f"b{i}@example.com", "pro") for i in range(998)]
-        with conn.cursor() as cur:
-            with cur.copy("COPY users (id, email, tier) FROM STDIN") as cp:
-                for r in tiny:
-                    cp.write_row(r)
-        grow(conn, base, [(small.id, 1000)] + [(uid, 10) for uid, _, _ in tiny], rng, nrng)
+        small_id, small_token = other_users(conn, lev, base, rng, nrng)
         reindex(conn)
         print(f"built in {time.perf_counter() - t:.0f} s; data dir {lev.data_dir}", flush=True)
 
     emb = LocalEmbedder()
-    scope = Scope(small.id, None, kb_only=True)
+    scope = Scope(small_id, None, kb_only=True)
     p = search_params()
     timings: dict[str, list[float]] = {k: [] for k in ("embed", "plan", "kw_cand", "hybrid_sql", "search", "rest")}
 
@@ -115,10 +106,10 @@ def main() -> None:
             print(row[0])
 
     lev.admin.run(lambda s: explain(s, test[0]))
-    print(f"small user {small.id}; server {lev.url}; database {db_url()}", flush=True)
+    print(f"small user {small_id}; server {lev.url}; database {db_url()}", flush=True)
     if args.keep:
         with open("/tmp/lab_small.token", "w") as f:
-            f.write(f"{small.id} {small_token} {lev.url} {db_url()}\n")
+            f.write(f"{small_id} {small_token} {lev.url} {db_url()}\n")
         while not os.path.exists("/tmp/lab_stop"):
             time.sleep(1)
     cleanup(lev)

@@ -211,18 +211,10 @@ async def _visible_chunks(session: AsyncSession, scope: Scope, folder_id: uuid.U
 
 @dataclass(frozen=True)
 class Plan:
-    kw_inner: str  # scope condition on postings before grouping ("" when probing)
-    kw_outer: str  # scope condition on ranked keyword groups ("true" when filtered before)
+    kw_cand: str  # the `cand` CTE (chunk_id, s) of the keyword candidates, with the scope applied
     kw_over: int  # keyword groups ranked before probing (see _KW_CAND_PROBED)
     vec_filter: str
     exact: str  # "+ 0" defeats the HNSW index: exact scan
-
-    @property
-    def kw_cand(self) -> str:
-        """The `cand` CTE (chunk_id, s) of the keyword candidates, as this plan applies the scope."""
-        if self.kw_outer == "true":
-            return _KW_CAND_FILTERED.format(inner=self.kw_inner)
-        return _KW_CAND_PROBED.format(inner=self.kw_inner, outer=self.kw_outer)
 
 
 async def plan_scope(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None, depth: int, mode: str,
@@ -237,9 +229,10 @@ async def plan_scope(session: AsyncSession, scope: Scope, folder_id: uuid.UUID |
     scope_in = scope_sql(scope, folder_id)
     share = max(visible_n, 1) / total
     if share >= p.probe_min_share:
-        kw = ("", _probe_sql(scope, folder_id, "o.content_id"), math.ceil(2 * depth / min(share, 1.0)))
+        kw = (_KW_CAND_PROBED.format(inner="", outer=_probe_sql(scope, folder_id, "o.content_id")),
+              math.ceil(2 * depth / min(share, 1.0)))
     else:
-        kw = (f"AND p.content_id IN ({scope_in})", "true", depth)
+        kw = (_KW_CAND_FILTERED.format(inner=f"AND p.content_id IN ({scope_in})"), depth)
     if mode == "keyword" or visible_n <= p.exact_scan_max_chunks:
         return Plan(*kw, f"c.content_id IN ({scope_in})", "+ 0")
     ef = min(1000, max(p.ef_search, depth, math.ceil(1.5 * depth / share)))
