@@ -130,7 +130,7 @@ def test_local_embedder_is_loaded_once_across_threads(local: LocalEmbedder) -> N
 
 
 def test_local_query_path_matches_the_batch_path(local: LocalEmbedder) -> None:
-    """embed_query runs a traced graph; it must give the same vectors as `embed` at every length."""
+    """embed_query runs the exported ONNX graph; it must give the same vectors as `embed` at every length."""
     texts = ["x", "cat on a mat", "  padded with spaces\n", "Ünïcode — naïve café 東京",
              "vitamin D deficiency and the risk of fractures in older adults " * 3,
              "a long document that is truncated at 256 wordpieces " * 80]

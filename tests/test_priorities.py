@@ -59,6 +59,19 @@ def test_a_killed_ingest_embedding_process_is_replaced(server: LiveServer, user:
     assert [p.pid for p in _ingest_processes(server)] != [old.pid]
 
 
+def test_the_api_process_embeds_queries_without_torch(server: LiveServer, user: User) -> None:
+    """Its query graph comes from the ingest process as ONNX: torch (about 220 MiB) is never mapped into it."""
+    api = Api(server.url, user.token(write=True))
+    assert api.post("/api/v1/ingest", json={"kind": "text", "text": BEES}).status_code == 200
+    assert api.get("/api/v1/search", params={"q": "insect dance", "mode": "semantic"}).json()["results"]
+    assert server.proc is not None
+    libraries = {m.path.rsplit("/", 1)[-1] for m in psutil.Process(server.proc.pid).memory_maps()}
+    assert any(name.startswith("libonnxruntime") for name in libraries), sorted(libraries)
+    assert not any(name.startswith("libtorch") for name in libraries), sorted(libraries)
+    child = _ingest_processes(server)[0]
+    assert any(m.path.rsplit("/", 1)[-1].startswith("libtorch") for m in child.memory_maps())
+
+
 def test_queries_that_arrive_together_are_embedded_in_one_batch() -> None:
     local = LocalEmbedder()
     texts = ["bees", "how do honeybees find flowers far from the hive", "a", "mitochondrial membrane potential"]

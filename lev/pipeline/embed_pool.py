@@ -187,7 +187,7 @@ class IngestPool:
             p = self._free.get()
             try:
                 if i == 0:
-                    fd, name = tempfile.mkstemp(prefix="lev-query-graph-", suffix=".pt")
+                    fd, name = tempfile.mkstemp(prefix="lev-query-graph-", suffix=".onnx")
                     os.close(fd)
                     graph = Path(name)
                     try:
