@@ -162,6 +162,7 @@ def _query_encoder() -> Callable[[str], list[float]]:
     with _query_lock:
         if _query_fn is None:
             import numpy as np
+
             # Its own tokenizer, configured once: sharing the batch path's would flip its truncation and padding
             # state between concurrent calls.
             from tokenizers import Tokenizer
@@ -173,7 +174,8 @@ def _query_encoder() -> Callable[[str], list[float]]:
 
             def embed_one(text: str) -> list[float]:
                 ids = np.array([tok.encode(text.strip()).ids], dtype=np.int64)
-                row: list[float] = session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0][0].tolist()
+                out = session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0]
+                row: list[float] = out[0].tolist()
                 return row
 
             def embed_many(texts: list[str]) -> list[list[float]]:
