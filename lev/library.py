@@ -18,7 +18,7 @@ from lev.settings import get_settings
 from store import folders as folder_store
 from store import items as item_store
 from store import search as search_store
-from store.db import session_scope
+from store.db import read_scope, session_scope
 from store.scope import Scope
 
 
@@ -46,7 +46,7 @@ async def search(principal: Principal, *, query: str, mode: str = "hybrid", limi
     # The query is embedded in a worker thread while the database plans and finds keyword candidates.
     vector = asyncio.ensure_future(embed_query(query)) if mode != "keyword" else None
     try:
-        async with session_scope() as s:
+        async with read_scope() as s:  # reads only: no BEGIN and COMMIT round trips
             if folder_id is not None and not await folder_store.owned_ids(s, principal.user_id, [folder_id]):
                 raise not_found()
             results = await search_store.search(s, principal.scope, query=query, query_vector=vector, mode=mode,

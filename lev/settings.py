@@ -19,6 +19,8 @@ class Settings(BaseSettings):
     """PostgreSQL (>= 14, with pgvector >= 0.5) URL; unset: the embedded PostgreSQL under the data directory."""
     redis_url: str | None = None
     """Redis (>= 6) URL; unset: the embedded Redis under the data directory."""
+    db_pool_size: int = 20
+    """Database connections each process keeps open (up to 10 more are opened for bursts and closed after)."""
     data_dir: Path = Path("./.lev")
     """Where the embedded servers, uploads and the signing key live."""
     # the public URL (behind a proxy); unset: the address each request was actually served on

@@ -18,13 +18,16 @@ _url: str | None = None
 CONNECT_TIMEOUT_SEC = 5
 
 
-def init_engine(url: str, pool_size: int = 10) -> AsyncEngine:
-    """Create the process-wide async engine (idempotent for the same URL)."""
+def init_engine(url: str, pool_size: int = 20) -> AsyncEngine:
+    """Create the process-wide async engine (idempotent for the same URL), keeping `pool_size` connections.
+
+    Connections beyond it are opened for a burst and closed when returned: each costs PostgreSQL a new backend
+    and the statements prepared on it, so the kept pool should cover the usual concurrency."""
     global _engine, _sessions, _url
     if _engine is not None and _url == url:
         return _engine
     # connect_timeout and pool_timeout make an unreachable database fail fast (503) instead of hanging a request.
-    _engine = create_async_engine(url, pool_size=pool_size, max_overflow=20, pool_timeout=10,
+    _engine = create_async_engine(url, pool_size=pool_size, max_overflow=10, pool_timeout=10,
                                   connect_args={"connect_timeout": CONNECT_TIMEOUT_SEC})
     _ping_idle_connections(_engine)
     _sessions = async_sessionmaker(_engine, expire_on_commit=False)

@@ -215,6 +215,7 @@ class Plan:
     kw_over: int  # keyword groups ranked before probing (see _KW_CAND_PROBED)
     vec_filter: str
     exact: str  # "+ 0" defeats the HNSW index: exact scan
+    ef: int | None = None  # hnsw.ef_search for the index scan (None: exact scan, no index)
 
 
 async def plan_scope(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None, depth: int, mode: str,
@@ -236,8 +237,23 @@ async def plan_scope(session: AsyncSession, scope: Scope, folder_id: uuid.UUID |
     if mode == "keyword" or visible_n <= p.exact_scan_max_chunks:
         return Plan(*kw, f"c.content_id IN ({scope_in})", "+ 0")
     ef = min(1000, max(p.ef_search, depth, math.ceil(1.5 * depth / share)))
-    await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef)}"))
-    return Plan(*kw, _probe_sql(scope, folder_id, "c.content_id"), "")
+    return Plan(*kw, _probe_sql(scope, folder_id, "c.content_id"), "", ef)
+
+
+async def use_plan_ef(session: AsyncSession, plan: Plan) -> None:
+    """Set `hnsw.ef_search` for the plan's index scan. Inside a transaction: SET LOCAL. On an autocommit
+    connection (a search's reads): a session-level SET, sent only when the connection's last one differs (it is
+    remembered with the connection), so a run of searches over the same scope pays no extra round trip."""
+    if plan.ef is None:
+        return
+    conn = await session.connection()
+    raw = await conn.get_raw_connection()
+    if not getattr(raw.driver_connection, "autocommit", False):
+        await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(plan.ef)}"))
+        return
+    if raw.info.get("hnsw.ef_search") != plan.ef:
+        await session.execute(text(f"SET hnsw.ef_search = {int(plan.ef)}"))
+        raw.info["hnsw.ef_search"] = plan.ef
 
 
 def with_vector(sql: str) -> TextClause:
@@ -256,6 +272,7 @@ async def search(
     p = params
     depth = max(p.candidates, limit)
     plan = await plan_scope(session, scope, folder_id, limit if mode == "semantic" else depth, mode, p)
+    await use_plan_ef(session, plan)
     bm25 = {"q": query, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,
             "over": plan.kw_over}
     item = item_sql(scope, folder_id)
@@ -336,6 +353,7 @@ async def similar_items(session: AsyncSession, scope: Scope, item_id: uuid.UUID,
     p = params
     depth = max(4 * limit, 40)
     plan = await plan_scope(session, scope, None, depth, "semantic", p)
+    await use_plan_ef(session, plan)
     rows = (await session.execute(
         text(_SIMILAR_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=_similar_item_sql(scope))),
         {"cid": content_id, "src": SIMILAR_SOURCE_CHUNKS, "depth": depth, "limit": limit},

@@ -152,3 +152,43 @@ def test_chunk_embeddings_stay_in_the_row(server, api, user, admin) -> None:
                      id=item["user_item_id"])
     assert len(rows) >= 2 and all(r.row_bytes > 2032 for r in rows)
     assert {r.header for r in rows} == {8}  # varlena header + dimensions: inline (out of line it reports 4)
+
+
+def test_the_plans_ef_search_reaches_the_index_scan(admin) -> None:
+    """A search's reads run without a transaction: hnsw.ef_search is set on the connection, and only when it
+    changes; inside a transaction it is SET LOCAL."""
+    from sqlalchemy import event, text
+
+    from store import db
+    from store.search import Plan, use_plan_ef
+
+    sent: list[str] = []
+
+    def note(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if statement.startswith("SET"):
+            sent.append(statement)
+
+    async def show(s) -> int:  # type: ignore[no-untyped-def]
+        return int((await s.execute(text("SHOW hnsw.ef_search"))).scalar_one())
+
+    async def go() -> tuple[list[int], list[int]]:
+        seen, inside = [], []
+        async with db.read_scope() as s:
+            for ef in (123, 123, 250, None, 123):
+                await use_plan_ef(s, Plan("", 0, "true", "", ef))
+                seen.append(await show(s))
+        async with db.session_scope() as s:
+            await use_plan_ef(s, Plan("", 0, "true", "", 77))
+            inside.append(await show(s))
+        return seen, inside
+
+    engine = db.engine().sync_engine
+    event.listen(engine, "before_cursor_execute", note)
+    try:
+        seen, inside = admin.run_coro(go())
+    finally:
+        event.remove(engine, "before_cursor_execute", note)
+    assert seen == [123, 123, 250, 250, 123]  # None: an exact scan, the setting left as it was
+    assert inside == [77]
+    assert sent == ["SET hnsw.ef_search = 123", "SET hnsw.ef_search = 250", "SET hnsw.ef_search = 123",
+                    "SET LOCAL hnsw.ef_search = 77"]
