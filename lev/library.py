@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -44,7 +43,7 @@ async def search(principal: Principal, *, query: str, mode: str = "hybrid", limi
     if folder_id is not None and not folder_visible(principal.scope, folder_id):
         raise not_found()
     # The query is embedded in a worker thread while the database plans and finds keyword candidates.
-    vector = asyncio.ensure_future(embed_query(query)) if mode != "keyword" else None
+    vector = embed_query(query) if mode != "keyword" else None
     try:
         async with read_scope() as s:  # reads only: no BEGIN and COMMIT round trips
             if folder_id is not None and not await folder_store.owned_ids(s, principal.user_id, [folder_id]):

@@ -50,36 +50,43 @@ class QueryBatcher:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="lev-query-embed")
         self.batches: list[int] = []  # sizes of the last batches (bounded), for the benchmark's report
 
-    async def embed(self, text: str) -> list[float]:
+    def submit(self, text: str) -> asyncio.Future[list[float]]:
+        """The future vector of `text`. An idle thread starts on it before this returns (the caller's next
+        statements already overlap with it); otherwise it joins the next batch."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[float]] = loop.create_future()
         self._pending.append((text, future))
         if not self._running:
             self._running = True
-            loop.create_task(self._drain())
-        return await future
+            self._next_batch(loop)
+        return future
 
-    async def _drain(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while self._pending:
-                batch = [(t, f) for t, f in self._pending[:self.max_batch] if not f.done()]  # skip cancelled
-                del self._pending[:self.max_batch]
-                if not batch:
-                    continue
+    async def embed(self, text: str) -> list[float]:
+        return await self.submit(text)
+
+    def _next_batch(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Hand the pending queries (up to `max_batch`, cancelled ones skipped) to the thread; when it is done,
+        the next batch follows from its callback. Runs on the event loop."""
+        while self._pending:
+            batch = [(t, f) for t, f in self._pending[:self.max_batch] if not f.done()]
+            del self._pending[:self.max_batch]
+            if batch:
                 self.batches = [*self.batches[-999:], len(batch)]
-                try:
-                    vectors = await loop.run_in_executor(self._executor, self._embed_batch, [t for t, _ in batch])
-                except Exception as exc:
-                    for _, f in batch:
-                        if not f.done():
-                            f.set_exception(exc)
-                    continue
-                for (_, f), v in zip(batch, vectors, strict=True):
-                    if not f.done():
-                        f.set_result(v)
-        finally:
-            self._running = False
+                work = loop.run_in_executor(self._executor, self._embed_batch, [t for t, _ in batch])
+                work.add_done_callback(lambda done, batch=batch: self._finish(loop, batch, done))  # type: ignore[misc]
+                return
+        self._running = False
+
+    def _finish(self, loop: asyncio.AbstractEventLoop, batch: list[tuple[str, asyncio.Future[list[float]]]],
+                done: asyncio.Future[list[list[float]]]) -> None:
+        exc = done.exception()
+        for i, (_, f) in enumerate(batch):
+            if not f.done():
+                if exc is not None:
+                    f.set_exception(exc)
+                else:
+                    f.set_result(done.result()[i])
+        self._next_batch(loop)
 
 
 _batcher: QueryBatcher | None = None
@@ -96,9 +103,10 @@ def query_batcher() -> QueryBatcher:
     return _batcher
 
 
-async def embed_query(query: str) -> list[float]:
-    """The vector of a search query, from the query thread (batched with concurrent queries)."""
-    return await query_batcher().embed(query)
+def embed_query(query: str) -> asyncio.Future[list[float]]:
+    """The future vector of a search query, from the query thread (batched with concurrent queries); its
+    embedding starts before this returns when the thread is idle."""
+    return query_batcher().submit(query)
 
 
 class IngestProcess:
