@@ -38,7 +38,8 @@ class QueryBatcher:
     """Query embeddings on one dedicated thread, batched under concurrency.
 
     A query that finds the thread idle is embedded at once, alone (no added wait at concurrency 1); queries that
-    arrive while it is busy are collected and embedded together, in one forward pass, when it is free. The
+    arrive while it is busy are collected and embedded together when it is free (`embed_queries`: in runs of
+    similar length). The
     thread serves only queries: ingest batches go elsewhere (`IngestPool`), so a query never queues behind them.
     """
 
@@ -79,10 +80,12 @@ class QueryBatcher:
 
     def _finish(self, loop: asyncio.AbstractEventLoop, batch: list[tuple[str, asyncio.Future[list[float]]]],
                 done: asyncio.Future[list[list[float]]]) -> None:
-        exc = done.exception()
+        exc = None if done.cancelled() else done.exception()
         for i, (_, f) in enumerate(batch):
             if not f.done():
-                if exc is not None:
+                if done.cancelled():
+                    f.cancel()
+                elif exc is not None:
                     f.set_exception(exc)
                 else:
                     f.set_result(done.result()[i])
