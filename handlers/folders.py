@@ -10,12 +10,12 @@ from lev.errors import not_found
 from lev.policy import parse_uuid, require, require_whole_library
 from lev.principals import changing_auth
 from store import folders as folder_store
-from store.db import session_scope
+from store.db import read_scope, session_scope
 
 
 async def list_folders(token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
-    async with session_scope() as s:
+    async with read_scope() as s:
         found = await folder_store.list_visible(s, p.scope)
     context.note_results(len(found))
     return {"folders": found}

@@ -13,7 +13,7 @@ from lev.errors import folder_not_found, invalid_body, not_found
 from lev.policy import check_membership_targets, folder_visible, parse_uuid, parse_uuid_field, parse_uuid_list, require
 from store import folders as folder_store
 from store import items as item_store
-from store.db import session_scope
+from store.db import read_scope, session_scope
 
 
 async def list_items(
@@ -28,7 +28,7 @@ async def list_items(
     fid = parse_uuid_field(folder_id, "folder_id")
     if fid is not None and not folder_visible(p.scope, fid):
         raise not_found()
-    async with session_scope() as s:
+    async with read_scope() as s:
         if fid is not None and not await folder_store.owned_ids(s, p.user_id, [fid]):
             raise not_found()
         found, total = await item_store.list_items(

@@ -17,7 +17,7 @@ from lev.settings import get_settings
 from store import folders as folder_store
 from store import items as item_store
 from store import search as search_store
-from store.db import read_scope, session_scope
+from store.db import read_scope
 from store.scope import Scope
 
 
@@ -107,7 +107,7 @@ async def rename_folder(session: AsyncSession, scope: Scope, folder_id: uuid.UUI
 
 
 async def get_item(principal: Principal, item_id: uuid.UUID) -> dict[str, Any]:
-    async with session_scope() as s:
+    async with read_scope() as s:
         item = await item_store.get_visible(s, principal.scope, item_id)
     if item is None:
         raise not_found()
@@ -120,7 +120,7 @@ async def get_item(principal: Principal, item_id: uuid.UUID) -> dict[str, Any]:
 async def stored_file(principal: Principal, item_id: uuid.UUID) -> tuple[Path | str, str, str]:
     """Where the caller reads a visible item's stored file (a local path or a presigned URL), its MIME type and
     file name; 404 when the item is not visible or has no stored file."""
-    async with session_scope() as s:
+    async with read_scope() as s:
         row = await item_store.stored_object(s, principal.scope, item_id)
     if row is None:
         raise not_found("The item does not exist, is outside this token's scope, or has no stored file.")
@@ -131,7 +131,7 @@ async def stored_file(principal: Principal, item_id: uuid.UUID) -> tuple[Path | 
 
 
 async def list_recent(principal: Principal, limit: int) -> list[dict[str, Any]]:
-    async with session_scope() as s:
+    async with read_scope() as s:
         items = await item_store.recent(s, principal.scope, limit)
     context.note_results(len(items))
     return items
@@ -141,7 +141,7 @@ async def similar_items(principal: Principal, item_id: uuid.UUID, limit: int = 1
     """Visible in-KB items ranked by how near their chunks lie to the item's chunks (search's scope rules)."""
     if not 1 <= limit <= 50:
         raise invalid_body("limit must be between 1 and 50.")
-    async with session_scope() as s:
+    async with read_scope() as s:
         results = await search_store.similar_items(s, principal.scope, item_id, limit=limit, params=search_params())
     if results is None:
         raise not_found()

@@ -85,8 +85,9 @@ async def session_scope() -> AsyncIterator[AsyncSession]:
 
 @asynccontextmanager
 async def read_scope() -> AsyncIterator[AsyncSession]:
-    """A session for reads that need no transaction (one statement, e.g. authentication): autocommit, so no
-    BEGIN and COMMIT round trips."""
+    """A session for reads that need no transaction (authentication, searches, lists, an item): autocommit, so
+    no BEGIN and COMMIT round trips. Each statement sees its own snapshot, as it would in a READ COMMITTED
+    transaction; a read that needs one snapshot for several statements uses `snapshot_scope`."""
     async with engine().connect() as conn:
         auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
         async with AsyncSession(bind=auto) as session:
