@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from pgvector.sqlalchemy import Vector
-from sqlalchemy import TextClause, bindparam, exists, literal_column, select, text
+import numpy as np
+from sqlalchemy import Text, TextClause, TypeDecorator, bindparam, exists, literal_column, select, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -256,9 +256,24 @@ async def use_plan_ef(session: AsyncSession, plan: Plan) -> None:
         raw.info["hnsw.ef_search"] = plan.ef
 
 
+class QueryVector(TypeDecorator[list[float]]):
+    """A query's floats bound as pgvector's text form for `CAST(:qvec AS vector)`: rounded to float4 here, then
+    written with 9 significant digits, which is exactly that float4, in a third of the time of `Vector`'s
+    shortest-repr formatting of the doubles."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: list[float] | None, dialect: Any) -> str | None:
+        if value is None:
+            return None
+        floats = np.asarray(value, dtype=np.float32).tolist()  # rounded once, as PostgreSQL would
+        return "[" + ",".join(["%.9g"] * len(floats)) % tuple(floats) + "]"
+
+
 def with_vector(sql: str) -> TextClause:
     """A statement whose `:qvec` is bound as a pgvector `vector` (pass the query's floats)."""
-    return text(sql).bindparams(bindparam("qvec", type_=Vector()))
+    return text(sql).bindparams(bindparam("qvec", type_=QueryVector()))
 
 
 async def search(

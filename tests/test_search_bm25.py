@@ -192,3 +192,25 @@ def test_the_plans_ef_search_reaches_the_index_scan(admin) -> None:
     assert inside == [77]
     assert sent == ["SET hnsw.ef_search = 123", "SET hnsw.ef_search = 250", "SET hnsw.ef_search = 123",
                     "SET LOCAL hnsw.ef_search = 77"]
+
+
+def test_a_query_vector_reaches_postgresql_unchanged(admin) -> None:
+    """`with_vector` sends 9 significant digits: the same float4 values as pgvector's own full-precision binding,
+    for float32 output (the local model) and float64 input (a hosted embedder) alike."""
+    import numpy as np
+    from pgvector.sqlalchemy import Vector
+    from sqlalchemy import bindparam
+
+    from store.search import with_vector
+
+    rng = np.random.default_rng(7)
+    vectors = [rng.standard_normal(384).astype(np.float32).tolist(), (rng.standard_normal(384) / 20).tolist(),
+               [1e-38, -3.4e38, 0.0, 1.0, -1.0, 1e-7, 123456.789] + [0.5] * 377]
+
+    async def same(s, vec: list[float]) -> bool:  # type: ignore[no-untyped-def]
+        stmt = with_vector("SELECT CAST(:qvec AS vector) = :exact AS same")
+        stmt = stmt.bindparams(bindparam("exact", type_=Vector(384)))
+        row = (await s.execute(stmt, {"qvec": vec, "exact": vec})).one()
+        return bool(row.same)
+
+    assert all(admin.run(lambda s, v=v: same(s, v)) for v in vectors)
