@@ -214,3 +214,9 @@ def test_a_query_vector_reaches_postgresql_unchanged(admin) -> None:
         return bool(row.same)
 
     assert all(admin.run(lambda s, v=v: same(s, v)) for v in vectors)
+    # No bind cast (`%(qvec)s::VARCHAR`): PostgreSQL must see a `vector` parameter, or a generic plan converts the
+    # text once per row it compares (a 1,000-chunk exact scan went from 28 to 76 ms p50 through REST that way).
+    from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
+
+    compiled = with_vector("SELECT CAST(:qvec AS vector)").compile(dialect=pg_psycopg.dialect())
+    assert "%(qvec)s AS vector" in str(compiled)
