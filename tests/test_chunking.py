@@ -14,7 +14,7 @@ from lev.pipeline.chunking import (
     embed_input,
     normalize_whitespace,
 )
-from lev.pipeline.embedder import LOCAL_MAX_SEQ_LENGTH, tokenizer
+from lev.pipeline.minilm import LOCAL_MAX_SEQ_LENGTH, tokenizer
 
 WORDS = (
     "the lighthouse keeper climbed spiral stairs before dawn to trim the wick and polish the great "

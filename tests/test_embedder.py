@@ -17,8 +17,8 @@ from lev.pipeline.embedder import (
     OpenAIEmbedder,
     check_dimension,
     get_embedder,
-    tokenizer,
 )
+from lev.pipeline.minilm import tokenizer
 from lev.settings import get_settings
 
 
@@ -114,7 +114,7 @@ def test_local_embedder_shape_norm_and_similarity(local: LocalEmbedder) -> None:
 
 
 def test_local_embedder_is_loaded_once_across_threads(local: LocalEmbedder) -> None:
-    from lev.pipeline import embedder as mod
+    from lev.pipeline import minilm as mod
 
     results: list[list[float]] = []
     def work() -> None:
@@ -126,7 +126,7 @@ def test_local_embedder_is_loaded_once_across_threads(local: LocalEmbedder) -> N
     for t in threads:
         t.join()
     assert len(results) == 4 and all(r == results[0] for r in results)
-    assert mod._model is mod._load_model()
+    assert mod._model is mod.load_model()
 
 
 def test_local_query_path_matches_the_batch_path(local: LocalEmbedder) -> None:

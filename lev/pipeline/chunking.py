@@ -16,7 +16,8 @@ import asyncio
 import re
 from typing import Any
 
-from lev.pipeline.embedder import LOCAL_MAX_SEQ_LENGTH, get_embedder, tokenizer
+from lev.pipeline.embedder import get_embedder
+from lev.pipeline.minilm import LOCAL_MAX_SEQ_LENGTH, tokenizer
 
 CHUNK_TOKENS = 200  # budget for title + chunk; leaves margin under the 256-token model window
 MIN_CHUNK_TOKENS = 64

@@ -17,15 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lev.pipeline.embedder import (
-    Embedder,
-    LocalEmbedder,
-    TimedEmbedder,
-    get_embedder,
-    query_encoder,
-    send_batches_to,
-    use_query_graph,
-)
+from lev.pipeline import query_graph
+from lev.pipeline.embedder import Embedder, LocalEmbedder, TimedEmbedder, get_embedder, send_batches_to
 from lev.settings import get_settings
 
 READY = b"LEV-EMBED-READY\n"  # the child's first line once its model is loaded
@@ -203,8 +196,8 @@ class IngestPool:
                     graph = Path(name)
                     try:
                         p.start(graph)
-                        use_query_graph(graph)
-                        query_encoder()  # loaded now, while the file exists
+                        query_graph.use_query_graph(graph)
+                        query_graph.load()  # now, while the file exists
                     finally:
                         graph.unlink(missing_ok=True)
                 else:

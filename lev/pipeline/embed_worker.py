@@ -1,5 +1,5 @@
 """The ingest embedding process (`python -m lev.pipeline.embed_worker NICE THREADS [GRAPH]`), started by an API
-process; with GRAPH it first writes the frozen query graph there for its parent (`embedder.use_query_graph`).
+process; with GRAPH it first writes the ONNX query graph there for its parent (`query_graph.use_query_graph`).
 
 It lowers its own CPU priority, loads the local model and then embeds one batch of texts at a time: a request is
 a 4-byte big-endian length and a JSON list of strings on stdin; the answer is a 4-byte length and either `V` plus
@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 from lev.pipeline.embed_pool import READY
-from lev.pipeline.embedder import LocalEmbedder, save_query_graph
+from lev.pipeline.embedder import LocalEmbedder
+from lev.pipeline.query_graph import save_query_graph
 
 
 def _read(stream: object, n: int) -> bytes:
