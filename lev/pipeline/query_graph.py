@@ -8,7 +8,6 @@ import os
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,6 @@ from lev.pipeline.minilm import LOCAL_MAX_SEQ_LENGTH, PROBE_TEXT, load_model, mo
 BATCH_SLACK = 1.3
 
 _query_lock = threading.Lock()
-_query_fn: Callable[[str], list[float]] | None = None
-_queries_fn: Callable[[list[str]], list[list[float]]] | None = None
 
 
 def _pooled_model() -> Any:
@@ -64,8 +61,8 @@ def save_query_graph(path: Path) -> None:
 def use_query_graph(path: Path | None) -> None:
     """Load the query graph from `path` (written by `save_query_graph`) instead of exporting it here: this process
     then never loads torch, sentence-transformers and transformers, about 400 MiB less."""
-    global _query_graph_file, _query_fn
-    _query_graph_file, _query_fn = path, None
+    global _query_graph_file, _graph
+    _query_graph_file, _graph = path, None
 
 
 def _query_session(path: Path | None) -> Any:
@@ -85,91 +82,78 @@ def _query_session(path: Path | None) -> Any:
         return ort.InferenceSession(str(Path(tmp) / "query.onnx"), options, providers=["CPUExecutionProvider"])
 
 
-def _query_encoder() -> Callable[[str], list[float]]:
-    """One text -> its embedding through ONNX Runtime on the exported query graph (built once).
+class _QueryGraph:
+    """The query graph in an ONNX Runtime session, with its own tokenizer (configured once: sharing the batch
+    path's would flip its truncation and padding state between concurrent calls).
 
     Same weights and maths as `encode` (vectors equal to about 2e-7), in about half the time of a TorchScript
     copy and without torch in the process (bench/TUNING.md, issue 18); the session releases the GIL while it
     runs, so it overlaps with the event loop.
     """
-    global _query_fn
-    if _query_fn is not None:
-        return _query_fn
-    with _query_lock:
-        if _query_fn is None:
-            import numpy as np
 
-            # Its own tokenizer, configured once: sharing the batch path's would flip its truncation and padding
-            # state between concurrent calls.
-            from tokenizers import Tokenizer
+    def __init__(self, path: Path | None) -> None:
+        from tokenizers import Tokenizer
 
-            tok = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
-            tok.no_padding()
-            tok.enable_truncation(LOCAL_MAX_SEQ_LENGTH)
-            session = _query_session(_query_graph_file)
+        self.tok = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
+        self.tok.no_padding()
+        self.tok.enable_truncation(LOCAL_MAX_SEQ_LENGTH)
+        self.session = _query_session(path)
 
-            def embed_one(text: str) -> list[float]:
-                ids = np.array([tok.encode(text.strip()).ids], dtype=np.int64)
-                out = session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0]
-                row: list[float] = out[0].tolist()
-                return row
+    def run(self, rows: list[list[int]]) -> list[list[float]]:
+        """Token rows padded to the longest: the mask keeps padding out of the attention and the pooling (nothing
+        in the graph depends on the batch or the length)."""
+        import numpy as np
 
-            def embed_padded(rows: list[list[int]]) -> list[list[float]]:
-                width = max(len(r) for r in rows)
-                ids = np.zeros((len(rows), width), dtype=np.int64)
-                mask = np.zeros((len(rows), width), dtype=np.int64)
-                for i, r in enumerate(rows):
-                    ids[i, :len(r)] = r
-                    mask[i, :len(r)] = 1
-                out: list[list[float]] = session.run(None, {"input_ids": ids, "attention_mask": mask})[0].tolist()
-                return out
+        width = max(len(r) for r in rows)
+        ids = np.zeros((len(rows), width), dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for i, r in enumerate(rows):
+            ids[i, :len(r)] = r
+            mask[i, :len(r)] = 1
+        out: list[list[float]] = self.session.run(None, {"input_ids": ids, "attention_mask": mask})[0].tolist()
+        return out
 
-            def embed_many(texts: list[str]) -> list[list[float]]:
-                """Several queries, in runs of similar length: each run is padded to its longest query (the mask
-                keeps padding out of the attention and the pooling; nothing in the graph depends on the batch or
-                the length), and a run only takes queries up to `BATCH_SLACK` times its shortest, since padding
-                costs as much as tokens."""
-                if len(texts) == 1:
-                    return [embed_one(texts[0])]
-                rows = [tok.encode(text.strip()).ids for text in texts]
-                order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
-                vectors: list[list[float]] = [[] for _ in rows]
-                start = 0
-                while start < len(order):
-                    limit = BATCH_SLACK * len(rows[order[start]]) + 2
-                    end = start + 1
-                    while end < len(order) and len(rows[order[end]]) <= limit:
-                        end += 1
-                    run = order[start:end]
-                    for i, vec in zip(run, embed_padded([rows[i] for i in run]), strict=True):
-                        vectors[i] = vec
-                    start = end
-                return vectors
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """In runs of similar length: a run only takes queries up to `BATCH_SLACK` times its shortest, since
+        padding costs as much as tokens."""
+        rows = [self.tok.encode(text.strip()).ids for text in texts]
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+        vectors: list[list[float]] = [[] for _ in rows]
+        start = 0
+        while start < len(order):
+            limit = BATCH_SLACK * len(rows[order[start]]) + 2
+            end = start + 1
+            while end < len(order) and len(rows[order[end]]) <= limit:
+                end += 1
+            run = order[start:end]
+            for i, vec in zip(run, self.run([rows[i] for i in run]), strict=True):
+                vectors[i] = vec
+            start = end
+        return vectors
 
-            global _queries_fn
-            _queries_fn = embed_many
-            _query_fn = embed_one
-    return _query_fn
+
+_graph: _QueryGraph | None = None
+
+
+def _loaded() -> _QueryGraph:
+    global _graph
+    if _graph is None:
+        with _query_lock:
+            if _graph is None:
+                _graph = _QueryGraph(_query_graph_file)
+    return _graph
 
 
 def load() -> None:
     """Build (or load) the query graph now rather than at the first query."""
-    _query_encoder()
-
-
-def _queries_encoder() -> Callable[[list[str]], list[list[float]]]:
-    _query_encoder()
-    assert _queries_fn is not None
-    return _queries_fn
-
-
+    _loaded()
 
 
 def embed_query(text: str) -> list[float]:
     """One query's vector."""
-    return _query_encoder()(text)
+    return _loaded().embed([text])[0]
 
 
 def embed_queries(texts: list[str]) -> list[list[float]]:
     """Several queries' vectors (in runs of similar length)."""
-    return _queries_encoder()(texts)
+    return _loaded().embed(texts)
