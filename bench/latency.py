@@ -209,7 +209,6 @@ def hnsw_recall(lev: Lev, queries: list[str], limit: int) -> dict[str, Any]:
 
     async def one(s: Any, q: str, vec: list[float]) -> tuple[list[Any], list[Any], int, float, float]:
         plan = await ss.plan_scope(s, scope, None, limit, "semantic", p)
-        await ss.use_plan_ef(s, plan)
         assert plan.exact == "", "expected the HNSW path at this scale"
         ef = int((await s.execute(text("SHOW hnsw.ef_search"))).scalar_one())
         item = ss.item_sql(scope, None)

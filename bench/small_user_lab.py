@@ -61,7 +61,6 @@ def main() -> None:
         depth = max(p.candidates, 10)
         t0 = time.perf_counter()
         plan = await ss.plan_scope(s, scope, None, depth, "hybrid", p)
-        await ss.use_plan_ef(s, plan)
         t1 = time.perf_counter()
         bm25 = {"q": q, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,
                 "over": plan.kw_over}

@@ -225,7 +225,8 @@ async def plan_scope(session: AsyncSession, scope: Scope, folder_id: uuid.UUID |
 
     A scope covering a large share is probed per candidate (a few hundred index probes); a small one is
     applied as an IN list first. Small scopes get an exact vector scan; larger ones HNSW with ef_search raised
-    for the scope's selectivity, since pgvector filters after the index scan.
+    for the scope's selectivity, since pgvector filters after the index scan (set on the session here,
+    `use_plan_ef`).
     """
     visible_n, total = await _visible_chunks(session, scope, folder_id)
     scope_in = scope_sql(scope, folder_id)
@@ -238,7 +239,9 @@ async def plan_scope(session: AsyncSession, scope: Scope, folder_id: uuid.UUID |
     if mode == "keyword" or visible_n <= p.exact_scan_max_chunks:
         return Plan(*kw, f"c.content_id IN ({scope_in})", "+ 0")
     ef = min(1000, max(p.ef_search, depth, math.ceil(1.5 * depth / share)))
-    return Plan(*kw, _probe_sql(scope, folder_id, "c.content_id"), "", ef)
+    plan = Plan(*kw, _probe_sql(scope, folder_id, "c.content_id"), "", ef)
+    await use_plan_ef(session, plan)
+    return plan
 
 
 async def use_plan_ef(session: AsyncSession, plan: Plan) -> None:
@@ -294,7 +297,6 @@ async def search(
     p = params
     depth = max(p.candidates, limit)
     plan = await plan_scope(session, scope, folder_id, limit if mode == "semantic" else depth, mode, p)
-    await use_plan_ef(session, plan)
     bm25 = {"q": query, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,
             "over": plan.kw_over}
     item = item_sql(scope, folder_id)
@@ -375,7 +377,6 @@ async def similar_items(session: AsyncSession, scope: Scope, item_id: uuid.UUID,
     p = params
     depth = max(4 * limit, 40)
     plan = await plan_scope(session, scope, None, depth, "semantic", p)
-    await use_plan_ef(session, plan)
     rows = (await session.execute(
         text(_SIMILAR_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=_similar_item_sql(scope))),
         {"cid": content_id, "src": SIMILAR_SOURCE_CHUNKS, "depth": depth, "limit": limit},
