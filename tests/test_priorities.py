@@ -5,6 +5,7 @@ move at all (its process stopped with SIGSTOP). Query embeddings that arrive tog
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import psutil
@@ -53,7 +54,14 @@ def test_a_killed_ingest_embedding_process_is_replaced(server: LiveServer, user:
     assert api.post("/api/v1/ingest", json={"kind": "text", "text": "start it"}).status_code == 200
     old = _ingest_processes(server)[0]
     old.kill()
-    old.wait(10)
+    # it stays a zombie until the server reaps it at the next batch: wait for it to be dead, not gone
+    for _ in range(100):
+        try:
+            if old.status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.1)
     r = api.post("/api/v1/ingest", json={"kind": "text", "text": "after the kill"})
     assert r.status_code == 200 and r.json()["status"] == "ready"
     assert [p.pid for p in _ingest_processes(server)] != [old.pid]
