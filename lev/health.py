@@ -45,6 +45,23 @@ async def _object_store() -> str:
     return "ok"
 
 
+PROBES = {"database": _database, "redis": _redis, "object_store": _object_store}
+
+
+async def wait_until_answers(part: str, max_wait_sec: float, every_sec: float = 0.5) -> bool:
+    """Probe `part` (database, redis or object_store) until it answers or `max_wait_sec` passes; True when it
+    answered. The probe interval doubles up to 5 s."""
+    deadline = time.monotonic() + max_wait_sec
+    while True:
+        if (await _bounded(part, PROBES[part]))[1] is None:
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        await asyncio.sleep(min(every_sec, left))
+        every_sec = min(every_sec * 2, 5.0)
+
+
 async def _bounded(name: str, check: Any) -> tuple[str, str | None]:
     try:
         await asyncio.wait_for(check(), CHECK_TIMEOUT_SEC)

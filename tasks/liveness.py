@@ -6,7 +6,9 @@ that long before anyone retried it. Each worker therefore keeps a short-lived he
 jobs it runs; every worker's rescue pass frees the jobs claimed by a worker whose heartbeat has lapsed, and
 arq hands them to the next free worker. Jobs are idempotent (they check the content's state first), so a
 job whose worker merely stalled runs at most once more. A job tried `LEV_JOB_MAX_TRIES` times without
-finishing marks its content and items failed with the reason instead of looping.
+finishing marks its content and items failed with the reason instead of looping. A try that failed because
+the database, Redis or the object store went away first waits (up to 15 minutes) until that part answers
+again, so an outage costs a job one try however long it lasts, not one try per retry delay.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from typing import Any
 
 from arq.worker import Retry
 
-from lev import logs, metrics
+from lev import health, logs, metrics
+from lev.errors import infrastructure_error
 from lev.pipeline import imports
 from lev.settings import get_settings
 from store import contents as content_store
@@ -34,6 +37,7 @@ HEARTBEATS_TO_DEATH = 5
 WORKER_KEY = "lev:worker:"
 CLAIM_KEY = "lev:claim:"
 IN_PROGRESS_KEY = "arq:in-progress:"
+OUTAGE_WAIT_MAX_SEC = 900.0
 CONTENT_JOBS = {"process_content": False, "extract_document": False, "transcribe_content": True}
 
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -125,6 +129,12 @@ def instrumented(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[A
             raise
         except Exception as exc:
             # the database, Redis or S3 went away mid-job (or a bug): try again later, within the bound
+            outage = infrastructure_error(exc)
+            if outage is not None:  # an outage costs one try, not one per retry delay while it lasts
+                part = str(outage.extra.get("part"))
+                log.warning("job hit an outage; waiting for the part to answer", part=part, tries=tries)
+                back = await health.wait_until_answers(part, OUTAGE_WAIT_MAX_SEC)
+                log.info("part answers again; retrying" if back else "part still down; retrying", part=part)
             if tries < limit:
                 outcome = "retried"
                 log.warning("job failed; retrying", error=f"{type(exc).__name__}: {exc}"[:300], tries=tries)
