@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from jsonrpcserver import Success
 from jsonrpcserver.async_main import dispatch_to_serializable
 from jsonrpcserver.exceptions import JsonRpcError
-from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema import FormatChecker
 from jsonschema.exceptions import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
@@ -37,7 +37,7 @@ from lev.errors import (
     tool_error,
     transport_error,
 )
-from lev.openapi import mcp_tools
+from lev.openapi import ContractValidator, mcp_tools
 from lev.pipeline.ingest import ingest
 from lev.policy import Principal, parse_uuid_field, require
 from lev.settings import get_settings
@@ -55,7 +55,7 @@ INSTRUCTIONS = (
 def _tool_index() -> dict[str, dict[str, Any]]:
     tools = {t["name"]: t for t in mcp_tools()["tools"]}
     for t in tools.values():
-        t.setdefault("_validator", Draft202012Validator(t["inputSchema"], format_checker=FormatChecker()))
+        t.setdefault("_validator", ContractValidator(t["inputSchema"], format_checker=FormatChecker()))
     return tools
 
 

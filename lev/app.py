@@ -26,7 +26,7 @@ from handlers import ops, pages
 from handlers import spec as spec_handler
 from lev import accounts, clock, context, logs, metrics, oauth, principals, runtime
 from lev.errors import ApiError, file_too_large, not_signed_in, rest_body, rest_headers, to_api_error
-from lev.openapi import OperationResolver, connexion_spec, operations, validator_map
+from lev.openapi import OperationResolver, connexion_spec, operations, security_map, validator_map
 from lev.pipeline.embed_pool import stop_ingest_pool, use_ingest_pool
 from lev.pipeline.embedder import check_dimension, get_embedder
 from lev.settings import Settings, get_settings
@@ -364,6 +364,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
         strict_validation=True,
         validate_responses=False,
         validator_map=validator_map(),
+        security_map=security_map(),
     )
     app.add_url_rule("/api/mcp", "mcp", mcp_handler.endpoint, methods=["GET", "POST", "DELETE"])
     app.add_url_rule("/api/v1/docs", "docs", spec_handler.api_docs, methods=["GET"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,9 @@ from connexion.datastructures import MediaTypeDict
 from connexion.exceptions import BadRequestProblem
 from connexion.json_schema import format_error_with_path
 from connexion.resolver import Resolution, Resolver
+from connexion.security import ApiKeySecurityHandler
 from connexion.spec import OpenAPISpecification
+from connexion.utils import is_null, is_nullable
 from connexion.validators import (
     VALIDATOR_MAP,
     JSONRequestBodyValidator,
@@ -26,10 +29,11 @@ from connexion.validators import (
     ParameterValidator,
 )
 from inflection import underscore
-from jsonschema import Draft202012Validator
+from jsonschema import Draft4Validator, Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError, best_match
 from openapi_spec_validator import validate
 from starlette.formparsers import MultiPartException
+from starlette.requests import cookie_parser
 from starlette.types import Scope
 
 from lev import jsonguard
@@ -96,8 +100,53 @@ def mcp_tools() -> dict[str, Any]:
     return json.loads(MCP_TOOLS_PATH.read_text())
 
 
+@lru_cache(maxsize=256)
+def ecma_pattern(pattern: str) -> re.Pattern[str]:
+    """A JSON Schema `pattern` read as ECMA-262 reads it, as clients and fuzzers do: `$` outside a class is the
+    end of the string (Python's `$` also matches before a final newline, so `^x$` took "x\\n")."""
+    out, in_class, escaped = [], False, False
+    for ch in pattern:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "[":
+            in_class = True
+        elif ch == "]":
+            in_class = False
+        elif ch == "$" and not in_class:
+            ch = r"\Z"
+        out.append(ch)
+    return re.compile("".join(out))
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Any:
+    if validator.is_type(instance, "string") and not ecma_pattern(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+ContractValidator = validators.extend(Draft202012Validator, {"pattern": _pattern})
+"""JSON Schema 2020-12 with formats asserted and patterns read as ECMA-262: bodies and MCP tool arguments."""
+_ParameterSchemaValidator = validators.extend(Draft4Validator, {"pattern": _pattern})
+
+
 class ContractParameterValidator(ParameterValidator):
-    """A path id that breaks its schema (canonical UUID) answers 400 invalid_id, the error table's code."""
+    """A path id that breaks its schema (canonical UUID) answers 400 invalid_id, the error table's code; patterns
+    are read as ECMA-262 (`ecma_pattern`)."""
+
+    @staticmethod
+    def validate_parameter(parameter_type: str, value: Any, param: dict[str, Any],
+                           param_name: str | None = None) -> str | None:
+        if value is None or (is_nullable(param) and is_null(value)):
+            result: str | None = ParameterValidator.validate_parameter(parameter_type, value, param, param_name)
+            return result
+        try:
+            _ParameterSchemaValidator(param.get("schema", param),
+                                      format_checker=Draft4Validator.FORMAT_CHECKER).validate(value)
+        except ValidationError as exception:
+            return str(exception)
+        return None
+
     def validate_path_parameter(self, param: dict[str, Any], request: Any) -> str | None:
         error: str | None = super().validate_path_parameter(param, request)
         if error and literal_route(request.url.path):  # GET /items/bulk-delete is not GET /items/{id}
@@ -145,8 +194,8 @@ class ContractJSONBodyValidator(JSONRequestBodyValidator):
     with formats asserted, instead of Connexion's Draft 4."""
 
     @property
-    def _validator(self) -> Draft202012Validator:
-        return Draft202012Validator(self._schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    def _validator(self) -> Any:
+        return ContractValidator(self._schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
     def _validate(self, body: Any) -> dict[str, Any] | None:
         if not self._nullable and body is None:
@@ -187,3 +236,18 @@ def validator_map() -> dict[str, Any]:
     bodies = MediaTypeDict({**VALIDATOR_MAP["body"], "*/*json": GuardedJSONBody,
                             "multipart/form-data": GuardedMultipartBody})
     return {**VALIDATOR_MAP, "parameter": ContractParameterValidator, "body": bodies}
+
+
+class BrowserCookieApiKey(ApiKeySecurityHandler):
+    """Reads the session cookie as browsers and Starlette do. Connexion's own reader (`http.cookies.SimpleCookie`)
+    raises on a Cookie header holding any cookie it finds malformed (another app's on the same host, say): a 500
+    where the request should simply be read without that cookie."""
+
+    @staticmethod
+    def get_cookie_value(cookies: Any, name: str) -> str | None:
+        return cookie_parser(cookies or "").get(name)
+
+
+def security_map() -> dict[str, Any]:
+    """Connexion's security handlers with the browser's cookie reading."""
+    return {"apiKey": BrowserCookieApiKey}

@@ -160,6 +160,22 @@ def test_csrf_required_on_unsafe_cookie_calls(browser: Browser) -> None:
     assert gone.status_code == 401 and gone.json()["error"] == "not_signed_in"
 
 
+def test_a_malformed_foreign_cookie_beside_the_session_is_ignored(browser: Browser, server) -> None:  # type: ignore[no-untyped-def]
+    """Another app on the same host can leave a cookie Python's strict parser refuses (it answered 500); browsers
+    and the pages skip it, and so must the account API and /api/v1."""
+    browser.signup()
+    session = browser.client.cookies["lev_session"]
+    odd = f'theme="dark; #^_g=1; lev_session={session}; x=a\\"b'
+    for method, path in (("GET", "/api/account"), ("GET", "/api/v1/folders"), ("GET", "/api/account/tokens")):
+        r = httpx.request(method, f"{server.url}{path}", headers={"Cookie": odd})
+        assert r.status_code == 200, (path, r.text)
+    r = httpx.post(f"{server.url}/api/account/logout", headers={"Cookie": "#^_g=1; theme=\"dark"})
+    assert r.status_code == 401 and r.json()["error"] == "not_signed_in", r.text
+    r = httpx.post(f"{server.url}/api/account/logout", headers={"Cookie": odd, "X-CSRF-Token": browser.csrf})
+    assert r.status_code == 200 and "Max-Age=0" in r.headers["set-cookie"], r.text
+    assert httpx.get(f"{server.url}/api/account", headers={"Cookie": odd}).status_code == 401
+
+
 def test_a_bearer_token_never_reaches_the_account_api(browser: Browser, admin: Admin, server) -> None:  # type: ignore[no-untyped-def]
     browser.signup()
     _pro(admin, browser)
