@@ -126,3 +126,32 @@ def test_a_trailing_newline_is_refused_where_the_pattern_ends(server, api, user)
     r = c.post("/api/v1/uploads/finalize-document", json={"path": f"uploads/a/{'0' * 32}/x.pdf\n",
                                                           "mime": "application/pdf", "size": 10, "filename": "x.pdf"})
     err(r, 400, "invalid_body")
+
+
+def test_strings_the_server_refuses_are_refused_by_the_schema_too(server, api, user) -> None:
+    """schemathesis: a NUL in a sign-in e-mail (or a password, a token name) passed the schema, then the JSON guard
+    refused it with 400: a valid request rejected. MCP's `query` took "   " by its schema while search refused it.
+    Each such string now breaks its schema, and the server's answer is the schema's."""
+    import json
+
+    import httpx
+
+    from lev.openapi import ROOT, ContractValidator, load_spec
+
+    schemas = load_spec()["components"]["schemas"]
+    for schema, field in (("SignIn", "email"), ("SignIn", "password"), ("SignUp", "password"),
+                          ("PasswordChange", "current_password"), ("PasswordChange", "new_password"),
+                          ("TokenCreate", "name")):
+        assert not ContractValidator(schemas[schema]["properties"][field]).is_valid("abcdefgh\x00"), (schema, field)
+    r = httpx.post(f"{server.url}/api/account/login", json={"email": "a\x00@example.com", "password": "x"})
+    err(r, 400, "invalid_body")
+    tools = {t["name"]: t for t in json.loads((ROOT / "mcp_tools.json").read_text())["tools"]}
+    query = tools["search_knowledge_base"]["inputSchema"]["properties"]["query"]
+    text = tools["add_to_knowledge"]["inputSchema"]["properties"]["text"]
+    for blank in ("   ", "\u3000\n", "a\x00"):
+        assert not ContractValidator(query).is_valid(blank) and not ContractValidator(text).is_valid(blank)
+    c = api(user.token())
+    r = c.post("/api/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                 "params": {"name": "search_knowledge_base", "arguments": {"query": "   "}}},
+               headers={"accept": "application/json, text/event-stream"})
+    assert r.json()["error"]["code"] == -32602, r.text
