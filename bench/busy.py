@@ -25,7 +25,7 @@ import numpy as np
 import psutil
 
 from bench.common import ROOT, SCIFACT, Lev, cleanup, fmt_pct, pct, schema_seen_by, start_lev
-from bench.latency import DROP, NOISE, db_url, floor, perturb_text, rest_call
+from bench.latency import DROP, MODES, NOISE, WARMUP, Floor, db_url, perturb_text, rest_call
 from bench.load import RAISED, _mixed_load
 from bench.scifact import load_data
 from tests.stack import LiveServer, new_user
@@ -79,6 +79,32 @@ def fixed_cost(url: str, token: str, n: int = 300) -> dict[str, dict[str, float]
                 ms.append((time.perf_counter() - t) * 1000)
                 assert r.status_code == 200, r.text
             out[name] = pct(ms)
+    return out
+
+
+def fixed_cost_alternating(servers: dict[str, LiveServer], token: str, n: int = 300
+                           ) -> dict[str, dict[str, dict[str, float]]]:
+    """`fixed_cost` for servers side by side on one database, each request sent to every server in turn (order
+    flipped each time), so a change in the machine's load falls on all of them alike."""
+    clients = {k: httpx.Client(base_url=s.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+               for k, s in servers.items()}
+    out: dict[str, dict[str, dict[str, float]]] = {k: {} for k in servers}
+    for name, path in (("folders", "/api/v1/folders"), ("healthz", "/healthz")):
+        ms: dict[str, list[float]] = {k: [] for k in servers}
+        for c in clients.values():
+            for _ in range(30):
+                c.get(path)
+        order = list(servers)
+        for i in range(n):
+            for k in (order if i % 2 == 0 else order[::-1]):
+                t = time.perf_counter()
+                r = clients[k].get(path)
+                ms[k].append((time.perf_counter() - t) * 1000)
+                assert r.status_code == 200, r.text
+        for k in servers:
+            out[k][name] = pct(ms[k])
+    for c in clients.values():
+        c.close()
     return out
 
 
@@ -205,18 +231,22 @@ def reindex(conn: Any) -> float:
 
 
 # ----------------------------------------------------------------------------- measuring two servers
-def c1_alternating(servers: dict[str, LiveServer], token: str, queries: list[str], mode: str
-                   ) -> dict[str, dict[str, float]]:
-    """c=1, each query sent to every server in turn (order flipped each query), keep-alive clients."""
+def c1_alternating(servers: dict[str, LiveServer], token: str, queries: list[str], mode: str,
+                   floor: Floor | None = None) -> dict[str, dict[str, float]]:
+    """c=1, each query sent to every server in turn (order flipped each query), keep-alive clients; with `floor`,
+    the in-process floor takes its turn too, so service and floor are measured in the same moments."""
     clients = {k: httpx.Client(base_url=s.url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
                for k, s in servers.items()}
     ms: dict[str, list[float]] = {k: [] for k in servers}
     for c in clients.values():
         for q in queries[:10]:
             rest_call(c, q, mode)
-    order = list(servers)
+    order = [*servers, *(["floor"] if floor is not None else [])]
     for i, q in enumerate(queries):
         for k in (order if i % 2 == 0 else order[::-1]):
+            if k == "floor" and floor is not None:
+                floor(q)
+                continue
             t = time.perf_counter()
             rest_call(clients[k], q, mode)
             ms[k].append((time.perf_counter() - t) * 1000)
@@ -342,24 +372,25 @@ def main() -> str:
                 try:
                     stage: dict[str, Any] = {"chunks": n_chunks, "users": n_users, "insert_s": t_insert,
                                              "index_s": t_index, "load": loadavg()}
-                    stage["hybrid"] = c1_alternating(servers, lev.token, test[:C1], "hybrid")
+                    floors = {mode: Floor(lev, mode, test[-WARMUP:]) for mode in MODES} \
+                        if target == STAGES[1] else {}
+                    stage["hybrid"] = c1_alternating(servers, lev.token, test[:C1], "hybrid", floors.get("hybrid"))
                     if target == STAGES[1]:
                         pair = {k: servers[k] for k in ("old", "new")}
                         for mode in ("semantic", "keyword"):
-                            stage[mode] = c1_alternating(pair, lev.token, test[:C1], mode)
+                            stage[mode] = c1_alternating(pair, lev.token, test[:C1], mode, floors[mode])
+                        stage["floors"] = {mode: f.result() for mode, f in floors.items()}
                         q16 = (test + train)[:C16_THREADS * C16_PER]
                         runs: dict[str, list[dict[str, float]]] = {"old": [], "new": [], "nobatch": []}
                         for k in ("old", "new", "nobatch", "nobatch", "new", "old"):
                             runs[k].append(c16(servers[k].url, lev.token, q16))
                         stage["c16"] = runs
-                        stage["fixed"] = {k: fixed_cost(s.url, lev.token) for k, s in pair.items()}
+                        stage["fixed"] = fixed_cost_alternating(pair, lev.token)
                     if target == STAGES[2]:
                         stage["small"] = c1_alternating(servers, small_token, test[:C1], "hybrid")
                     stage["load_after"] = loadavg()
                 finally:
                     stop_all(servers)
-                if target == STAGES[1]:
-                    stage["floors"] = {mode: floor(lev, mode, test[:C1]) for mode in ("hybrid", "semantic", "keyword")}
                 growth[target] = stage
     finally:
         cleanup(lev)
@@ -405,8 +436,9 @@ def main() -> str:
         lines(f"| c=16 run {i + 1}: p50 / p95 / p99 ms (req/s) | {fmt_pct(on)} ({on['rps']:.1f}) | {fmt_pct(off)} "
               f"({off['rps']:.1f}) | {on['rps'] / off['rps']:.2f} (req/s) |")
     lines("")
-    lines("Floors at 100k (in-process `store.search.search` + `LocalEmbedder.embed_query`, c=1, same claims) and "
-          "service/floor at p50:")
+    lines("Floors at 100k (in-process `store.search.search` + `LocalEmbedder.embed_query`, c=1, same claims, "
+          "interleaved with the service calls: each claim goes to old, new and the floor in turn) and service/floor "
+          "at p50:")
     lines("")
     lines("| mode | floor p50 / p95 / p99 ms | old service/floor | new service/floor |")
     lines("| --- | --- | --- | --- |")
@@ -418,9 +450,9 @@ def main() -> str:
         lines(f"| {mode} | {fmt_pct(f)} | {ro:.2f} | {rn:.2f} |")
     fx = st100["fixed"]
     lines("")
-    lines(f"Fixed cost on the 100k database (`GET /api/v1/folders`, c=1): old {fmt_pct(fx['old']['folders'])}, "
-          f"new {fmt_pct(fx['new']['folders'])} ms; `/healthz` old {fmt_pct(fx['old']['healthz'])}, new "
-          f"{fmt_pct(fx['new']['healthz'])} ms.")
+    lines("Fixed cost on the 100k database (`GET /api/v1/folders`, c=1, each request to old and new in turn): "
+          f"old {fmt_pct(fx['old']['folders'])}, new {fmt_pct(fx['new']['folders'])} ms; "
+          f"`/healthz` old {fmt_pct(fx['old']['healthz'])}, new {fmt_pct(fx['new']['healthz'])} ms.")
     lines("")
     lines("Corpus build: " + ", ".join(f"{st['chunks']:,} chunks insert {st['insert_s']:.0f} s + index "
                                        f"{st['index_s']:.0f} s" for st in growth.values()) + ".")

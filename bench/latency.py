@@ -172,24 +172,40 @@ def measure(lev: Lev, call: Call, mode: str, queries: list[str], threads: int, p
     return {**pct(ms), "rps": len(ms) / wall}
 
 
+class Floor:
+    """The in-process floor of one mode, one query per call: LocalEmbedder.embed_query, then store.search.search
+    through lev.admin, each timed. A participant of its own, so it can be interleaved with service calls."""
+
+    def __init__(self, lev: Lev, mode: str, warmup: list[str]) -> None:
+        from lev.pipeline.embedder import LocalEmbedder
+
+        self.lev, self.mode, self.emb = lev, mode, LocalEmbedder()
+        self.e_ms: list[float] = []
+        self.s_ms: list[float] = []
+        self.tot: list[float] = []
+        for q in warmup:
+            store_search(lev, q, self.emb.embed_query(q) if mode != "keyword" else None, mode, LIMIT)
+
+    def __call__(self, q: str) -> None:
+        t = time.perf_counter()
+        vec = self.emb.embed_query(q) if self.mode != "keyword" else None
+        t1 = time.perf_counter()
+        store_search(self.lev, q, vec, self.mode, LIMIT)
+        t2 = time.perf_counter()
+        self.e_ms.append((t1 - t) * 1000)
+        self.s_ms.append((t2 - t1) * 1000)
+        self.tot.append((t2 - t) * 1000)
+
+    def result(self) -> dict[str, dict[str, float]]:
+        return {"embed": pct(self.e_ms), "sql": pct(self.s_ms), "total": pct(self.tot)}
+
+
 def floor(lev: Lev, mode: str, queries: list[str]) -> dict[str, dict[str, float]]:
     """In-process: LocalEmbedder.embed_query (timed) + store.search.search through lev.admin (timed)."""
-    from lev.pipeline.embedder import LocalEmbedder
-
-    emb = LocalEmbedder()
-    for q in queries[:WARMUP]:
-        store_search(lev, q, emb.embed_query(q) if mode != "keyword" else None, mode, LIMIT)
-    e_ms, s_ms, tot = [], [], []
+    f = Floor(lev, mode, queries[:WARMUP])
     for q in queries:
-        t = time.perf_counter()
-        vec = emb.embed_query(q) if mode != "keyword" else None
-        t1 = time.perf_counter()
-        store_search(lev, q, vec, mode, LIMIT)
-        t2 = time.perf_counter()
-        e_ms.append((t1 - t) * 1000)
-        s_ms.append((t2 - t1) * 1000)
-        tot.append((t2 - t) * 1000)
-    return {"embed": pct(e_ms), "sql": pct(s_ms), "total": pct(tot)}
+        f(q)
+    return f.result()
 
 
 def hnsw_recall(lev: Lev, queries: list[str], limit: int) -> dict[str, Any]:
