@@ -37,7 +37,7 @@ from lev.errors import (
     tool_error,
     transport_error,
 )
-from lev.openapi import ContractValidator, mcp_tools
+from lev.openapi import ContractValidator, mcp_tools, readable
 from lev.pipeline.ingest import ingest
 from lev.policy import Principal, parse_uuid_field, require
 from lev.settings import get_settings
@@ -104,7 +104,7 @@ def _validate_arguments(tool: dict[str, Any], arguments: Any) -> dict[str, Any]:
             else "arguments")
         if first.validator == "additionalProperties":
             where = "arguments"
-        message = f"Invalid argument {where}: {first.message}"
+        message = f"Invalid argument {where}: {readable(first)}"
         raise jsonrpc_error(invalid_body(message))
     return arguments
 

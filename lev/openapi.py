@@ -120,9 +120,34 @@ def ecma_pattern(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out))
 
 
+_WS = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+NON_BLANK = rf"^[^\x00]*[^\x00{_WS}][^\x00]*$"
+NO_NUL = r"^[^\x00]*$"
+EMAIL = rf"^[^@{_WS}]+@[^@{_WS}]+$"
+_PATTERN_SAYS = {
+    NON_BLANK: "needs a character that is not white space, and no NUL",
+    NO_NUL: "must not contain NUL characters",
+    EMAIL: "is not an email address (one @, no white space)",
+}
+
+
+def shown(value: str) -> str:
+    """A value as an error message quotes it: at most 60 characters of it (a 1 MB text is not sent back)."""
+    return repr(value) if len(value) <= 80 else f"{value[:60]!r}… ({len(value)} characters)"
+
+
+def readable(error: ValidationError) -> str:
+    """A validator's message with a long string value cut (`shown`)."""
+    value, message = error.instance, error.message
+    if isinstance(value, str) and len(value) > 80 and message.startswith(repr(value)):
+        return shown(value) + message[len(repr(value)):]
+    return message
+
+
 def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Any:
     if validator.is_type(instance, "string") and not ecma_pattern(pattern).search(instance):
-        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+        says = _PATTERN_SAYS.get(pattern, f"does not match {pattern!r}")
+        yield ValidationError(f"{shown(instance)} {says}")
 
 
 ContractValidator = validators.extend(Draft202012Validator, {"pattern": _pattern})
@@ -144,7 +169,7 @@ class ContractParameterValidator(ParameterValidator):
             _ParameterSchemaValidator(param.get("schema", param),
                                       format_checker=Draft4Validator.FORMAT_CHECKER).validate(value)
         except ValidationError as exception:
-            return str(exception)
+            return f"{readable(exception)} - '{param_name or param.get('name', parameter_type)}'"
         return None
 
     def validate_path_parameter(self, param: dict[str, Any], request: Any) -> str | None:
@@ -207,7 +232,7 @@ class ContractJSONBodyValidator(JSONRequestBodyValidator):
         if all(m is not None for m in mapped):
             raise mapped[0]  # type: ignore[misc]
         error = best_match(_branch_errors(e, body) for e, m in zip(errors, mapped, strict=True) if m is None)
-        raise BadRequestProblem(detail=f"{error.message}{format_error_with_path(exception=error)}")
+        raise BadRequestProblem(detail=f"{readable(error)}{format_error_with_path(exception=error)}")
 
 
 class GuardedJSONBody(ContractJSONBodyValidator):

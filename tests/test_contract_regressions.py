@@ -155,3 +155,34 @@ def test_strings_the_server_refuses_are_refused_by_the_schema_too(server, api, u
                                  "params": {"name": "search_knowledge_base", "arguments": {"query": "   "}}},
                headers={"accept": "application/json, text/event-stream"})
     assert r.json()["error"]["code"] == -32602, r.text
+
+
+def test_an_invalid_value_is_quoted_short_in_the_error(server, api, user) -> None:
+    """A blank 900 kB text was sent back whole in the 400's message (900 kB), a blank 2,000-character query with the
+    schema and the value twice; and patterns were quoted as regexes. Now a value is quoted up to 60 characters and
+    the contract's common patterns are said in words."""
+    import json
+
+    from lev.openapi import EMAIL, NO_NUL, NON_BLANK, ROOT, load_spec
+
+    in_spec = list(_patterns(load_spec())) + list(_patterns(json.loads((ROOT / "mcp_tools.json").read_text())))
+    assert {NON_BLANK, NO_NUL, EMAIL} <= set(in_spec)  # the words belong to patterns the contract uses
+    c = api(user.token(write=True))
+    r = c.post("/api/v1/ingest", json={"kind": "text", "text": " " * 900_000})
+    body = err(r, 400, "invalid_body")
+    assert len(r.content) < 500 and "(900000 characters)" in body["message"], body
+    assert "not white space" in body["message"] and "text" in body["message"], body
+    r = c.get("/api/v1/search", params={"q": " " * 1999})
+    body = err(r, 400, "invalid_body")
+    assert len(r.content) < 500 and "not white space" in body["message"] and "'q'" in body["message"], body
+    r = c.post("/api/v1/folders", json={"name": "x" * 201})
+    body = err(r, 400, "invalid_body")
+    assert len(r.content) < 500 and "is too long" in body["message"], body
+    r = c.post("/api/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                 "params": {"name": "add_to_knowledge", "arguments": {"text": "\u3000" * 5000}}},
+               headers={"accept": "application/json, text/event-stream"})
+    assert r.json()["error"]["code"] == -32602 and len(r.content) < 2000, r.text  # 60 quoted of 5,000
+    import httpx
+
+    r = httpx.post(f"{server.url}/api/account/signup", json={"email": "two words@x", "password": "x" * 12})
+    assert "is not an email address" in err(r, 400, "invalid_body")["message"]
