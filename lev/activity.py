@@ -46,12 +46,24 @@ class ActivityWriter:
             await self.flush()
 
     async def flush(self) -> int:
-        """Write everything queued so far; returns how many entries were written."""
+        """Write the entries queued when the flush began, in batches; returns how many were written.
+
+        Entries queued while a batch is being written wait for the next flush: under steady traffic a flush that
+        chased the queue until it was empty would never end, writing a few entries at a time (each write is a
+        transaction and a token update, about 3 ms of this process's CPU) instead of one batch per interval."""
         written = 0
-        while not self.queue.empty():
+        pending = self.queue.qsize()
+        while pending > 0:
             batch: list[dict[str, Any]] = []
-            while not self.queue.empty() and len(batch) < BATCH:
-                batch.append(self.queue.get_nowait())
+            while pending > 0 and len(batch) < BATCH:
+                try:
+                    batch.append(self.queue.get_nowait())
+                except asyncio.QueueEmpty:  # another flush (clearing the log) took them
+                    pending = 0
+                    break
+                pending -= 1
+            if not batch:
+                break
             try:
                 await _write(batch)
                 written += len(batch)

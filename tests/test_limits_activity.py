@@ -292,3 +292,47 @@ def test_entries_survive_clean_shutdown(data_dir: Path, user, admin) -> None:
     n = admin.sql("SELECT count(*) FROM activity WHERE user_id = :u AND method = 'GET /api/v1/folders'",
                   u=user.id)[0][0]
     assert n == 5
+
+
+def test_a_flush_writes_what_was_queued_and_ends_while_entries_keep_arriving(user, admin) -> None:
+    """Under steady traffic a flush writes one batch per interval: entries queued while it writes wait for the next
+    flush, instead of the flush chasing the queue in small transactions and never ending."""
+    import asyncio
+
+    from lev import clock
+    from lev.activity import ActivityWriter
+
+    def entry(method: str) -> dict:
+        return {"ts": clock.now(), "user_id": user.id, "token_id": None, "surface": "rest", "method": method,
+                "status": 200, "ip": None, "user_agent": None, "result_count": None, "latency_ms": 1.0,
+                "query": None, "request_id": None}
+
+    async def go() -> tuple[int, int, int]:
+        writer = ActivityWriter()
+        for _ in range(7):
+            writer.record(entry("queued-before"))
+        arriving = True
+        produced = 0
+
+        async def traffic() -> None:
+            nonlocal produced
+            while arriving:
+                writer.record(entry("queued-during"))
+                produced += 1
+                await asyncio.sleep(0)
+
+        producer = asyncio.get_running_loop().create_task(traffic())
+        try:
+            written = await asyncio.wait_for(writer.flush(), 30)
+        finally:
+            arriving = False
+            await producer
+        return written, produced, writer.queue.qsize()
+
+    written, produced, left = admin.run_coro(go())
+    # The flush took what was queued when it began (the 7, and at most the producer's first entry, which may run
+    # before the flush starts); the rest arrived while it wrote and waits for the next flush.
+    assert 7 <= written <= 8
+    assert left == 7 + produced - written and left > 0
+    rows = admin.sql("SELECT count(*) FROM activity WHERE user_id = :u", u=user.id)
+    assert rows[0][0] == written
