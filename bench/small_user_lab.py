@@ -68,7 +68,8 @@ def main() -> None:
         t2 = time.perf_counter()
         sql = ss._HYBRID_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=ss.item_sql(scope, None))
         await s.execute(ss.with_vector(sql), {**bm25, "qvec": vec, "w": p.semantic_weight, "limit": 10,
-                                              "kw_ids": [r.chunk_id for r in cand], "kw_s": [float(r.s) for r in cand]})
+                                              "kw_ids": [r.chunk_id for r in cand], "kw_s": [float(r.s) for r in cand],
+                                              "kw_complete": len(cand) < depth})
         t3 = time.perf_counter()
         timings["plan"].append((t1 - t0) * 1000)
         timings["kw_cand"].append((t2 - t1) * 1000)

@@ -118,7 +118,9 @@ WITH ranked AS (
 # Hybrid, second statement: the keyword candidates (ids and sel-term scores, found while the query was being
 # embedded) and the top-depth nearest neighbours; both scores made exact for every candidate of the union,
 # min-max normalised over it (a signal all candidates share counts fully) and blended with weight w on cosine,
-# then mapped into [0.05, 1] so that every hit scores above zero (the order is the blend's).
+# then mapped into [0.05, 1] so that every hit scores above zero (the order is the blend's). When the keyword
+# candidates are complete (fewer than `depth`: every visible chunk holding a sel term is among them), a
+# vector-only candidate holds no sel term, so only the other query terms are looked up for it (:kw_complete).
 _HYBRID_SQL = f"""
 WITH {_Q}, kw AS (
   SELECT * FROM unnest(CAST(:kw_ids AS uuid[]), CAST(:kw_s AS float8[])) AS k(chunk_id, s)
@@ -133,7 +135,8 @@ WITH {_Q}, kw AS (
          coalesce(vec.cos, (SELECT 1 - (c.embedding <=> CAST(:qvec AS vector)) FROM chunks c
                              WHERE c.id = kw.chunk_id)) AS cos,
          CASE WHEN kw.chunk_id IS NOT NULL THEN kw.s + {_rest("kw.chunk_id")}
-              ELSE (SELECT {_BM25} FROM q JOIN lev_postings p ON p.lexeme = q.lexeme AND p.chunk_id = vec.chunk_id)
+              ELSE (SELECT {_BM25} FROM q JOIN lev_postings p ON p.lexeme = q.lexeme AND p.chunk_id = vec.chunk_id
+                     WHERE NOT (q.sel AND :kw_complete))
          END AS bm25
     FROM kw FULL JOIN vec ON vec.chunk_id = kw.chunk_id
 ), norm AS (
@@ -311,7 +314,8 @@ async def search(
                                       bm25)).all()
         sql = _HYBRID_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=item)
         values = {**bm25, "qvec": await _resolve(query_vector), "w": p.semantic_weight, "limit": limit,
-                  "kw_ids": [r.chunk_id for r in cand], "kw_s": [float(r.s) for r in cand]}
+                  "kw_ids": [r.chunk_id for r in cand], "kw_s": [float(r.s) for r in cand],
+                  "kw_complete": len(cand) < depth}
         rows = (await session.execute(with_vector(sql), values)).all()
     return [{
         "chunk_id": str(r.chunk_id), "item_id": str(r.item_id), "title": r.item_title, "url": r.item_url,

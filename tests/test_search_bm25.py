@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.stack import LiveServer
 
@@ -220,3 +222,68 @@ def test_a_query_vector_reaches_postgresql_unchanged(admin) -> None:
 
     compiled = with_vector("SELECT CAST(:qvec AS vector)").compile(dialect=pg_psycopg.dialect())
     assert "%(qvec)s AS vector" in str(compiled)
+
+
+def test_hybrid_keyword_ranks_are_exact_bm25_for_every_candidate(server, api, user, admin) -> None:
+    """Each hybrid result's keyword_rank is the chunk's whole BM25 for the query, whether it came in as a keyword
+    candidate or only by its vector, and whether the keyword candidates were complete (fewer than `candidates`:
+    then a vector-only candidate is looked up for the common terms only) or cut off."""
+    import secrets
+    from dataclasses import replace
+
+    import numpy as np
+
+    from lev.library import search_params
+    from lev.policy import Scope
+    from store import search as search_store
+
+    # Five made-up words with document frequencies 4, 5, 6, 9 and 11 in this user's fourteen notes: with prune_df 0
+    # the three rarest generate keyword candidates (every note but the last two holds one) and the other two only
+    # score (the last two notes hold only those).
+    tag = secrets.token_hex(3)
+    words = [f"qx{tag}{w}" for w in ("alpha", "bravo", "charli", "delta", "echo")]
+    holders = {0: {0, 1, 2, 3}, 1: {4, 5, 6, 7, 8}, 2: {0, 4, 6, 9, 10, 11}, 3: {1, 2, 3, 5, 7, 9, 10, 12, 13},
+               4: {0, 1, 2, 3, 4, 6, 8, 10, 11, 12, 13}}
+    c = api(user.token(write=True))
+    for i in range(14):
+        present = [w for k, w in enumerate(words) if i in holders[k]]
+        text = f"Field note {i} on seabird colonies along the cliffs. " + " ".join(present * (1 + i % 3))
+        assert c.post("/api/v1/ingest", json={"kind": "text", "text": text, "auto_transform": False}).status_code == 200
+    query = " ".join(words)
+    scope = Scope(user.id, None, kb_only=True)
+    base = replace(search_params(), prune_df=0.0, keep_rarest=3)
+    mine = "c.content_id IN (SELECT content_id FROM user_items WHERE user_id = :u)"
+    chunks = {r.id: r for r in admin.sql(f"SELECT c.id, c.text, c.embedding::text AS vec FROM chunks c WHERE {mine}",
+                                         u=user.id)}
+    sel_ranked = [r[0] for r in admin.sql(
+        f"SELECT c.id FROM lev_bm25_query(:q, :k1, :b, 0.0, 3) q JOIN lev_postings p ON p.lexeme = q.lexeme"
+        f" JOIN chunks c ON c.id = p.chunk_id WHERE q.sel AND {mine}"
+        " GROUP BY c.id ORDER BY sum(q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl)) DESC, c.id",
+        q=query, k1=base.k1, b=base.b, u=user.id)]
+    assert len(chunks) == 14 and len(sel_ranked) == 12
+
+    def toward(ids: list) -> list[float]:  # a query vector nearest these chunks
+        v = np.mean([np.array(chunks[i].vec.strip("[]").split(","), dtype=float) for i in ids], axis=0)
+        return (v / np.linalg.norm(v)).tolist()
+
+    def check(results: list[dict]) -> None:
+        for r in results:
+            exact = admin.sql(
+                "SELECT sum(q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl)) FROM lev_bm25_query(:q, :k1, :b, 0.0, 3) q"
+                " JOIN lev_postings p ON p.lexeme = q.lexeme AND p.chunk_id = :c",
+                q=query, k1=base.k1, b=base.b, c=r["chunk_id"])[0][0]
+            assert exact and r["keyword_rank"] == pytest.approx(exact, rel=1e-9), r["text"]
+
+    # Cut off: 8 keyword candidates of the 12 notes holding a rare word; the vector points at the other 4, which come
+    # in by their vectors alone and must still score their rare words.
+    behind = sel_ranked[8:]
+    cut = admin.run(lambda s: search_store.search(s, scope, query=query, query_vector=toward(behind), mode="hybrid",
+                                                  limit=8, params=replace(base, candidates=2)))
+    assert len(cut) == 8 and {uuid.UUID(r["chunk_id"]) for r in cut} & set(behind)
+    check(cut)
+    # Complete: all 12 are keyword candidates; the two notes holding only the common words come in by their vectors.
+    only_common = [i for i in chunks if i not in sel_ranked]
+    whole = admin.run(lambda s: search_store.search(s, scope, query=query, query_vector=toward(only_common),
+                                                    mode="hybrid", limit=50, params=replace(base, candidates=100)))
+    assert len(whole) == 14 and {uuid.UUID(r["chunk_id"]) for r in whole} >= set(only_common)
+    check(whole)
