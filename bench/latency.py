@@ -250,7 +250,7 @@ def hnsw_recall(lev: Lev, queries: list[str], limit: int) -> dict[str, Any]:
 
 
 def estimate_cost(lev: Lev) -> float:
-    """ms of the visible-chunk count the planner caches for 30 s per scope (store.search._visible_chunks)."""
+    """ms of the visible-chunk count the planner caches for 30 s per scope (store.search._scope_size)."""
     from lev.policy import Scope
     from store import search as ss
 

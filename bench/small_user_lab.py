@@ -63,7 +63,7 @@ def main() -> None:
         plan = await ss.plan_scope(s, scope, None, depth, "hybrid", p)
         t1 = time.perf_counter()
         bm25 = {"q": q, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,
-                "over": plan.kw_over}
+                "over": plan.kw_over, "per_content_df": plan.per_content_df}
         cand = (await s.execute(text(ss._KW_CAND_SQL.format(cand=plan.kw_cand)), bm25)).all()
         t2 = time.perf_counter()
         sql = ss._HYBRID_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=ss.item_sql(scope, None))
@@ -101,7 +101,7 @@ def main() -> None:
         depth = max(p.candidates, 10)
         plan = await ss.plan_scope(s, scope, None, depth, "hybrid", p)
         bm25 = {"q": q, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,
-                "over": plan.kw_over}
+                "over": plan.kw_over, "per_content_df": plan.per_content_df}
         sql = "EXPLAIN (ANALYZE, BUFFERS) " + ss._KW_CAND_SQL.format(cand=plan.kw_cand)
         for row in (await s.execute(text(sql), bm25)).all():
             print(row[0])

@@ -42,6 +42,10 @@ class SearchParams:
     exact_scan_max_chunks: int  # below this many visible chunks, scan exactly instead of HNSW
     keep_rarest: int = 3
     probe_min_share: float = 0.2  # scopes covering at least this share of all chunks are probed per candidate
+    # Below that share, a sel term whose document frequency exceeds this many times the scope's contents is read
+    # content by content (its postings in the scope only) instead of scanning its whole posting list: one index
+    # probe costs about as much as reading 5-15 postings (bench/TUNING.md §9).
+    per_content_factor: float = 8.0
 
 
 _Q = "q AS MATERIALIZED (SELECT * FROM lev_bm25_query(:q, :k1, :b, :prune, :keep))"
@@ -49,14 +53,15 @@ _BM25 = "sum(q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl))"
 
 # Keyword candidates: the sum over the pruned ("sel") terms' posting lists, top `depth` by that partial score.
 # `s` is exact for the sel terms, so rescoring only has to add the other query terms. The scope is applied
-# either to the postings before grouping ({inner}: small scopes, a cheap IN list) or lazily to the ranked groups
-# ({outer}: one index probe per group until `depth` pass, for scopes covering much of the corpus). The lazy form
-# first ranks only the top :over groups (a bounded heap sort); only if fewer than `depth` of those pass does it
-# rank them all. Either way the result is the first `depth` visible groups in (score, chunk_id) order.
+# either to the postings before grouping (_KW_CAND_FILTERED: scopes covering a small share of the corpus) or
+# lazily to the ranked groups ({outer}: one index probe per group until `depth` pass, for scopes covering much of
+# the corpus). The lazy form first ranks only the top :over groups (a bounded heap sort); only if fewer than
+# `depth` of those pass does it rank them all. Either way the result is the first `depth` visible groups in
+# (score, chunk_id) order.
 _KW_RANKED = f"""
   SELECT p.chunk_id, p.content_id, {_BM25} AS s
     FROM q JOIN lev_postings p ON p.lexeme = q.lexeme
-   WHERE q.sel {{inner}}
+   WHERE q.sel
    GROUP BY p.chunk_id, p.content_id
    ORDER BY s DESC, p.chunk_id
 """
@@ -71,10 +76,27 @@ kw_top AS MATERIALIZED (
   ) kw_all WHERE (SELECT count(*) FROM kw_top) < :depth
 )"""
 # Filtered first, every ranked group is visible: the first `depth` are the candidates (no second ranking when a
-# small scope has fewer matches than `depth`).
+# small scope has fewer matches than `depth`). A sel term with a short posting list is scanned and filtered by the
+# scope ({scope}); one with more than :per_content_df postings is read per visible content (index
+# lev_postings_content), so a small scope never reads other users' postings of a common term.
+_TERM = "q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl)"
 _KW_CAND_FILTERED = f"""
 cand AS (
-  SELECT o.chunk_id, o.s FROM ({_KW_RANKED} LIMIT :depth) o
+  SELECT x.chunk_id, sum(x.s) AS s FROM (
+    SELECT p.chunk_id, {_TERM} AS s
+      FROM q JOIN lev_postings p ON p.lexeme = q.lexeme
+     WHERE q.sel AND q.df <= :per_content_df AND p.content_id IN ({{scope}})
+    UNION ALL
+    SELECT t.chunk_id, t.s
+      FROM (SELECT DISTINCT v.content_id FROM ({{scope}}) v) sc CROSS JOIN q CROSS JOIN LATERAL (
+        SELECT p.chunk_id, {_TERM} AS s FROM lev_postings p
+         WHERE p.lexeme = q.lexeme AND p.content_id = sc.content_id
+        OFFSET 0) t
+     WHERE q.sel AND q.df > :per_content_df
+  ) x
+  GROUP BY x.chunk_id
+  ORDER BY s DESC, x.chunk_id
+  LIMIT :depth
 )"""
 
 
@@ -194,23 +216,33 @@ def _sql(q: Any) -> str:
     return str(q.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}))
 
 
-_ESTIMATES: dict[tuple[Scope, uuid.UUID | None], tuple[float, int, int]] = {}
+@dataclass(frozen=True)
+class _Size:
+    chunks: int  # visible to the scope
+    contents: int  # visible to the scope
+    total: int  # all chunks
+
+
+_ESTIMATES: dict[tuple[Scope, uuid.UUID | None], tuple[float, _Size]] = {}
 _ESTIMATE_TTL = 30.0
 
 
-async def _visible_chunks(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None) -> tuple[int, int]:
-    """(visible chunks, all chunks), cached briefly per scope: only used to pick a scan strategy."""
+async def _scope_size(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None) -> _Size:
+    """How much the scope sees, cached briefly per scope: only used to pick a scan strategy."""
     key = (scope, folder_id)
     hit = _ESTIMATES.get(key)
     if hit and time.monotonic() - hit[0] < _ESTIMATE_TTL:
-        return hit[1], hit[2]
+        return hit[1]
+    scope_in = scope_sql(scope, folder_id)
     row = (await session.execute(text(
-        f"SELECT (SELECT count(*) FROM chunks c WHERE c.content_id IN ({scope_sql(scope, folder_id)})),"
+        f"SELECT (SELECT count(*) FROM chunks c WHERE c.content_id IN ({scope_in})),"
+        f" (SELECT count(DISTINCT v.content_id) FROM ({scope_in}) v),"
         " (SELECT greatest(n_chunks, 1) FROM lev_bm25_stats)"))).one()
     if len(_ESTIMATES) > 10_000:
         _ESTIMATES.clear()
-    _ESTIMATES[key] = (time.monotonic(), int(row[0]), int(row[1]))
-    return int(row[0]), int(row[1])
+    size = _Size(int(row[0]), int(row[1]), int(row[2]))
+    _ESTIMATES[key] = (time.monotonic(), size)
+    return size
 
 
 @dataclass(frozen=True)
@@ -220,6 +252,7 @@ class Plan:
     vec_filter: str
     exact: str  # "+ 0" defeats the HNSW index: exact scan
     ef: int | None = None  # hnsw.ef_search for the index scan (None: exact scan, no index)
+    per_content_df: int = 0  # sel terms with more postings are read per visible content (_KW_CAND_FILTERED)
 
 
 async def plan_scope(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None, depth: int, mode: str,
@@ -231,18 +264,20 @@ async def plan_scope(session: AsyncSession, scope: Scope, folder_id: uuid.UUID |
     for the scope's selectivity, since pgvector filters after the index scan (set on the session here,
     `use_plan_ef`).
     """
-    visible_n, total = await _visible_chunks(session, scope, folder_id)
+    size = await _scope_size(session, scope, folder_id)
     scope_in = scope_sql(scope, folder_id)
-    share = max(visible_n, 1) / total
+    share = max(size.chunks, 1) / size.total
+    per_content_df = 0
     if share >= p.probe_min_share:
-        kw = (_KW_CAND_PROBED.format(inner="", outer=_probe_sql(scope, folder_id, "o.content_id")),
+        kw = (_KW_CAND_PROBED.format(outer=_probe_sql(scope, folder_id, "o.content_id")),
               math.ceil(2 * depth / min(share, 1.0)))
     else:
-        kw = (_KW_CAND_FILTERED.format(inner=f"AND p.content_id IN ({scope_in})"), depth)
-    if mode == "keyword" or visible_n <= p.exact_scan_max_chunks:
-        return Plan(*kw, f"c.content_id IN ({scope_in})", "+ 0")
+        kw = (_KW_CAND_FILTERED.format(scope=scope_in), depth)
+        per_content_df = min(2**31 - 1, math.ceil(p.per_content_factor * size.contents))
+    if mode == "keyword" or size.chunks <= p.exact_scan_max_chunks:
+        return Plan(*kw, f"c.content_id IN ({scope_in})", "+ 0", per_content_df=per_content_df)
     ef = min(1000, max(p.ef_search, depth, math.ceil(1.5 * depth / share)))
-    plan = Plan(*kw, _probe_sql(scope, folder_id, "c.content_id"), "", ef)
+    plan = Plan(*kw, _probe_sql(scope, folder_id, "c.content_id"), "", ef, per_content_df)
     await use_plan_ef(session, plan)
     return plan
 
@@ -301,7 +336,7 @@ async def search(
     depth = max(p.candidates, limit)
     plan = await plan_scope(session, scope, folder_id, limit if mode == "semantic" else depth, mode, p)
     bm25 = {"q": query, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,
-            "over": plan.kw_over}
+            "over": plan.kw_over, "per_content_df": plan.per_content_df}
     item = item_sql(scope, folder_id)
     if mode == "keyword":
         rows = (await session.execute(text(_KEYWORD_SQL.format(cand=plan.kw_cand, item=item)),
