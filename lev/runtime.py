@@ -98,7 +98,7 @@ async def start(settings: Settings | None = None, *, migrate: bool = True) -> Ru
         if newer is not None:
             log.warning("the database is at a newer release's migration; running on it as it is",
                         database=newer, this_release=db.head_revision_cached())
-    db.init_engine(db_url, settings.db_pool_size)
+    db.init_engine(db_url, settings.db_pool_size, generic_plans=settings.db_generic_plans)
     redis = Redis.from_url(redis_url)
     rt = Runtime(settings=settings, database_url=db_url, redis_url=redis_url, redis=redis)
     rt.limiter = Limiter(settings, redis_url, redis)

@@ -21,6 +21,8 @@ class Settings(BaseSettings):
     """Redis (>= 6) URL; unset: the embedded Redis under the data directory."""
     db_pool_size: int = 20
     """Database connections each process keeps open (up to 10 more are opened for bursts and closed after)."""
+    db_generic_plans: bool = True
+    """Prepared statements are planned once per connection (plan_cache_mode force_generic_plan); false: each time."""
     data_dir: Path = Path("./.lev")
     """Where the embedded servers, uploads and the signing key live."""
     # the public URL (behind a proxy); unset: the address each request was actually served on

@@ -18,21 +18,39 @@ _url: str | None = None
 CONNECT_TIMEOUT_SEC = 5
 
 
-def init_engine(url: str, pool_size: int = 20) -> AsyncEngine:
+def init_engine(url: str, pool_size: int = 20, *, generic_plans: bool = False) -> AsyncEngine:
     """Create the process-wide async engine (idempotent for the same URL), keeping `pool_size` connections.
 
     Connections beyond it are opened for a burst and closed when returned: each costs PostgreSQL a new backend
-    and the statements prepared on it, so the kept pool should cover the usual concurrency."""
+    and the statements prepared on it, so the kept pool should cover the usual concurrency. With
+    `generic_plans`, a statement psycopg has prepared on a connection (after 5 executions) is planned once."""
     global _engine, _sessions, _url
     if _engine is not None and _url == url:
         return _engine
     # connect_timeout and pool_timeout make an unreachable database fail fast (503) instead of hanging a request.
     _engine = create_async_engine(url, pool_size=pool_size, max_overflow=10, pool_timeout=10,
                                   connect_args={"connect_timeout": CONNECT_TIMEOUT_SEC})
+    if generic_plans:
+        _plan_once(_engine)
     _ping_idle_connections(_engine)
     _sessions = async_sessionmaker(_engine, expire_on_commit=False)
     _url = url
     return _engine
+
+
+def _plan_once(engine: AsyncEngine) -> None:
+    """Every new connection uses generic plans for its prepared statements: a search's statements are the same
+    text for every claim of a scope, and planning them at each execution cost about 0.9 ms each (bench/TUNING.md
+    §9). Their shapes are fixed by the SQL (CTEs, forced scan forms), so one plan fits every parameter value."""
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _generic(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("SET plan_cache_mode = force_generic_plan")
+        finally:
+            cursor.close()
+        dbapi_connection.commit()
 
 
 PING_IDLE_SEC = 2.0

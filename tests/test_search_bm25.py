@@ -340,3 +340,33 @@ def test_a_small_scope_reads_only_its_own_postings_of_a_common_term(server, api,
 
     assert found == 2
     assert postings_rows(doc[0]["Plan"]) == 2  # the small user's two postings, not the 42 of the term's list
+
+
+def test_connections_plan_their_prepared_statements_once(admin) -> None:
+    """With LEV_DB_GENERIC_PLANS (the default) every connection of the pool uses generic plans for its prepared
+    statements, whether it is handed out for reads (autocommit) or for a transaction; without it PostgreSQL decides."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from lev.settings import Settings
+    from store import db
+
+    assert Settings().db_generic_plans is True
+
+    async def modes(generic: bool) -> list[str]:
+        engine = create_async_engine(db.engine().url, pool_size=2)
+        if generic:
+            db._plan_once(engine)
+        try:
+            seen = []
+            async with engine.connect() as conn:
+                auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                seen.append((await auto.execute(text("SHOW plan_cache_mode"))).scalar_one())
+            async with engine.begin() as conn:
+                seen.append((await conn.execute(text("SHOW plan_cache_mode"))).scalar_one())
+            return seen
+        finally:
+            await engine.dispose()
+
+    assert admin.run_coro(modes(True)) == ["force_generic_plan", "force_generic_plan"]
+    assert admin.run_coro(modes(False)) == ["auto", "auto"]
