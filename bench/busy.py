@@ -47,6 +47,35 @@ def loadavg() -> str:
     return " / ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def cpu_gauge() -> float:
+    """ms for a fixed pure-Python loop (best of 3): how fast this shared machine is at the moment, beside the load
+    average (the same code took 140-160 ms on a quiet machine here and more when other tenants were busy)."""
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        sum(range(10**7))
+        best = min(best, time.perf_counter() - t)
+    return best * 1000
+
+
+def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Two load-mix runs of one side as one: latencies and counts pooled, memory peaks the larger."""
+    lat: dict[str, list[float]] = {}
+    for r in runs:
+        for op, ms in r["lat"].items():
+            lat.setdefault(op, []).extend(ms)
+    errors: dict[str, int] = {}
+    for r in runs:
+        for k, v in r["errors"].items():
+            errors[k] = errors.get(k, 0) + v
+    fixed = {name: pct([x for r in runs for x in r["fixed"][name]["ms"]]) for name in runs[0]["fixed"]}
+    return {"lat": lat, "errors": errors, "limited": sum(r["limited"] for r in runs),
+            "elapsed": sum(r["elapsed"] for r in runs), "fixed": fixed,
+            "rps": [sum(len(v) for v in r["lat"].values()) / r["elapsed"] for r in runs],
+            "api_rss": max(r["api_rss"] for r in runs), "all_rss": max(r["all_rss"] for r in runs),
+            "load": "; ".join(r["load"] for r in runs)}
+
+
 def old_tree() -> Path:
     """The old commit's sources (git archive), cached per commit."""
     sha = subprocess.run(["git", "rev-parse", "--short", OLD], cwd=ROOT, capture_output=True, text=True,
@@ -64,7 +93,7 @@ def sides() -> dict[str, Path]:
 
 
 # ----------------------------------------------------------------------------- fixed cost
-def fixed_cost(url: str, token: str, n: int = 300) -> dict[str, dict[str, float]]:
+def fixed_cost(url: str, token: str, n: int = 300) -> dict[str, dict[str, Any]]:
     """c=1: an authenticated request whose own work is one tiny statement (the user's folder list, empty), and
     the unauthenticated /healthz (uvicorn and the outer middleware only)."""
     out = {}
@@ -78,7 +107,7 @@ def fixed_cost(url: str, token: str, n: int = 300) -> dict[str, dict[str, float]
                 r = c.get(path)
                 ms.append((time.perf_counter() - t) * 1000)
                 assert r.status_code == 200, r.text
-            out[name] = pct(ms)
+            out[name] = {**pct(ms), "ms": ms}
     return out
 
 
@@ -137,7 +166,7 @@ def load_side(root: Path, base: list[tuple[str, list[str], np.ndarray]]) -> dict
                 time.sleep(0.5)
 
         threading.Thread(target=sample, daemon=True).start()
-        load_before = loadavg()
+        load_before, gauge_before = loadavg(), cpu_gauge()
         started = time.monotonic()
         lat, errors, limited = _mixed_load(lev.url, lev.token, item_ids, started + LOAD_SECONDS)
         elapsed = time.monotonic() - started
@@ -145,7 +174,8 @@ def load_side(root: Path, base: list[tuple[str, list[str], np.ndarray]]) -> dict
     finally:
         cleanup(lev)
     return {"lat": lat, "errors": dict(errors), "limited": limited, "elapsed": elapsed, "fixed": fixed,
-            "api_rss": max(api_peak) / 2**20, "all_rss": max(all_peak) / 2**20, "load": f"{load_before} → {loadavg()}"}
+            "api_rss": max(api_peak) / 2**20, "all_rss": max(all_peak) / 2**20,
+            "load": f"{load_before} → {loadavg()} (gauge {gauge_before:.0f} ms)"}
 
 
 # ----------------------------------------------------------------------------- corpus
@@ -307,14 +337,21 @@ def main() -> str:
           "every comparison is made in the same run, side by side.")
     lines("")
 
-    # 1. load mix and fixed cost, fresh stacks
+    # 1. load mix and fixed cost, fresh stacks, in the order old, new, new, old (a drift in the machine's speed
+    # falls on both sides alike)
     base = base_corpus()
-    load = {k: load_side(root, base) for k, root in sides().items()}
-    lines("#### Load mix (16 clients, 60 s, fresh stack each, old first)")
+    roots = sides()
+    runs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
+    for k in ("old", "new", "new", "old"):
+        runs[k].append(load_side(roots[k], base))
+    load = {k: pooled(v) for k, v in runs.items()}
+    lines(f"#### Load mix (16 clients, {LOAD_SECONDS} s, a fresh stack each time, in the order old, new, new, old)")
     lines("")
     lines("The load part's mix (25% REST search, 25% MCP search, 15% list, 15% get, 10% MCP list_recent, 10% "
           "ingest of a one-line note, each answered `ready`), hourly limits raised to 10M/h, on a library of 200 "
-          "SciFact documents (copied in with SQL from the base corpus below, with their vectors).")
+          "SciFact documents (copied in with SQL from the base corpus below, with their vectors). Each side's two "
+          "runs are pooled; the CPU gauge is a fixed pure-Python loop timed before each run (best of 3; about "
+          "150 ms on a quiet machine here), to show how fast this shared machine was at that moment.")
     lines("")
     lines("| measure | old | new | new/old |")
     lines("| --- | --- | --- | --- |")
@@ -326,6 +363,8 @@ def main() -> str:
         return len(load[k]["lat"].get(op, [])) / load[k]["elapsed"]
 
     lines(f"| throughput, req/s | {total('old'):.1f} | {total('new'):.1f} | {total('new') / total('old'):.2f} |")
+    lines(f"| throughput of each run, req/s | {' and '.join(f'{x:.1f}' for x in load['old']['rps'])} | "
+          f"{' and '.join(f'{x:.1f}' for x in load['new']['rps'])} | |")
     lines(f"| ingest throughput, ingests/s | {ops('old', 'rest ingest'):.2f} | {ops('new', 'rest ingest'):.2f} | "
           f"{ops('new', 'rest ingest') / max(ops('old', 'rest ingest'), 1e-9):.2f} |")
     for op in sorted(set(load["old"]["lat"]) | set(load["new"]["lat"])):
@@ -336,9 +375,10 @@ def main() -> str:
     lines(f"| peak RSS of the API process, MiB | {load['old']['api_rss']:.0f} | {load['new']['api_rss']:.0f} | |")
     lines(f"| peak RSS with its child processes, MiB | {load['old']['all_rss']:.0f} | {load['new']['all_rss']:.0f} "
           "| |")
-    lines(f"| load average before → after | {load['old']['load']} | {load['new']['load']} | |")
+    lines(f"| load average before → after, each run | {load['old']['load']} | {load['new']['load']} | |")
     lines("")
-    lines("#### Per-request fixed cost (c=1, 300 requests after 30 warm-up, on the load stacks before the load)")
+    lines("#### Per-request fixed cost (c=1, 300 requests after 30 warm-up on each load stack before its load; "
+          "both stacks of a side pooled)")
     lines("")
     lines("| request | old p50 / p95 / p99 ms | new p50 / p95 / p99 ms |")
     lines("| --- | --- | --- |")
@@ -371,7 +411,7 @@ def main() -> str:
                 servers = both_servers(lev, nobatch=target == STAGES[1])
                 try:
                     stage: dict[str, Any] = {"chunks": n_chunks, "users": n_users, "insert_s": t_insert,
-                                             "index_s": t_index, "load": loadavg()}
+                                             "index_s": t_index, "load": loadavg(), "gauge": cpu_gauge()}
                     floors = {mode: Floor(lev, mode, test[-WARMUP:]) for mode in MODES} \
                         if target == STAGES[1] else {}
                     stage["hybrid"] = c1_alternating(servers, lev.token, test[:C1], "hybrid", floors.get("hybrid"))
@@ -405,14 +445,15 @@ def main() -> str:
           "other users (one with 1,000 chunks, 998 with about 10). Both servers run side by side on it without "
           f"inline workers; c=1: SciFact test claims, {C1} per cell, each claim sent to old and new in turn.")
     lines("")
-    lines("| chunks (users) | mode | c | old p50 / p95 / p99 ms | new p50 / p95 / p99 ms | new/old p50 | load avg |")
+    lines("| chunks (users) | mode | c | old p50 / p95 / p99 ms | new p50 / p95 / p99 ms | new/old p50 "
+          "| load avg (CPU gauge) |")
     lines("| --- | --- | --- | --- | --- | --- | --- |")
     for st in growth.values():
         for mode in ("hybrid", "semantic", "keyword"):
             if mode in st:
                 o, n = st[mode]["old"], st[mode]["new"]
                 lines(f"| {st['chunks']:,} ({st['users']}) | {mode} | 1 | {fmt_pct(o)} | {fmt_pct(n)} | "
-                      f"{n['p50'] / o['p50']:.2f} | {st['load']} → {st['load_after']} |")
+                      f"{n['p50'] / o['p50']:.2f} | {st['load']} → {st['load_after']} (gauge {st['gauge']:.0f} ms) |")
         if "c16" in st:
             for i in range(2):
                 o, n = st["c16"]["old"][i], st["c16"]["new"][i]
