@@ -17,6 +17,7 @@ from lev.settings import get_settings
 from store import folders as folder_store
 from store import items as item_store
 from store import search as search_store
+from store import similar as similar_store
 from store.db import read_scope
 from store.scope import Scope
 
@@ -142,7 +143,7 @@ async def similar_items(principal: Principal, item_id: uuid.UUID, limit: int = 1
     if not 1 <= limit <= 50:
         raise invalid_body("limit must be between 1 and 50.")
     async with read_scope() as s:
-        results = await search_store.similar_items(s, principal.scope, item_id, limit=limit, params=search_params())
+        results = await similar_store.similar_items(s, principal.scope, item_id, limit=limit, params=search_params())
     if results is None:
         raise not_found()
     context.note_results(len(results))

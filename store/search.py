@@ -184,35 +184,37 @@ def item_sql(scope: Scope, folder_id: uuid.UUID | None) -> str:
                      user_items.c.url.label("item_url"), user_items.c.kind.label("item_kind"),
                      select(contents.c.object_path.isnot(None)).where(contents.c.id == user_items.c.content_id)
                      .scalar_subquery().label("item_media"))
-              .where(user_items.c.content_id == literal_column("c.content_id"), *_visible_where(scope, folder_id))
+              .where(user_items.c.content_id == literal_column("c.content_id"), *visible_where(scope, folder_id))
               .order_by(user_items.c.created_at.desc()).limit(1))
-    return _sql(q)
+    return sql_text(q)
 
 
 @lru_cache(maxsize=4096)
 def scope_sql(scope: Scope, folder_id: uuid.UUID | None) -> str:
     """The visible-content subquery as SQL text (only UUIDs and booleans are inlined, rendered by SQLAlchemy)."""
-    q = select(user_items.c.content_id).where(*_visible_where(scope, folder_id))
-    return _sql(q)
+    q = select(user_items.c.content_id).where(*visible_where(scope, folder_id))
+    return sql_text(q)
 
 
 @lru_cache(maxsize=4096)
 def _probe_sql(scope: Scope, folder_id: uuid.UUID | None, content_col: str) -> str:
     """'The content in `content_col` is visible': a correlated probe, evaluated row by row (never hashed whole)."""
     q: Any = (select(literal_column("true")).select_from(user_items)
-              .where(user_items.c.content_id == literal_column(content_col), *_visible_where(scope, folder_id))
+              .where(user_items.c.content_id == literal_column(content_col), *visible_where(scope, folder_id))
               .limit(1))
-    return f"({_sql(q)})"
+    return f"({sql_text(q)})"
 
 
-def _visible_where(scope: Scope, folder_id: uuid.UUID | None) -> list[Any]:
+def visible_where(scope: Scope, folder_id: uuid.UUID | None) -> list[Any]:
+    """The conditions 'this user item is searchable by the caller': visible, in the KB, ready (and in the folder)."""
     conds: list[Any] = [visible(scope), user_items.c.in_kb.is_(True), user_items.c.status == "ready"]
     if folder_id is not None:
         conds.append(exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id == folder_id))
     return conds
 
 
-def _sql(q: Any) -> str:
+def sql_text(q: Any) -> str:
+    """A statement as SQL text with its values inlined (only UUIDs and booleans), to embed in a larger statement."""
     return str(q.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}))
 
 
@@ -365,60 +367,3 @@ async def _resolve(vector: list[float] | Awaitable[list[float]] | None) -> list[
     if vector is None:
         raise ValueError("semantic and hybrid search need a query vector")
     return await vector if inspect.isawaitable(vector) else vector
-
-
-# Similar items: for each of the item's first :src chunks, its :depth nearest visible chunks of other contents;
-# a content scores the best cosine any of its chunks reached. Contents with the item's own text (pasted twice)
-# count as duplicates and are left out, as is the item's own content (other items of the same URL).
-_SIMILAR_SQL = """
-WITH src AS MATERIALIZED (
-  SELECT embedding FROM chunks WHERE content_id = :cid ORDER BY ord LIMIT :src
-), nn AS (
-  SELECT n.content_id, max(n.cos) AS sim
-    FROM src CROSS JOIN LATERAL (
-      SELECT c.content_id, 1 - (c.embedding <=> src.embedding) AS cos
-        FROM chunks c
-       WHERE c.content_id <> :cid AND {filter}
-       ORDER BY (c.embedding <=> src.embedding) {exact}
-       LIMIT :depth
-    ) n
-   GROUP BY n.content_id
-)
-SELECT v.item_id, v.item_title, v.item_url, v.item_kind, c.sim
-  FROM nn c
-  JOIN contents ct ON ct.id = c.content_id
- CROSS JOIN LATERAL ({item}) v
- WHERE ct.text IS NULL OR ct.text IS DISTINCT FROM (SELECT text FROM contents WHERE id = :cid)
- ORDER BY c.sim DESC, v.item_id
- LIMIT :limit
-"""
-
-SIMILAR_SOURCE_CHUNKS = 16
-
-
-@lru_cache(maxsize=4096)
-def _similar_item_sql(scope: Scope) -> str:
-    q: Any = (select(user_items.c.id.label("item_id"), user_items.c.title.label("item_title"),
-                     user_items.c.url.label("item_url"), user_items.c.kind.label("item_kind"))
-              .where(user_items.c.content_id == literal_column("c.content_id"), *_visible_where(scope, None))
-              .order_by(user_items.c.created_at.desc()).limit(1))
-    return _sql(q)
-
-
-async def similar_items(session: AsyncSession, scope: Scope, item_id: uuid.UUID, *, limit: int,
-                        params: SearchParams) -> list[dict[str, Any]] | None:
-    """The visible items whose chunks lie nearest the chunks of `item_id`; None unless it is visible."""
-    content_id = (await session.execute(
-        select(user_items.c.content_id).where(user_items.c.id == item_id, visible(scope))
-    )).scalar_one_or_none()
-    if content_id is None:
-        return None
-    p = params
-    depth = max(4 * limit, 40)
-    plan = await plan_scope(session, scope, None, depth, "semantic", p)
-    rows = (await session.execute(
-        text(_SIMILAR_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=_similar_item_sql(scope))),
-        {"cid": content_id, "src": SIMILAR_SOURCE_CHUNKS, "depth": depth, "limit": limit},
-    )).all()
-    return [{"item_id": str(r.item_id), "title": r.item_title, "url": r.item_url, "kind": r.item_kind,
-             "similarity": float(r.sim)} for r in rows]
