@@ -227,8 +227,9 @@ def hnsw_recall(lev: Lev, queries: list[str], limit: int) -> dict[str, Any]:
         plan = await ss.plan_scope(s, scope, None, limit, "semantic", p)
         assert plan.exact == "", "expected the HNSW path at this scale"
         ef = int((await s.execute(text("SHOW hnsw.ef_search"))).scalar_one())
-        item = ss.item_sql(scope, None)
-        params = {"qvec": vec, "limit": limit}
+        found = ss.item_sql(scope, None)
+        item = found.sql
+        params = {"qvec": vec, "limit": limit, **ss.bound_params(ss.Bound("", plan.params), found)}
         t = time.perf_counter()
         h = [r.chunk_id for r in await s.execute(
             ss.with_vector(ss.SEMANTIC_SQL.format(filter=plan.vec_filter, exact="", item=item)), params)]
@@ -258,7 +259,8 @@ def estimate_cost(lev: Lev) -> float:
     ms = []
     for _ in range(5):
         t = time.perf_counter()
-        lev.admin.sql(f"SELECT count(*) FROM chunks c WHERE c.content_id IN ({ss.scope_sql(scope, None)})")
+        scope_in = ss.scope_sql(scope, None)
+        lev.admin.sql(f"SELECT count(*) FROM chunks c WHERE c.content_id IN ({scope_in.sql})", **scope_in.params)
         ms.append((time.perf_counter() - t) * 1000)
     return float(np.median(ms))
 

@@ -62,11 +62,13 @@ def main() -> None:
         t0 = time.perf_counter()
         plan = await ss.plan_scope(s, scope, None, depth, "hybrid", p)
         t1 = time.perf_counter()
+        found = ss.item_sql(scope, None)
         bm25 = {"q": q, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,
-                "over": plan.kw_over, "per_content_df": plan.per_content_df}
+                "over": plan.kw_over, "per_content_df": plan.per_content_df,
+                **ss.bound_params(ss.Bound("", plan.params), found)}
         cand = (await s.execute(text(ss._KW_CAND_SQL.format(cand=plan.kw_cand)), bm25)).all()
         t2 = time.perf_counter()
-        sql = ss._HYBRID_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=ss.item_sql(scope, None))
+        sql = ss._HYBRID_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=found.sql)
         await s.execute(ss.with_vector(sql), {**bm25, "qvec": vec, "w": p.semantic_weight, "limit": 10,
                                               "kw_ids": [r.chunk_id for r in cand], "kw_s": [float(r.s) for r in cand],
                                               "kw_complete": len(cand) < depth})
@@ -101,7 +103,7 @@ def main() -> None:
         depth = max(p.candidates, 10)
         plan = await ss.plan_scope(s, scope, None, depth, "hybrid", p)
         bm25 = {"q": q, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,
-                "over": plan.kw_over, "per_content_df": plan.per_content_df}
+                "over": plan.kw_over, "per_content_df": plan.per_content_df, **plan.params}
         sql = "EXPLAIN (ANALYZE, BUFFERS) " + ss._KW_CAND_SQL.format(cand=plan.kw_cand)
         for row in (await s.execute(text(sql), bm25)).all():
             print(row[0])

@@ -12,13 +12,14 @@ import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 from sqlalchemy import TextClause, bindparam, exists, literal_column, select, text
-from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.postgresql import psycopg2
+from sqlalchemy.engine.interfaces import BindTyping
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.types import UserDefinedType
 
@@ -177,8 +178,28 @@ WITH {_Q}, kw AS (
 )""" + _DETAILS
 
 
+@dataclass(frozen=True)
+class Bound:
+    """SQL text to embed in a statement, and the values of its named parameters (the scope's ids)."""
+
+    sql: str
+    params: dict[str, Any]
+
+
+def bound_params(*parts: Bound) -> dict[str, Any]:
+    """The parameters of several embedded parts as one dict. Each part is compiled on its own, so the same name
+    must mean the same value in all of them (they are all built from one scope): anything else is refused."""
+    out: dict[str, Any] = {}
+    for part in parts:
+        for name, value in part.params.items():
+            if name in out and out[name] != value:
+                raise ValueError(f"parameter {name} bound to two values in one statement")
+            out[name] = value
+    return out
+
+
 @lru_cache(maxsize=4096)
-def item_sql(scope: Scope, folder_id: uuid.UUID | None) -> str:
+def item_sql(scope: Scope, folder_id: uuid.UUID | None) -> Bound:
     """The newest item visible to the caller that holds content `c.content_id` (correlated subquery)."""
     q: Any = (select(user_items.c.id.label("item_id"), user_items.c.title.label("item_title"),
                      user_items.c.url.label("item_url"), user_items.c.kind.label("item_kind"),
@@ -190,19 +211,20 @@ def item_sql(scope: Scope, folder_id: uuid.UUID | None) -> str:
 
 
 @lru_cache(maxsize=4096)
-def scope_sql(scope: Scope, folder_id: uuid.UUID | None) -> str:
-    """The visible-content subquery as SQL text (only UUIDs and booleans are inlined, rendered by SQLAlchemy)."""
+def scope_sql(scope: Scope, folder_id: uuid.UUID | None) -> Bound:
+    """The visible-content subquery."""
     q = select(user_items.c.content_id).where(*visible_where(scope, folder_id))
     return sql_text(q)
 
 
 @lru_cache(maxsize=4096)
-def _probe_sql(scope: Scope, folder_id: uuid.UUID | None, content_col: str) -> str:
+def _probe_sql(scope: Scope, folder_id: uuid.UUID | None, content_col: str) -> Bound:
     """'The content in `content_col` is visible': a correlated probe, evaluated row by row (never hashed whole)."""
     q: Any = (select(literal_column("true")).select_from(user_items)
               .where(user_items.c.content_id == literal_column(content_col), *visible_where(scope, folder_id))
               .limit(1))
-    return f"({sql_text(q)})"
+    inner = sql_text(q)
+    return Bound(f"({inner.sql})", inner.params)
 
 
 def visible_where(scope: Scope, folder_id: uuid.UUID | None) -> list[Any]:
@@ -213,9 +235,16 @@ def visible_where(scope: Scope, folder_id: uuid.UUID | None) -> list[Any]:
     return conds
 
 
-def sql_text(q: Any) -> str:
-    """A statement as SQL text with its values inlined (only UUIDs and booleans), to embed in a larger statement."""
-    return str(q.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}))
+_NAMED = psycopg2.dialect(paramstyle="named")  # renders `:name` as text() reads them: no `::UUID` bind casts
+_NAMED.bind_typing = BindTyping.NONE
+
+
+def sql_text(q: Any) -> Bound:
+    """A statement as SQL text to embed in a larger `text()` statement, its values (the scope's ids, 'ready') as
+    named parameters: scopes of the same shape give the same text, so every user's searches share one prepared
+    statement (and, with generic plans, one plan) per connection."""
+    compiled = q.compile(dialect=_NAMED, compile_kwargs={"render_postcompile": True})
+    return Bound(str(compiled), dict(compiled.params))
 
 
 @dataclass(frozen=True)
@@ -237,9 +266,9 @@ async def _scope_size(session: AsyncSession, scope: Scope, folder_id: uuid.UUID 
         return hit[1]
     scope_in = scope_sql(scope, folder_id)
     row = (await session.execute(text(
-        f"SELECT (SELECT count(*) FROM chunks c WHERE c.content_id IN ({scope_in})),"
-        f" (SELECT count(DISTINCT v.content_id) FROM ({scope_in}) v),"
-        " (SELECT greatest(n_chunks, 1) FROM lev_bm25_stats)"))).one()
+        f"SELECT (SELECT count(*) FROM chunks c WHERE c.content_id IN ({scope_in.sql})),"
+        f" (SELECT count(DISTINCT v.content_id) FROM ({scope_in.sql}) v),"
+        " (SELECT greatest(n_chunks, 1) FROM lev_bm25_stats)"), scope_in.params)).one()
     if len(_ESTIMATES) > 10_000:
         _ESTIMATES.clear()
     size = _Size(int(row[0]), int(row[1]), int(row[2]))
@@ -255,6 +284,7 @@ class Plan:
     exact: str  # "+ 0" defeats the HNSW index: exact scan
     ef: int | None = None  # hnsw.ef_search for the index scan (None: exact scan, no index)
     per_content_df: int = 0  # sel terms with more postings are read per visible content (_KW_CAND_FILTERED)
+    params: dict[str, Any] = field(default_factory=dict)  # the scope's values for the parts above
 
 
 async def plan_scope(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None, depth: int, mode: str,
@@ -271,15 +301,19 @@ async def plan_scope(session: AsyncSession, scope: Scope, folder_id: uuid.UUID |
     share = max(size.chunks, 1) / size.total
     per_content_df = 0
     if share >= p.probe_min_share:
-        kw = (_KW_CAND_PROBED.format(outer=_probe_sql(scope, folder_id, "o.content_id")),
-              math.ceil(2 * depth / min(share, 1.0)))
+        outer = _probe_sql(scope, folder_id, "o.content_id")
+        kw = (_KW_CAND_PROBED.format(outer=outer.sql), math.ceil(2 * depth / min(share, 1.0)))
+        kw_part = outer
     else:
-        kw = (_KW_CAND_FILTERED.format(scope=scope_in), depth)
+        kw = (_KW_CAND_FILTERED.format(scope=scope_in.sql), depth)
+        kw_part = scope_in
         per_content_df = min(2**31 - 1, math.ceil(p.per_content_factor * size.contents))
     if mode == "keyword" or size.chunks <= p.exact_scan_max_chunks:
-        return Plan(*kw, f"c.content_id IN ({scope_in})", "+ 0", per_content_df=per_content_df)
+        return Plan(*kw, f"c.content_id IN ({scope_in.sql})", "+ 0", per_content_df=per_content_df,
+                    params=bound_params(kw_part, scope_in))
     ef = min(1000, max(p.ef_search, depth, math.ceil(1.5 * depth / share)))
-    plan = Plan(*kw, _probe_sql(scope, folder_id, "c.content_id"), "", ef, per_content_df)
+    probe = _probe_sql(scope, folder_id, "c.content_id")
+    plan = Plan(*kw, probe.sql, "", ef, per_content_df, bound_params(kw_part, probe))
     await use_plan_ef(session, plan)
     return plan
 
@@ -337,15 +371,18 @@ async def search(
     p = params
     depth = max(p.candidates, limit)
     plan = await plan_scope(session, scope, folder_id, limit if mode == "semantic" else depth, mode, p)
+    found = item_sql(scope, folder_id)
+    scoped = bound_params(Bound("", plan.params), found)
     bm25 = {"q": query, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,
-            "over": plan.kw_over, "per_content_df": plan.per_content_df}
-    item = item_sql(scope, folder_id)
+            "over": plan.kw_over, "per_content_df": plan.per_content_df, **scoped}
+    item = found.sql
     if mode == "keyword":
         rows = (await session.execute(text(_KEYWORD_SQL.format(cand=plan.kw_cand, item=item)),
                                       {**bm25, "limit": limit})).all()
     elif mode == "semantic":
         sql = SEMANTIC_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=item)
-        rows = (await session.execute(with_vector(sql), {"qvec": await _resolve(query_vector), "limit": limit})).all()
+        rows = (await session.execute(with_vector(sql), {"qvec": await _resolve(query_vector), "limit": limit,
+                                                         **scoped})).all()
     else:
         cand = (await session.execute(text(_KW_CAND_SQL.format(cand=plan.kw_cand)),
                                       bm25)).all()

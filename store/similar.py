@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from store.items import visible
 from store.models import user_items
 from store.scope import Scope
-from store.search import SearchParams, plan_scope, sql_text, visible_where
+from store.search import Bound, SearchParams, bound_params, plan_scope, sql_text, visible_where
 
 # Similar items: for each of the item's first :src chunks, its :depth nearest visible chunks of other contents;
 # a content scores the best cosine any of its chunks reached. Contents with the item's own text (pasted twice)
@@ -45,7 +45,7 @@ SIMILAR_SOURCE_CHUNKS = 16
 
 
 @lru_cache(maxsize=4096)
-def _similar_item_sql(scope: Scope) -> str:
+def _similar_item_sql(scope: Scope) -> Bound:
     q: Any = (select(user_items.c.id.label("item_id"), user_items.c.title.label("item_title"),
                      user_items.c.url.label("item_url"), user_items.c.kind.label("item_kind"))
               .where(user_items.c.content_id == literal_column("c.content_id"), *visible_where(scope, None))
@@ -64,9 +64,11 @@ async def similar_items(session: AsyncSession, scope: Scope, item_id: uuid.UUID,
     p = params
     depth = max(4 * limit, 40)
     plan = await plan_scope(session, scope, None, depth, "semantic", p)
+    item = _similar_item_sql(scope)
     rows = (await session.execute(
-        text(_SIMILAR_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=_similar_item_sql(scope))),
-        {"cid": content_id, "src": SIMILAR_SOURCE_CHUNKS, "depth": depth, "limit": limit},
+        text(_SIMILAR_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=item.sql)),
+        {"cid": content_id, "src": SIMILAR_SOURCE_CHUNKS, "depth": depth, "limit": limit,
+         **bound_params(Bound("", plan.params), item)},
     )).all()
     return [{"item_id": str(r.item_id), "title": r.item_title, "url": r.item_url, "kind": r.item_kind,
              "similarity": float(r.sim)} for r in rows]

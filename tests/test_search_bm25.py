@@ -325,7 +325,7 @@ def test_a_small_scope_reads_only_its_own_postings_of_a_common_term(server, api,
         plan = await search_store.plan_scope(s, scope, None, 100, "keyword", params)
         sql = "EXPLAIN (ANALYZE, FORMAT JSON) " + search_store._KW_CAND_SQL.format(cand=plan.kw_cand)
         values = {"q": word, "k1": params.k1, "b": params.b, "prune": params.prune_df, "keep": params.keep_rarest,
-                  "depth": 100, "over": plan.kw_over, "per_content_df": plan.per_content_df}
+                  "depth": 100, "over": plan.kw_over, "per_content_df": plan.per_content_df, **plan.params}
         found = (await s.execute(text(search_store._KW_CAND_SQL.format(cand=plan.kw_cand)), values)).all()
         return (await s.execute(text(sql), values)).scalar(), len(found)
 
@@ -370,3 +370,25 @@ def test_connections_plan_their_prepared_statements_once(admin) -> None:
 
     assert admin.run_coro(modes(True)) == ["force_generic_plan", "force_generic_plan"]
     assert admin.run_coro(modes(False)) == ["auto", "auto"]
+
+
+def test_a_searchs_sql_text_is_the_same_for_every_user_of_a_scope_shape() -> None:
+    """The scope's ids are parameters, not text: every user's searches share one prepared statement (and plan) per
+    connection. Parts compiled apart that bind one name to two values are refused, never silently merged."""
+    import uuid
+
+    from store import search as search_store
+    from store.scope import Scope
+
+    a, b = (Scope(uuid.uuid4(), None, kb_only=True) for _ in range(2))
+    fa, fb = (Scope(uuid.uuid4(), frozenset({uuid.uuid4(), uuid.uuid4()}), kb_only=True, token_id=uuid.uuid4())
+              for _ in range(2))
+    for make in (search_store.scope_sql, search_store.item_sql):
+        for x, y in ((a, b), (fa, fb)):
+            sx, sy = make(x, None), make(y, None)
+            assert sx.sql == sy.sql and sx.params != sy.params
+            assert str(x.user_id) not in sx.sql and x.user_id in sx.params.values()
+        assert make(a, None).sql != make(fa, None).sql
+    mixed = search_store.Bound("", {"user_id_1": b.user_id})
+    with pytest.raises(ValueError, match="two values"):
+        search_store.bound_params(search_store.scope_sql(a, None), mixed)
