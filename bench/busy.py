@@ -447,7 +447,8 @@ def main() -> str:
     lines(f"Corpus: the first {BASE_DOCS} SciFact documents ({sum(len(b) for _, b, _ in base):,} chunks, embedded "
           f"once) copied with perturbations into one user's library (sentences shuffled, {DROP:.0%} of words "
           f"dropped, vectors + N(0, {NOISE}²) renormalised; COPY with the BM25 triggers; HNSW rebuilt, VACUUM "
-          "ANALYZE, CHECKPOINT and sync, so each stage is measured on a settled database). The database grows in place: 10k, then 100k, then 300k chunks; at 300k it also holds 999 "
+          "ANALYZE, CHECKPOINT and sync, so each stage is measured on a settled database). The database grows in "
+          "place: 10k, then 100k, then 300k chunks; at 300k it also holds 999 "
           "other users (one with 1,000 chunks, 998 with about 10). Both servers run side by side on it without "
           f"inline workers; c=1: SciFact test claims, {C1} per cell, each claim sent to old and new in turn.")
     lines("")
