@@ -216,6 +216,7 @@ def hnsw_recall(lev: Lev, queries: list[str], limit: int) -> dict[str, Any]:
     from lev.library import search_params
     from lev.pipeline.embedder import LocalEmbedder
     from lev.policy import Scope
+    from store import scoped_sql
     from store import search as ss
 
     emb = LocalEmbedder()
@@ -227,9 +228,9 @@ def hnsw_recall(lev: Lev, queries: list[str], limit: int) -> dict[str, Any]:
         plan = await ss.plan_scope(s, scope, None, limit, "semantic", p)
         assert plan.exact == "", "expected the HNSW path at this scale"
         ef = int((await s.execute(text("SHOW hnsw.ef_search"))).scalar_one())
-        found = ss.item_sql(scope, None)
+        found = scoped_sql.item_sql(scope, None)
         item = found.sql
-        params = {"qvec": vec, "limit": limit, **ss.bound_params(ss.Bound("", plan.params), found)}
+        params = {"qvec": vec, "limit": limit, **scoped_sql.bound_params(scoped_sql.Bound("", plan.params), found)}
         t = time.perf_counter()
         h = [r.chunk_id for r in await s.execute(
             ss.with_vector(ss.SEMANTIC_SQL.format(filter=plan.vec_filter, exact="", item=item)), params)]
@@ -253,13 +254,13 @@ def hnsw_recall(lev: Lev, queries: list[str], limit: int) -> dict[str, Any]:
 def estimate_cost(lev: Lev) -> float:
     """ms of the visible-chunk count the planner caches for 30 s per scope (store.search._scope_size)."""
     from lev.policy import Scope
-    from store import search as ss
+    from store import scoped_sql
 
     scope = Scope(lev.user_id, None, kb_only=True)
     ms = []
     for _ in range(5):
         t = time.perf_counter()
-        scope_in = ss.scope_sql(scope, None)
+        scope_in = scoped_sql.scope_sql(scope, None)
         lev.admin.sql(f"SELECT count(*) FROM chunks c WHERE c.content_id IN ({scope_in.sql})", **scope_in.params)
         ms.append((time.perf_counter() - t) * 1000)
     return float(np.median(ms))

@@ -30,6 +30,7 @@ def main() -> None:
 
     from lev.library import search_params
     from lev.pipeline.embedder import LocalEmbedder
+    from store import scoped_sql
     from store import search as ss
     from store.scope import Scope
 
@@ -62,10 +63,10 @@ def main() -> None:
         t0 = time.perf_counter()
         plan = await ss.plan_scope(s, scope, None, depth, "hybrid", p)
         t1 = time.perf_counter()
-        found = ss.item_sql(scope, None)
+        found = scoped_sql.item_sql(scope, None)
         bm25 = {"q": q, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,
                 "over": plan.kw_over, "per_content_df": plan.per_content_df,
-                **ss.bound_params(ss.Bound("", plan.params), found)}
+                **scoped_sql.bound_params(scoped_sql.Bound("", plan.params), found)}
         cand = (await s.execute(text(ss._KW_CAND_SQL.format(cand=plan.kw_cand)), bm25)).all()
         t2 = time.perf_counter()
         sql = ss._HYBRID_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=found.sql)

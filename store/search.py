@@ -13,19 +13,15 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from sqlalchemy import TextClause, bindparam, exists, literal_column, select, text
-from sqlalchemy.dialects.postgresql import psycopg2
-from sqlalchemy.engine.interfaces import BindTyping
+from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.types import UserDefinedType
 
-from store.items import visible
-from store.models import contents, item_folders, user_items
 from store.scope import Scope
+from store.scoped_sql import Bound, bound_params, item_sql, probe_sql, scope_sql
 
 MODES = ("hybrid", "semantic", "keyword")
 
@@ -179,75 +175,6 @@ WITH {_Q}, kw AS (
 
 
 @dataclass(frozen=True)
-class Bound:
-    """SQL text to embed in a statement, and the values of its named parameters (the scope's ids)."""
-
-    sql: str
-    params: dict[str, Any]
-
-
-def bound_params(*parts: Bound) -> dict[str, Any]:
-    """The parameters of several embedded parts as one dict. Each part is compiled on its own, so the same name
-    must mean the same value in all of them (they are all built from one scope): anything else is refused."""
-    out: dict[str, Any] = {}
-    for part in parts:
-        for name, value in part.params.items():
-            if name in out and out[name] != value:
-                raise ValueError(f"parameter {name} bound to two values in one statement")
-            out[name] = value
-    return out
-
-
-@lru_cache(maxsize=4096)
-def item_sql(scope: Scope, folder_id: uuid.UUID | None) -> Bound:
-    """The newest item visible to the caller that holds content `c.content_id` (correlated subquery)."""
-    q: Any = (select(user_items.c.id.label("item_id"), user_items.c.title.label("item_title"),
-                     user_items.c.url.label("item_url"), user_items.c.kind.label("item_kind"),
-                     select(contents.c.object_path.isnot(None)).where(contents.c.id == user_items.c.content_id)
-                     .scalar_subquery().label("item_media"))
-              .where(user_items.c.content_id == literal_column("c.content_id"), *visible_where(scope, folder_id))
-              .order_by(user_items.c.created_at.desc()).limit(1))
-    return sql_text(q)
-
-
-@lru_cache(maxsize=4096)
-def scope_sql(scope: Scope, folder_id: uuid.UUID | None) -> Bound:
-    """The visible-content subquery."""
-    q = select(user_items.c.content_id).where(*visible_where(scope, folder_id))
-    return sql_text(q)
-
-
-@lru_cache(maxsize=4096)
-def _probe_sql(scope: Scope, folder_id: uuid.UUID | None, content_col: str) -> Bound:
-    """'The content in `content_col` is visible': a correlated probe, evaluated row by row (never hashed whole)."""
-    q: Any = (select(literal_column("true")).select_from(user_items)
-              .where(user_items.c.content_id == literal_column(content_col), *visible_where(scope, folder_id))
-              .limit(1))
-    inner = sql_text(q)
-    return Bound(f"({inner.sql})", inner.params)
-
-
-def visible_where(scope: Scope, folder_id: uuid.UUID | None) -> list[Any]:
-    """The conditions 'this user item is searchable by the caller': visible, in the KB, ready (and in the folder)."""
-    conds: list[Any] = [visible(scope), user_items.c.in_kb.is_(True), user_items.c.status == "ready"]
-    if folder_id is not None:
-        conds.append(exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id == folder_id))
-    return conds
-
-
-_NAMED = psycopg2.dialect(paramstyle="named")  # renders `:name` as text() reads them: no `::UUID` bind casts
-_NAMED.bind_typing = BindTyping.NONE
-
-
-def sql_text(q: Any) -> Bound:
-    """A statement as SQL text to embed in a larger `text()` statement, its values (the scope's ids, 'ready') as
-    named parameters: scopes of the same shape give the same text, so every user's searches share one prepared
-    statement (and, with generic plans, one plan) per connection."""
-    compiled = q.compile(dialect=_NAMED, compile_kwargs={"render_postcompile": True})
-    return Bound(str(compiled), dict(compiled.params))
-
-
-@dataclass(frozen=True)
 class _Size:
     chunks: int  # visible to the scope
     contents: int  # visible to the scope
@@ -301,7 +228,7 @@ async def plan_scope(session: AsyncSession, scope: Scope, folder_id: uuid.UUID |
     share = max(size.chunks, 1) / size.total
     per_content_df = 0
     if share >= p.probe_min_share:
-        outer = _probe_sql(scope, folder_id, "o.content_id")
+        outer = probe_sql(scope, folder_id, "o.content_id")
         kw = (_KW_CAND_PROBED.format(outer=outer.sql), math.ceil(2 * depth / min(share, 1.0)))
         kw_part = outer
     else:
@@ -312,7 +239,7 @@ async def plan_scope(session: AsyncSession, scope: Scope, folder_id: uuid.UUID |
         return Plan(*kw, f"c.content_id IN ({scope_in.sql})", "+ 0", per_content_df=per_content_df,
                     params=bound_params(kw_part, scope_in))
     ef = min(1000, max(p.ef_search, depth, math.ceil(1.5 * depth / share)))
-    probe = _probe_sql(scope, folder_id, "c.content_id")
+    probe = probe_sql(scope, folder_id, "c.content_id")
     plan = Plan(*kw, probe.sql, "", ef, per_content_df, bound_params(kw_part, probe))
     await use_plan_ef(session, plan)
     return plan

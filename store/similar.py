@@ -13,7 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from store.items import visible
 from store.models import user_items
 from store.scope import Scope
-from store.search import Bound, SearchParams, bound_params, plan_scope, sql_text, visible_where
+from store.scoped_sql import Bound, bound_params, sql_text, visible_where
+from store.search import SearchParams, plan_scope
 
 # Similar items: for each of the item's first :src chunks, its :depth nearest visible chunks of other contents;
 # a content scores the best cosine any of its chunks reached. Contents with the item's own text (pasted twice)

@@ -377,18 +377,18 @@ def test_a_searchs_sql_text_is_the_same_for_every_user_of_a_scope_shape() -> Non
     connection. Parts compiled apart that bind one name to two values are refused, never silently merged."""
     import uuid
 
-    from store import search as search_store
+    from store import scoped_sql
     from store.scope import Scope
 
     a, b = (Scope(uuid.uuid4(), None, kb_only=True) for _ in range(2))
     fa, fb = (Scope(uuid.uuid4(), frozenset({uuid.uuid4(), uuid.uuid4()}), kb_only=True, token_id=uuid.uuid4())
               for _ in range(2))
-    for make in (search_store.scope_sql, search_store.item_sql):
+    for make in (scoped_sql.scope_sql, scoped_sql.item_sql):
         for x, y in ((a, b), (fa, fb)):
             sx, sy = make(x, None), make(y, None)
             assert sx.sql == sy.sql and sx.params != sy.params
             assert str(x.user_id) not in sx.sql and x.user_id in sx.params.values()
         assert make(a, None).sql != make(fa, None).sql
-    mixed = search_store.Bound("", {"user_id_1": b.user_id})
+    mixed = scoped_sql.Bound("", {"user_id_1": b.user_id})
     with pytest.raises(ValueError, match="two values"):
-        search_store.bound_params(search_store.scope_sql(a, None), mixed)
+        scoped_sql.bound_params(scoped_sql.scope_sql(a, None), mixed)
