@@ -230,7 +230,7 @@ def hnsw_recall(lev: Lev, queries: list[str], limit: int) -> dict[str, Any]:
         ef = int((await s.execute(text("SHOW hnsw.ef_search"))).scalar_one())
         found = scoped_sql.item_sql(scope, None)
         item = found.sql
-        params = {"qvec": vec, "limit": limit, **scoped_sql.bound_params(scoped_sql.Bound("", plan.params), found)}
+        params = {"qvec": vec, "limit": limit, **plan.bound(found)}
         t = time.perf_counter()
         h = [r.chunk_id for r in await s.execute(
             ss.with_vector(ss.SEMANTIC_SQL.format(filter=plan.vec_filter, exact="", item=item)), params)]

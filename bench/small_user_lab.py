@@ -66,7 +66,7 @@ def main() -> None:
         found = scoped_sql.item_sql(scope, None)
         bm25 = {"q": q, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,
                 "over": plan.kw_over, "per_content_df": plan.per_content_df,
-                **scoped_sql.bound_params(scoped_sql.Bound("", plan.params), found)}
+                **plan.bound(found)}
         cand = (await s.execute(text(ss._KW_CAND_SQL.format(cand=plan.kw_cand)), bm25)).all()
         t2 = time.perf_counter()
         sql = ss._HYBRID_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=found.sql)

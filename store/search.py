@@ -213,6 +213,10 @@ class Plan:
     per_content_df: int = 0  # sel terms with more postings are read per visible content (_KW_CAND_FILTERED)
     params: dict[str, Any] = field(default_factory=dict)  # the scope's values for the parts above
 
+    def bound(self, *parts: Bound) -> dict[str, Any]:
+        """The plan's scope values together with those of other embedded parts (`bound_params`)."""
+        return bound_params(Bound("", self.params), *parts)
+
 
 async def plan_scope(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None, depth: int, mode: str,
                      p: SearchParams) -> Plan:
@@ -299,7 +303,7 @@ async def search(
     depth = max(p.candidates, limit)
     plan = await plan_scope(session, scope, folder_id, limit if mode == "semantic" else depth, mode, p)
     found = item_sql(scope, folder_id)
-    scoped = bound_params(Bound("", plan.params), found)
+    scoped = plan.bound(found)
     bm25 = {"q": query, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,
             "over": plan.kw_over, "per_content_df": plan.per_content_df, **scoped}
     item = found.sql

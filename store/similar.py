@@ -4,16 +4,15 @@ choice, `store.search.plan_scope`)."""
 from __future__ import annotations
 
 import uuid
-from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import literal_column, select, text
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from store.items import visible
 from store.models import user_items
 from store.scope import Scope
-from store.scoped_sql import Bound, bound_params, sql_text, visible_where
+from store.scoped_sql import item_sql
 from store.search import SearchParams, plan_scope
 
 # Similar items: for each of the item's first :src chunks, its :depth nearest visible chunks of other contents;
@@ -45,15 +44,6 @@ SELECT v.item_id, v.item_title, v.item_url, v.item_kind, c.sim
 SIMILAR_SOURCE_CHUNKS = 16
 
 
-@lru_cache(maxsize=4096)
-def _similar_item_sql(scope: Scope) -> Bound:
-    q: Any = (select(user_items.c.id.label("item_id"), user_items.c.title.label("item_title"),
-                     user_items.c.url.label("item_url"), user_items.c.kind.label("item_kind"))
-              .where(user_items.c.content_id == literal_column("c.content_id"), *visible_where(scope, None))
-              .order_by(user_items.c.created_at.desc()).limit(1))
-    return sql_text(q)
-
-
 async def similar_items(session: AsyncSession, scope: Scope, item_id: uuid.UUID, *, limit: int,
                         params: SearchParams) -> list[dict[str, Any]] | None:
     """The visible items whose chunks lie nearest the chunks of `item_id`; None unless it is visible."""
@@ -65,11 +55,11 @@ async def similar_items(session: AsyncSession, scope: Scope, item_id: uuid.UUID,
     p = params
     depth = max(4 * limit, 40)
     plan = await plan_scope(session, scope, None, depth, "semantic", p)
-    item = _similar_item_sql(scope)
+    item = item_sql(scope, None)
     rows = (await session.execute(
         text(_SIMILAR_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=item.sql)),
         {"cid": content_id, "src": SIMILAR_SOURCE_CHUNKS, "depth": depth, "limit": limit,
-         **bound_params(Bound("", plan.params), item)},
+         **plan.bound(item)},
     )).all()
     return [{"item_id": str(r.item_id), "title": r.item_title, "url": r.item_url, "kind": r.item_kind,
              "similarity": float(r.sim)} for r in rows]
