@@ -44,7 +44,7 @@ class LiveServer:
         self.log_path = data_dir / f"{log_name}-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 120) -> LiveServer:
+    def start(self, timeout: float = 300) -> LiveServer:
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "lev.cli", "serve", "--port", str(self.port)],

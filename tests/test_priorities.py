@@ -5,6 +5,7 @@ move at all (its process stopped with SIGSTOP). Query embeddings that arrive tog
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -29,7 +30,10 @@ def test_searches_answer_while_the_ingest_embedding_process_is_stopped(server: L
     children = _ingest_processes(server)
     assert len(children) == 1
     child = children[0]
-    assert child.nice() > psutil.Process(server.proc.pid).nice()  # type: ignore[union-attr]  # lower CPU priority
+    parent_nice = psutil.Process(server.proc.pid).nice()  # type: ignore[union-attr]
+    threads = [t.id for t in child.threads()]
+    assert len(threads) > 1  # torch's pool is up: every one of its threads runs at the lower CPU priority
+    assert all(os.getpriority(os.PRIO_PROCESS, tid) > parent_nice for tid in threads)
 
     child.suspend()
     try:
