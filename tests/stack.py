@@ -60,6 +60,10 @@ class LiveServer:
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
+        # Never leave it running: a late server would join this data dir's job queue with its own settings and
+        # take other tests' jobs.
+        self.proc.kill()
+        self.proc.wait()
         raise RuntimeError(f"server did not start:\n{self.log_path.read_text()[-4000:]}")
 
     def stop(self) -> None:
