@@ -181,8 +181,8 @@ def load_side(root: Path, base: list[tuple[str, list[str], np.ndarray]]) -> dict
 # ----------------------------------------------------------------------------- corpus
 def base_corpus() -> list[tuple[str, list[str], np.ndarray]]:
     """(title, chunk bodies, their vectors) for the first BASE_DOCS SciFact documents, embedded once and cached."""
-    from lev.pipeline.chunking import chunk_text, embed_input
-    from lev.pipeline.embedder import LocalEmbedder
+    from lev.embedding.embedder import LocalEmbedder
+    from lev.ingest.chunking import chunk_text, embed_input
 
     corpus, _, _ = load_data(SCIFACT)
     docs = [(t, x) for t, x in list(corpus.values())[:BASE_DOCS] if x.strip()]

@@ -17,8 +17,8 @@ THREADS = 2
 
 def raw_embedder(docs: list[tuple[str, str]]) -> tuple[int, float]:
     """Chunk and embed the documents in-process: (chunks, seconds spent embedding)."""
-    from lev.pipeline.chunking import chunk_text, embed_input
-    from lev.pipeline.embedder import get_embedder
+    from lev.embedding.embedder import get_embedder
+    from lev.ingest.chunking import chunk_text, embed_input
 
     emb = get_embedder()
     emb.embed(["warm up"])

@@ -177,7 +177,7 @@ class Floor:
     through lev.admin, each timed. A participant of its own, so it can be interleaved with service calls."""
 
     def __init__(self, lev: Lev, mode: str, warmup: list[str]) -> None:
-        from lev.pipeline.embedder import LocalEmbedder
+        from lev.embedding.embedder import LocalEmbedder
 
         self.lev, self.mode, self.emb = lev, mode, LocalEmbedder()
         self.e_ms: list[float] = []
@@ -213,9 +213,9 @@ def hnsw_recall(lev: Lev, queries: list[str], limit: int) -> dict[str, Any]:
     the exact `ORDER BY distance + 0` over the same scope."""
     from sqlalchemy import text
 
-    from lev.library import search_params
-    from lev.pipeline.embedder import LocalEmbedder
-    from lev.policy import Scope
+    from lev.auth.policy import Scope
+    from lev.embedding.embedder import LocalEmbedder
+    from lev.library.reads import search_params
     from store import scoped_sql
     from store import search as ss
 
@@ -253,7 +253,7 @@ def hnsw_recall(lev: Lev, queries: list[str], limit: int) -> dict[str, Any]:
 
 def estimate_cost(lev: Lev) -> float:
     """ms of the visible-chunk count the planner caches for 30 s per scope (store.search._scope_size)."""
-    from lev.policy import Scope
+    from lev.auth.policy import Scope
     from store import scoped_sql
 
     scope = Scope(lev.user_id, None, kb_only=True)

@@ -98,11 +98,11 @@ def _list_benchmark(lev, n_items: int = 10_000) -> dict[str, float]:  # type: ig
 
 def _overheads(lev) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]
     """Microseconds per call of the limiter check (one Redis round trip set) and of queueing an activity entry."""
-    from lev.activity import ActivityWriter
-    from lev.clock import now
-    from lev.policy import Principal
-    from lev.ratelimit import Limiter
-    from lev.settings import Settings
+    from lev.auth.policy import Principal
+    from lev.core.clock import now
+    from lev.core.settings import Settings
+    from lev.limits.ratelimit import Limiter
+    from lev.ops.activity import ActivityWriter
 
     settings = Settings(rate_limits="on", limit_read="10000000/hour")
     from lev.embedded import redis_socket_path

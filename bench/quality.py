@@ -72,7 +72,7 @@ def metrics(run: Run, qrels: dict[str, dict[str, int]]) -> dict[str, float]:
 # ----------------------------------------------------------------------------- baselines outside Lev
 def embed_texts(texts: list[str], batch: int = 256) -> np.ndarray:
     """LocalEmbedder (all-MiniLM-L6-v2, 256 wordpieces, normalised) over texts, length-sorted batches."""
-    from lev.pipeline.embedder import LocalEmbedder
+    from lev.embedding.embedder import LocalEmbedder
 
     emb = LocalEmbedder()
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -134,7 +134,7 @@ def main() -> str:
     t = time.perf_counter()
     doc_emb = cached("scifact-doc-emb", corpus_key,
                      lambda: embed_texts([f"{corpus[d][0]} {corpus[d][1]}" for d in doc_ids]))
-    from lev.pipeline.embedder import LocalEmbedder
+    from lev.embedding.embedder import LocalEmbedder
 
     qe = LocalEmbedder()
     qkey = corpus_key + "-queries-" + str(len(test) + len(train))
@@ -211,7 +211,7 @@ def main() -> str:
         f"({hybrid:.4f}).",
         "",
         "Notes:",
-        "- Recall@100 of the Lev rows calls `store.search.search` with `lev.library.search_params()` in-process "
+        "- Recall@100 of the Lev rows calls `store.search.search` with `lev.library.reads.search_params()` in-process "
         "(through `Lev.admin`, the query embedded by the same LocalEmbedder) with limit 100; this bypasses only "
         "the HTTP layer's cap of 50 (validation, auth, JSON). Its nDCG@10 agrees with REST: "
         + ", ".join(f"{m} {f4(inproc[('test', m)]['ndcg_cut.10'])}" for m in ("hybrid", "semantic", "keyword"))

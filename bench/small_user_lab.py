@@ -28,8 +28,8 @@ def main() -> None:
     from pgvector.psycopg import register_vector
     from sqlalchemy import text
 
-    from lev.library import search_params
-    from lev.pipeline.embedder import LocalEmbedder
+    from lev.embedding.embedder import LocalEmbedder
+    from lev.library.reads import search_params
     from store import scoped_sql
     from store import search as ss
     from store.scope import Scope

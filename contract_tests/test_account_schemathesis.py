@@ -20,7 +20,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from contract_tests.conftest import count_case, examples
-from lev.openapi import SPEC_PATH
+from lev.core.contract import SPEC_PATH
 from tests.stack import Admin
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,

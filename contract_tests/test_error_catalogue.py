@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 
-from lev import errors
-from lev.openapi import ROOT, load_spec
+from lev.core import errors
+from lev.core.contract import ROOT, load_spec
 from tests.test_rest_foundation import err
 
 DOCUMENTED = set(load_spec()["components"]["schemas"]["Error"]["properties"]["error"]["enum"])
@@ -26,7 +26,7 @@ def _py_files(*dirs: str) -> list[Path]:
 
 
 def constructors() -> dict[str, str]:
-    """Named constructor in lev/errors.py -> the code it builds."""
+    """Named constructor in lev/core/errors.py -> the code it builds."""
     out = {}
     for name, fn in inspect.getmembers(errors, inspect.isfunction):
         if fn.__module__ == errors.__name__:
@@ -53,7 +53,7 @@ def emitted_codes() -> dict[str, set[str]]:
 
 
 def test_the_error_table_is_the_documented_catalogue() -> None:
-    """Every documented code has its one row in lev/errors.py's table, and the table holds nothing else."""
+    """Every documented code has its one row in lev/core/errors.py's table, and the table holds nothing else."""
     assert set(errors.TABLE) == DOCUMENTED | CLI_ONLY
 
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from inflection import underscore
 
-from lev.openapi import operations
+from lev.core.contract import operations
 from tests import fixtures_media as fm
 
 CONFIG = Path(__file__).with_name("openapi-python-client.yaml")

@@ -20,9 +20,9 @@ from hypothesis_jsonschema import from_schema
 
 from contract_tests.conftest import Library, count_case, examples
 from contract_tests.test_rest_schemathesis import _tame_url
-from lev import jsonguard
-from lev.errors import MCP_TOOL_ERRORS
-from lev.openapi import mcp_tools
+from lev.core import jsonguard
+from lev.core.contract import mcp_tools
+from lev.core.errors import MCP_TOOL_ERRORS
 
 TOOLS = {t["name"]: t for t in mcp_tools()["tools"]}
 ACCEPT = "application/json, text/event-stream"
@@ -177,7 +177,7 @@ def test_valid_arguments(mcp: dict[str, Mcp], name: str, kind: str, modern: bool
         count_case("mcp valid arguments" + (" (2026-07-28)" if modern else ""))
         _, body = mcp[kind].call(name, _tame_args(name, args), modern=modern)
         outcome = check_tool_answer(name, body)
-        if "\x00" in json.dumps(args, ensure_ascii=False):  # lev.jsonguard refuses NUL before anything else
+        if "\x00" in json.dumps(args, ensure_ascii=False):  # lev.core.jsonguard refuses NUL before anything else
             assert outcome == "invalid_params", body
         elif tool["capability"] == "write" and kind == "whole_read":
             assert outcome == "capability_denied", body
@@ -372,7 +372,7 @@ def test_2026_meta_and_headers(mcp: dict[str, Mcp], case: dict[str, Any]) -> Non
 
 
 def _accepted(msg: Any) -> bool:
-    """Whether lev.jsonguard takes the body (else it is refused with -32602 before anything else)."""
+    """Whether lev.core.jsonguard takes the body (else it is refused with -32602 before anything else)."""
     try:
         jsonguard.loads(json.dumps(msg))
     except jsonguard.BadJson:

@@ -85,7 +85,7 @@ class ScopeMachine(RuleBasedStateMachine):
             "Accept": "application/json, text/event-stream"})
 
     def mint(self, user: int, *, write: bool, folders: list[str] | None, kb_only: bool) -> MToken:
-        from lev.policy import mint
+        from lev.auth.policy import mint
         from store import users
 
         email = self.users[user].email

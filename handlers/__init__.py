@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lev.policy import Principal
+from lev.auth.policy import Principal
 
 
 def principal(token_info: dict[str, Any]) -> Principal:

@@ -8,13 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 from handlers import principal
-from lev import accounts, context, runtime
-from lev.policy import parse_uuid, parse_uuid_field
-from lev.principals import changing_auth
-from lev.settings import get_settings
+from lev import runtime
+from lev.auth import accounts
+from lev.auth.policy import parse_uuid, parse_uuid_field
+from lev.auth.principal_cache import changing_auth
+from lev.core import context
+from lev.core.settings import get_settings
 from store import activity as activity_store
 from store import users as user_store
-from store.db import session_scope
+from store.db import transaction
 
 Response = tuple[dict[str, Any], int, dict[str, str]]
 
@@ -30,7 +32,7 @@ def _signed_in(user: dict[str, Any], cookie: str, csrf: str, status: int) -> Res
 
 
 async def sign_up(body: dict[str, Any]) -> Response:
-    async with session_scope() as s:
+    async with transaction() as s:
         user = await accounts.signup(s, body["email"], body["password"])
         cookie, csrf = await accounts.start_session(s, user["id"])
     context.note_user(user["id"])
@@ -38,7 +40,7 @@ async def sign_up(body: dict[str, Any]) -> Response:
 
 
 async def sign_in(body: dict[str, Any]) -> Response:
-    async with session_scope() as s:
+    async with transaction() as s:
         user = await accounts.login(s, body["email"], body["password"], _client_ip())
         cookie, csrf = await accounts.start_session(s, user["id"])
     context.note_user(user["id"])
@@ -47,14 +49,14 @@ async def sign_in(body: dict[str, Any]) -> Response:
 
 async def sign_out(token_info: dict[str, Any]) -> Response:
     p = principal(token_info)
-    async with session_scope() as s:
+    async with transaction() as s:
         await accounts.end_session(s, p)
     return {"signed_out": True}, 200, {"Set-Cookie": accounts.cookie_header(None)}
 
 
 async def get_account(token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
-    async with session_scope() as s:
+    async with transaction() as s:
         return await accounts.account_view(s, p)
 
 
@@ -67,7 +69,7 @@ async def change_password(body: dict[str, Any], token_info: dict[str, Any]) -> d
 
 async def list_tokens(token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
-    async with session_scope() as s:
+    async with transaction() as s:
         found = await accounts.list_tokens(s, p.user_id)
     context.note_results(len(found))
     return {"tokens": found}
@@ -76,7 +78,7 @@ async def list_tokens(token_info: dict[str, Any]) -> dict[str, Any]:
 async def create_token(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
     p = principal(token_info)
     folder_ids = [parse_uuid_field(f, "folder_ids") for f in body.get("folder_ids") or []]
-    async with session_scope() as s:
+    async with transaction() as s:
         user = await user_store.by_email(s, str(p.extra["email"]))
         assert user is not None
         minted = await accounts.mint_token(
@@ -98,7 +100,7 @@ async def list_account_activity(token_info: dict[str, Any], token_id: str | None
                         page: int = 1, per_page: int = 50) -> dict[str, Any]:
     p = principal(token_info)
     tid = parse_uuid_field(token_id, "token_id")
-    async with session_scope() as s:
+    async with transaction() as s:
         entries, total = await activity_store.list_for_user(s, p.user_id, token_id=tid, surface=surface, page=page,
                                                             per_page=per_page)
     context.note_results(len(entries))
@@ -108,7 +110,7 @@ async def list_account_activity(token_info: dict[str, Any], token_id: str | None
 async def clear_account_activity(token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     await runtime.get_runtime().activity.flush()  # entries still queued in this process go too
-    async with session_scope() as s:
+    async with transaction() as s:
         cleared = await accounts.clear_activity(s, p.user_id)
     context.forget_user()
     return {"cleared": cleared}

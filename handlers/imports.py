@@ -9,12 +9,12 @@ from starlette.datastructures import UploadFile
 from starlette.responses import StreamingResponse
 
 from handlers import principal
-from lev import clock, context
-from lev import export as library_export
-from lev.errors import file_too_large, invalid_body
-from lev.pipeline import imports
-from lev.policy import parse_uuid
-from lev.settings import get_settings
+from lev.auth.policy import parse_uuid
+from lev.core import clock, context
+from lev.core.errors import file_too_large, invalid_body
+from lev.core.settings import get_settings
+from lev.imports import service as imports
+from lev.library import export as library_export
 
 
 async def create_import(token_info: dict[str, Any], file: Any = None) -> tuple[dict[str, Any], int]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from handlers import principal
-from lev.pipeline.ingest import ingest as run_ingest
-from lev.policy import parse_uuid_field
+from lev.auth.policy import parse_uuid_field
+from lev.ingest.service import ingest as run_ingest
 
 
 async def ingest(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:

@@ -8,12 +8,20 @@ from typing import Any
 from starlette.responses import FileResponse, RedirectResponse, Response
 
 from handlers import principal
-from lev import context, library
-from lev.errors import folder_not_found, invalid_body, not_found
-from lev.policy import check_membership_targets, folder_visible, parse_uuid, parse_uuid_field, parse_uuid_list, require
+from lev.auth.policy import (
+    check_membership_targets,
+    folder_visible,
+    parse_uuid,
+    parse_uuid_field,
+    parse_uuid_list,
+    require,
+)
+from lev.core import context
+from lev.core.errors import folder_not_found, invalid_body, not_found
+from lev.library import reads as library
 from store import folders as folder_store
 from store import items as item_store
-from store.db import read_scope, session_scope
+from store.db import read_session, transaction
 
 
 async def list_items(
@@ -28,7 +36,7 @@ async def list_items(
     fid = parse_uuid_field(folder_id, "folder_id")
     if fid is not None and not folder_visible(p.scope, fid):
         raise not_found()
-    async with read_scope() as s:
+    async with read_session() as s:
         if fid is not None and not await folder_store.owned_ids(s, p.user_id, [fid]):
             raise not_found()
         found, total = await item_store.list_items(
@@ -48,7 +56,7 @@ async def delete_item(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     item_id = parse_uuid(id_)
     require(p, "write")
-    async with session_scope() as s:
+    async with transaction() as s:
         if not await item_store.delete_visible(s, p.scope, [item_id]):
             raise not_found()
     return {"id": str(item_id), "deleted": True}
@@ -63,7 +71,7 @@ async def update_item(id_: str, body: dict[str, Any], token_info: dict[str, Any]
         if not title or "\x00" in title:
             raise invalid_body("title must be 1-500 characters after trimming, without NUL.")
         body = {**body, "title": title}
-    async with session_scope() as s:
+    async with transaction() as s:
         updated = await item_store.update_visible(s, p.scope, item_id, body)
     if updated is None:
         raise not_found()
@@ -75,7 +83,7 @@ async def bulk_delete_items(body: dict[str, Any], token_info: dict[str, Any]) ->
     require(p, "write")
     wanted = parse_uuid_list(body["ids"], "ids")
     not_found_ids: list[str] = []
-    async with session_scope() as s:
+    async with transaction() as s:
         deleted = set(await item_store.delete_visible(s, p.scope, wanted))
     not_found_ids += [str(i) for i in wanted if i not in deleted]
     context.note_results(len(deleted))
@@ -87,7 +95,7 @@ async def add_item_to_folders(id_: str, body: dict[str, Any], token_info: dict[s
     item_id = parse_uuid(id_)
     require(p, "write")
     targets = parse_uuid_list(body["folder_ids"], "folder_ids")
-    async with session_scope() as s:
+    async with transaction() as s:
         if not await item_store.is_visible(s, p.scope, item_id):
             raise not_found()
         # Folders are locked before the item (the order of folder deletes), so neither can vanish before the
@@ -111,7 +119,7 @@ async def remove_item_from_folder(id_: str, folder_id: str, token_info: dict[str
     require(p, "write")
     if not folder_visible(p.scope, fid):
         raise not_found()
-    async with session_scope() as s:
+    async with transaction() as s:
         if not await item_store.is_visible(s, p.scope, item_id):
             raise not_found()
         if not await item_store.remove_membership(s, item_id, fid):

@@ -1,8 +1,8 @@
 """POST /api/mcp: the MCP surface (JSON-RPC 2.0 over streamable HTTP, stateless) and its four tools.
 
 One dispatch serves every protocol revision: 2025-03-26, 2025-06-18 and 2025-11-25 (opened by `initialize`) and
-2026-07-28 (per-request `_meta`, `server/discover`), chosen per request by `lev.mcp_revision`. Tools, their
-schemas and capabilities come from `mcp_tools.json`; errors are shaped by `lev.errors`.
+2026-07-28 (per-request `_meta`, `server/discover`), chosen per request by `lev.mcp.revision`. Tools, their
+schemas and capabilities come from `mcp_tools.json`; errors are shaped by `lev.core.errors`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from jsonschema.exceptions import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lev import context, jsonguard, library, logs, oauth, runtime
-from lev import mcp_revision as revision
-from lev.errors import (
+from lev import runtime
+from lev.auth.policy import Principal, parse_uuid_field, require
+from lev.core import context, jsonguard
+from lev.core.contract import ContractValidator, mcp_tools, readable
+from lev.core.errors import (
     JSONRPC_INVALID_PARAMS,
     JSONRPC_INVALID_REQUEST,
     JSONRPC_PARSE_ERROR,
@@ -37,10 +39,12 @@ from lev.errors import (
     tool_error,
     transport_error,
 )
-from lev.openapi import ContractValidator, mcp_tools, readable
-from lev.pipeline.ingest import ingest
-from lev.policy import Principal, parse_uuid_field, require
-from lev.settings import get_settings
+from lev.core.settings import get_settings
+from lev.ingest.service import ingest
+from lev.library import reads as library
+from lev.mcp import revision
+from lev.oauth import server as oauth
+from lev.ops import logs
 
 log = logging.getLogger("lev.mcp")
 
@@ -287,7 +291,7 @@ def _request_id(document: Any) -> Any:
 
 
 def _refusal(exc: jsonguard.BadJson) -> dict[str, Any]:
-    """The JSON-RPC error for a body lev.jsonguard refused: -32700 if it is not JSON at all, else -32602."""
+    """The JSON-RPC error for a body lev.core.jsonguard refused: -32700 if it is not JSON at all, else -32602."""
     code, prefix = (JSONRPC_INVALID_PARAMS, "Invalid params") if exc.parsed else (JSONRPC_PARSE_ERROR, "Parse error")
     req_id = _request_id(exc.document) if exc.parsed else None
     return jsonrpc_response(invalid_body(f"{prefix}: {exc}"), req_id, code=code)

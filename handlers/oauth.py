@@ -1,23 +1,25 @@
 """The authorization server's HTTP glue (not REST operations: RFC-defined bodies and errors, so outside
 openapi.yaml like /api/mcp): the metadata documents, the consent page, and the token, registration and
-revocation endpoints. Rules live in lev.oauth and lev.oauth_clients."""
+revocation endpoints. Rules live in lev.oauth.server and lev.oauth.clients."""
 
 from __future__ import annotations
 
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from lev.oauth.clients import OAuthError, authenticate_client, describe, register
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from handlers import pages
-from lev import accounts, context, oauth
-from lev.errors import ApiError, not_signed_in
-from lev.oauth_clients import OAuthError, authenticate_client, describe, register
-from lev.policy import Principal
+from lev.auth import accounts
+from lev.auth.policy import Principal
+from lev.core import context
+from lev.core.errors import ApiError, not_signed_in
+from lev.oauth import server as oauth
 from lev.runtime import get_runtime
 from store import folders as folder_store
-from store.db import read_scope
+from store.db import read_session
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 CORS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
@@ -113,7 +115,7 @@ async def register_client(request: Request) -> Response:
 
 async def _session(request: Request) -> Principal | None:
     try:
-        async with read_scope() as s:
+        async with read_session() as s:
             return await accounts.authenticate_session(s, request.cookies.get(accounts.COOKIE_NAME))
     except ApiError:
         return None
@@ -129,7 +131,7 @@ def _page_error(request: Request, err: oauth.PageError | ApiError, p: Principal 
 
 async def _consent(request: Request, p: Principal, req: oauth.AuthRequest, params: dict[str, str],
                    choice: dict[str, Any], error: str | None = None, status: int = 200) -> Response:
-    async with read_scope() as s:
+    async with read_session() as s:
         folders = await folder_store.list_visible(s, p.scope)
     redirect = urlsplit(req.redirect_uri)
     response = pages._render(
@@ -178,7 +180,7 @@ async def authorize(request: Request) -> Response:
     if not room["allowed"]:
         return await _consent(request, p, req, params, shown, status=402,
                               error=f"payment_required: tier {room['tier']}, cap {room['cap']}, used {room['used']}.")
-    async with read_scope() as s:
+    async with read_session() as s:
         owned = {f["id"] for f in await folder_store.list_visible(s, p.scope)}
     try:
         choice = oauth.consent_choice(fields, req, owned)

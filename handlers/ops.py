@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from lev import health, metrics
+from lev.ops import health, metrics
 
 
 async def healthz(_request: Request) -> Response:

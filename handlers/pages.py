@@ -13,15 +13,17 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from lev import accounts, context, library
-from lev.errors import ApiError
-from lev.pipeline import imports
-from lev.policy import Principal
-from lev.settings import get_settings
+from lev.auth import accounts
+from lev.auth.policy import Principal
+from lev.core import context
+from lev.core.errors import ApiError
+from lev.core.settings import get_settings
+from lev.imports import service as imports
+from lev.library import reads as library
 from store import activity as activity_store
 from store import folders as folder_store
 from store import items as item_store
-from store.db import read_scope, session_scope
+from store.db import read_session, transaction
 
 WEB = Path(__file__).resolve().parent.parent / "web"
 STATIC = WEB / "static"
@@ -44,7 +46,7 @@ def _render(name: str, request: Request, principal: Principal | None = None, sta
 
 async def _principal(request: Request) -> Principal | None:
     try:
-        async with read_scope() as s:
+        async with read_session() as s:
             return await accounts.authenticate_session(s, request.cookies.get(accounts.COOKIE_NAME))
     except ApiError:
         return None
@@ -104,7 +106,7 @@ async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | Non
     page = _int(q.get("page"), 1)
     filters = {"in_kb": _bool(q.get("in_kb")), "archived": _bool(q.get("archived")),
                "unfiled": None if folder_id else _bool(q.get("unfiled"))}
-    async with session_scope() as s:
+    async with transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
         found, total = await item_store.list_items(s, p.scope, folder_id=folder_id, page=page, per_page=PER_PAGE,
                                                    **filters)
@@ -145,7 +147,7 @@ async def folder_page(request: Request) -> Response:
     if p is None:
         return _to_login(request)
     folder_id = _uuid(request.path_params.get("id"))
-    async with session_scope() as s:
+    async with transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
     folder = next((f for f in folders if folder_id and f["id"] == str(folder_id)), None)
     if folder is None:
@@ -156,7 +158,7 @@ async def folder_page(request: Request) -> Response:
 async def _item(p: Principal, item_id: uuid.UUID | None) -> dict[str, Any] | None:
     if item_id is None:
         return None
-    async with session_scope() as s:
+    async with transaction() as s:
         return await item_store.get_visible(s, p.scope, item_id)
 
 
@@ -167,7 +169,7 @@ async def item_page(request: Request) -> Response:
     item = await _item(p, _uuid(request.path_params.get("id")))
     if item is None:
         return _not_found(request, p)
-    async with session_scope() as s:
+    async with transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
     similar = (await library.similar_items(p, uuid.UUID(item["id"]), SIMILAR_SHOWN))["results"] \
         if item["status"] == "ready" else []
@@ -216,7 +218,7 @@ async def integrations_page(request: Request) -> Response:
     p = await _principal(request)
     if p is None:
         return _to_login(request)
-    async with session_scope() as s:
+    async with transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
         tokens = await accounts.list_tokens(s, p.user_id)
     preset = _uuid(request.query_params.get("folder"))
@@ -234,7 +236,7 @@ async def activity_page(request: Request) -> Response:
     token_id = _uuid(q.get("token_id"))
     surface = q.get("surface") if q.get("surface") in ("rest", "mcp", "web") else None
     page = _int(q.get("page"), 1)
-    async with session_scope() as s:
+    async with transaction() as s:
         entries, total = await activity_store.list_for_user(s, p.user_id, token_id=token_id, surface=surface,
                                                             page=page, per_page=ACTIVITY_PER_PAGE)
         tokens = await accounts.list_tokens(s, p.user_id)
@@ -248,7 +250,7 @@ async def account_page(request: Request) -> Response:
     p = await _principal(request)
     if p is None:
         return _to_login(request)
-    async with session_scope() as s:
+    async with transaction() as s:
         account = await accounts.account_view(s, p)
         tokens = await accounts.list_tokens(s, p.user_id)
     active = [t for t in tokens if t["revoked_at"] is None]

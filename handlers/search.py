@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from handlers import principal
-from lev.library import search as run_search
-from lev.policy import parse_uuid_field
+from lev.auth.policy import parse_uuid_field
+from lev.library.reads import search as run_search
 
 
 async def search_knowledge_base(token_info: dict[str, Any], q: str, mode: str = "hybrid", limit: int = 10,

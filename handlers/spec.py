@@ -7,7 +7,7 @@ from connexion.lifecycle import ConnexionResponse
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 
-from lev.openapi import ROOT, spec_json
+from lev.core.contract import ROOT, spec_json
 
 REDOC_JS = ROOT / "web" / "static" / "redoc" / "redoc.standalone.js"
 

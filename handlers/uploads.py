@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from handlers import principal
-from lev.pipeline import uploads
+from lev.ingest import uploads
 
 
 async def create_upload_url(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:

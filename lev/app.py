@@ -24,13 +24,18 @@ from handlers import mcp as mcp_handler
 from handlers import oauth as oauth_handler
 from handlers import ops, pages
 from handlers import spec as spec_handler
-from lev import accounts, clock, context, logs, metrics, oauth, principals, runtime
-from lev.errors import ApiError, file_too_large, not_signed_in, rest_body, rest_headers, to_api_error
-from lev.openapi import OperationResolver, connexion_spec, operations, security_map, validator_map
-from lev.pipeline.embed_pool import stop_ingest_pool, use_ingest_pool
-from lev.pipeline.embedder import check_dimension, get_embedder
-from lev.settings import Settings, get_settings
-from store.db import read_scope
+from lev import runtime
+from lev.auth import accounts
+from lev.auth import principal_cache as principals
+from lev.core import clock, context
+from lev.core.contract import OperationResolver, connexion_spec, operations, security_map, validator_map
+from lev.core.errors import ApiError, file_too_large, not_signed_in, rest_body, rest_headers, to_api_error
+from lev.core.settings import Settings, get_settings
+from lev.embedding.embedder import check_dimension, get_embedder
+from lev.embedding.pool import stop_ingest_pool, use_ingest_pool
+from lev.oauth import server as oauth
+from lev.ops import logs, metrics
+from store.db import read_session
 from tasks.worker import make_worker, stop_gracefully
 
 log = logging.getLogger("lev")
@@ -45,7 +50,7 @@ OAUTH_PATHS = frozenset({oauth.PRM_PATH + oauth.MCP_PATH, oauth.PRM_PATH, oauth.
 
 
 def error_response(err: ApiError) -> ConnexionResponse:
-    """An error as Connexion's response: the body and headers shaped by lev.errors."""
+    """An error as Connexion's response: the body and headers shaped by lev.core.errors."""
     info = context.current()
     body = rest_body(err, info.request_id if info is not None else None)
     return ConnexionResponse(status_code=err.status, body=json.dumps(body), headers=rest_headers(err),
@@ -121,7 +126,7 @@ async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
 async def session_info(cookie_value: str, request: Any = None) -> dict[str, Any]:
     """Connexion's cookie hook: a signed-in browser session acts as its user (surface `web`); unsafe methods
     need the session's X-CSRF-Token (403 csrf_failed)."""
-    async with read_scope() as s:
+    async with read_session() as s:
         principal = await accounts.authenticate_session(s, cookie_value)
     if request is not None:
         accounts.check_csrf(principal, request.method, request.headers.get(accounts.CSRF_HEADER))

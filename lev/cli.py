@@ -10,14 +10,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from lev import library, serve
-from lev.accounts import create_user, mint_token
-from lev.backup import BackupError, backup, restore
+from lev import serve
+from lev.auth.accounts import create_user, mint_token
+from lev.auth.policy import Scope
+from lev.auth.principal_cache import announce_change
+from lev.core.errors import ApiError
+from lev.core.settings import get_settings, settings_table
 from lev.embedded import resolve_database_url, running_redis_url
-from lev.errors import ApiError
-from lev.policy import Scope
-from lev.principals import announce_change
-from lev.settings import get_settings, settings_table
+from lev.library import reads as library
+from lev.ops.backup import BackupError, backup, restore
 from store import activity, db, folders, tokens, users
 
 
@@ -32,7 +33,7 @@ async def _with_db(fn: Callable[[Any], Awaitable[Any]]) -> Any:
     await asyncio.to_thread(db.migrate, db_url)
     db.init_engine(db_url, pool_size=2)
     try:
-        async with db.session_scope() as s:
+        async with db.transaction() as s:
             return await fn(s)
     finally:
         await db.dispose_engine()

@@ -12,11 +12,12 @@ from arq import create_pool
 from arq.connections import RedisSettings
 from redis.asyncio import Redis
 
-from lev import logs, principals
-from lev.activity import ActivityWriter
+from lev.auth import principal_cache as principals
+from lev.core.settings import Settings, get_settings
 from lev.embedded import resolve_urls
-from lev.ratelimit import Limiter
-from lev.settings import Settings, get_settings
+from lev.limits.ratelimit import Limiter
+from lev.ops import logs
+from lev.ops.activity import ActivityWriter
 from store import db
 from store.objects import LocalObjectStore, ObjectStore, S3ObjectStore, load_or_create_secret
 

@@ -10,10 +10,10 @@ import sys
 import warnings
 from typing import Any
 
-from lev import logs, metrics
 from lev.app import create_app
+from lev.core.settings import get_settings
 from lev.embedded import stop_started_redis
-from lev.settings import get_settings
+from lev.ops import logs, metrics
 from tasks.worker import run_worker
 
 

@@ -93,7 +93,7 @@ def engine() -> AsyncEngine:
 
 
 @asynccontextmanager
-async def session_scope() -> AsyncIterator[AsyncSession]:
+async def transaction() -> AsyncIterator[AsyncSession]:
     """One session and transaction: committed on success, rolled back on error."""
     if _sessions is None:
         raise RuntimeError("database engine not initialised")
@@ -102,10 +102,10 @@ async def session_scope() -> AsyncIterator[AsyncSession]:
 
 
 @asynccontextmanager
-async def read_scope() -> AsyncIterator[AsyncSession]:
+async def read_session() -> AsyncIterator[AsyncSession]:
     """A session for reads that need no transaction (authentication, searches, lists, an item): autocommit, so
     no BEGIN and COMMIT round trips. Each statement sees its own snapshot, as it would in a READ COMMITTED
-    transaction; a read that needs one snapshot for several statements uses `snapshot_scope`."""
+    transaction; a read that needs one snapshot for several statements uses `read_snapshot`."""
     async with engine().connect() as conn:
         auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
         async with AsyncSession(bind=auto) as session:
@@ -130,7 +130,7 @@ async def try_advisory_lock(key: int) -> AsyncIterator[bool]:
 
 
 @asynccontextmanager
-async def snapshot_scope() -> AsyncIterator[AsyncSession]:
+async def read_snapshot() -> AsyncIterator[AsyncSession]:
     """A read-only REPEATABLE READ transaction: every statement sees the same snapshot (a consistent export)."""
     async with engine().connect() as conn:
         snap = await conn.execution_options(isolation_level="REPEATABLE READ")
@@ -184,7 +184,7 @@ def knows_revision(revision: str) -> bool:
 
 async def ping() -> None:
     """One round trip to the database (raises when it cannot be reached)."""
-    async with read_scope() as s:
+    async with read_session() as s:
         await s.execute(text("SELECT 1"))
 
 
@@ -205,7 +205,7 @@ def head_revision() -> str | None:
 
 async def current_revision() -> str | None:
     """The migration the database is at (None before the first one), in one short autocommit statement."""
-    async with read_scope() as s:
+    async with read_session() as s:
         try:
             return (await s.execute(text("SELECT version_num FROM alembic_version"))).scalar()
         except ProgrammingError:

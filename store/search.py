@@ -28,7 +28,8 @@ MODES = ("hybrid", "semantic", "keyword")
 
 @dataclass(frozen=True)
 class SearchParams:
-    """The tuning knobs; the operator's are settings (`lev.library.search_params()` reads them), the rest fixed."""
+    """The tuning knobs; the operator's are settings (`lev.library.reads.search_params()` reads them), the rest
+    fixed."""
 
     candidates: int
     semantic_weight: float

@@ -7,16 +7,17 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from lev import clock, runtime
-from lev.pipeline.imports import slice_job_id
-from lev.pipeline.uploads import UPLOAD_EXPIRY
-from lev.settings import get_settings
+from lev import runtime
+from lev.core import clock
+from lev.core.settings import get_settings
+from lev.imports.service import slice_job_id
+from lev.ingest.uploads import UPLOAD_EXPIRY
 from store import activity, sessions
 from store import contents as content_store
 from store import imports as import_store
 from store import oauth as oauth_store
 from store import uploads as upload_store
-from store.db import session_scope
+from store.db import transaction
 from store.objects import InvalidObjectPath, ObjectStore
 
 log = logging.getLogger("lev.worker")
@@ -31,7 +32,7 @@ async def drain_object_deletions(ctx: dict[str, Any]) -> int:
 
 async def _drain(store: ObjectStore) -> int:
     done = 0
-    async with session_scope() as s:
+    async with transaction() as s:
         for row in await upload_store.pending_deletions(s):
             path = row["path"]
             if await upload_store.still_referenced(s, path):
@@ -52,7 +53,7 @@ async def _drain(store: ObjectStore) -> int:
 
 async def expire_uploads(ctx: dict[str, Any]) -> int:
     """Forget uploads signed more than 24 h ago whose objects no item uses, and delete those objects."""
-    async with session_scope() as s:
+    async with transaction() as s:
         paths = await upload_store.expire_before(s, clock.now() - UPLOAD_EXPIRY)
     if paths:
         await _drain(ctx["object_store"])
@@ -64,7 +65,7 @@ async def reconcile_unfinished(_ctx: dict[str, Any]) -> int:
     died between commit and enqueue): the database, not the queue, is the record of acknowledged work. That is
     contents still processing and imports still running."""
     settled = datetime.now(UTC) - timedelta(seconds=RECONCILE_GRACE_SEC)
-    async with session_scope() as s:
+    async with transaction() as s:
         work = await content_store.unfinished(s, settled)
         running = await import_store.running(s, settled_before=settled)
     work += [{"job": "run_import", "args": [str(r["id"]), r["slice"]], "job_id": slice_job_id(r["id"], r["slice"])}
@@ -82,7 +83,7 @@ async def purge_activity(_ctx: dict[str, Any]) -> int:
     """Delete activity entries older than the retention setting (90 days by default), expired sessions, OAuth codes
     expired a day ago and self-registered OAuth clients that got no grant within a week."""
     cutoff = clock.now() - timedelta(days=get_settings().activity_retention_days)
-    async with session_scope() as s:
+    async with transaction() as s:
         n = await activity.purge_before(s, cutoff)
         ended = await sessions.purge_expired(s)
         codes, clients = await oauth_store.purge(s, clock.now() - timedelta(days=1), clock.now() - timedelta(days=7))

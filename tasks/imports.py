@@ -1,4 +1,4 @@
-"""The import job: one slice of an import's links at a time (lev.pipeline.imports)."""
+"""The import job: one slice of an import's links at a time (lev.imports.service)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 import uuid
 from typing import Any
 
-from lev.pipeline.imports import ENTRY_TIMEOUT_SEC, SLICE_SEC, run_slice
+from lev.imports.service import ENTRY_TIMEOUT_SEC, SLICE_SEC, run_slice
 
 
 async def run_import(_ctx: dict[str, Any], import_id: str, slice_no: int = 0) -> int:

@@ -7,9 +7,9 @@ import uuid
 from dataclasses import asdict
 from typing import Any
 
-from lev.pipeline.indexing import finish_content
+from lev.ingest.save import finish_content
 from store import contents as content_store
-from store.db import session_scope
+from store.db import transaction
 
 
 def work_bound(*, chars: int = 0, size_bytes: int = 0, media_sec: float = 0.0) -> float:
@@ -22,7 +22,7 @@ def work_bound(*, chars: int = 0, size_bytes: int = 0, media_sec: float = 0.0) -
 async def process_content(_ctx: dict[str, Any], content_id: str) -> int:
     """Chunk and embed a stored content record, then mark it and its items ready."""
     cid = uuid.UUID(content_id)
-    async with session_scope() as s:
+    async with transaction() as s:
         row = await content_store.get(s, cid)
     if row is None or row["status"] != "processing":
         return 0  # deleted, or finished by an earlier run of this job
@@ -34,7 +34,7 @@ async def process_content(_ctx: dict[str, Any], content_id: str) -> int:
 async def transform_item(ctx: dict[str, Any], item_id: str) -> int:
     """Run the configured Transformer over an item's text and store its outputs."""
     iid = uuid.UUID(item_id)
-    async with session_scope() as s:
+    async with transaction() as s:
         item = await content_store.item_for_transform(s, iid)
     if item is None:
         return 0
@@ -42,7 +42,7 @@ async def transform_item(ctx: dict[str, Any], item_id: str) -> int:
     if not text.strip():
         return 0
     produced = await ctx["transformer"].transform(item["title"], text)
-    async with session_scope() as s:
+    async with transaction() as s:
         if await content_store.item_for_transform(s, iid, lock=True) is None:
             return 0
         if await content_store.has_outputs(s, iid):

@@ -24,12 +24,12 @@ from typing import Any
 
 from arq.worker import Retry
 
-from lev import health, logs, metrics
-from lev.errors import infrastructure_error
-from lev.pipeline import imports
-from lev.settings import get_settings
+from lev.core.errors import infrastructure_error
+from lev.core.settings import get_settings
+from lev.imports import service as imports
+from lev.ops import health, logs, metrics
 from store import contents as content_store
-from store.db import session_scope
+from store.db import transaction
 
 log = logs.get_logger("lev.worker")
 
@@ -94,7 +94,7 @@ async def give_up(job: str, args: tuple[Any, ...], tries: int, error: str | None
     content_id = uuid.UUID(str(args[0]))
     reason = (f"processing failed {tries - 1} times, last with {error}" if error else
               f"processing was abandoned after {tries - 1} attempts that did not finish (worker crash or timeout)")
-    async with session_scope() as s:
+    async with transaction() as s:
         if not await content_store.mark_failed_if_processing(s, content_id, reason,
                                                              transcription=CONTENT_JOBS[job]):
             return

@@ -10,14 +10,14 @@ import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from lev.errors import ApiError
-from lev.pipeline.documents import extract
-from lev.pipeline.indexing import fail_content, finish_content
-from lev.pipeline.media import EXT_MIME, media_duration_seconds
-from lev.pipeline.transcriber import Transcript, TranscriptionError
-from lev.pipeline.youtube import youtube_audio
+from lev.core.errors import ApiError
+from lev.ingest.documents import extract
+from lev.ingest.media import EXT_MIME, media_duration_seconds
+from lev.ingest.save import fail_content, finish_content
+from lev.ingest.transcriber import Transcript, TranscriptionError
+from lev.ingest.youtube import youtube_audio
 from store import contents as content_store
-from store.db import session_scope
+from store.db import transaction
 from tasks.jobs import work_bound
 
 log = logging.getLogger("lev.media")
@@ -25,7 +25,7 @@ log = logging.getLogger("lev.media")
 
 async def _queued(content_id: uuid.UUID) -> dict[str, Any] | None:
     """The content row while it is still waiting for this job, else None."""
-    async with session_scope() as s:
+    async with transaction() as s:
         row = await content_store.get(s, content_id)
     return row if row is not None and row["status"] == "processing" else None
 

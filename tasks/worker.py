@@ -14,13 +14,14 @@ from arq.worker import Worker, func
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from lev import logs, metrics, runtime
+from lev import runtime
+from lev.core.settings import get_settings
 from lev.embedded import resolve_urls
-from lev.pipeline.embedder import check_dimension, get_embedder
-from lev.pipeline.transcriber import get_transcriber
-from lev.pipeline.transform import get_transformer
+from lev.embedding.embedder import check_dimension, get_embedder
+from lev.ingest.transcriber import get_transcriber
+from lev.ops import logs, metrics
 from lev.runtime import QUEUE, get_object_store
-from lev.settings import get_settings
+from lev.transforms.service import get_transformer
 from tasks.housekeeping import drain_object_deletions, expire_uploads, purge_activity, reconcile_unfinished
 from tasks.imports import run_import
 from tasks.jobs import process_content, transform_item

@@ -98,10 +98,10 @@ class Admin:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(120)
 
     def run(self, fn: Callable[[Any], Awaitable[T]]) -> T:
-        from store.db import session_scope
+        from store.db import transaction
 
         async def go() -> T:
-            async with session_scope() as s:
+            async with transaction() as s:
                 return await fn(s)
 
         return self.run_coro(go())
@@ -115,7 +115,7 @@ class Admin:
 
         rows = self.run(go)
         if self.redis_url and not statement.lstrip().upper().startswith("SELECT"):
-            from lev.principals import announce_change
+            from lev.auth.principal_cache import announce_change
 
             self.run_coro(announce_change(self.redis_url))
         return rows
@@ -136,7 +136,7 @@ class User:
     folders: dict[str, str] = field(default_factory=dict)
 
     def folder(self, name: str) -> str:
-        from lev.library import create_folder
+        from lev.library.reads import create_folder
 
         fid = self.admin.run(lambda s: create_folder(s, self.id, name))["id"]
         self.folders[name] = fid
@@ -144,7 +144,7 @@ class User:
 
     def token(self, *, write: bool = False, folders: list[str] | None = None, kb_only: bool = True,
               expires_in_days: int = 365, write_cap: int = 0, name: str = "test") -> str:
-        from lev.policy import mint
+        from lev.auth.policy import mint
         from store import users
 
         async def go(s: Any) -> str:
@@ -173,7 +173,7 @@ def mint_token(database_url: str, email: str, *, name: str = "test", write: bool
     from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
     from sqlalchemy.pool import NullPool
 
-    from lev.policy import mint
+    from lev.auth.policy import mint
     from store import users
 
     async def go() -> str:

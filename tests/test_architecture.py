@@ -31,7 +31,7 @@ MODULES = _modules()
 
 
 def _target(name: str) -> str | None:
-    """The project module an imported name lives in (`lev.errors.ApiError` -> `lev.errors`)."""
+    """The project module an imported name lives in (`lev.core.errors.ApiError` -> `lev.core.errors`)."""
     while name:
         if name in MODULES:
             return name

@@ -1,4 +1,4 @@
-"""lev.pipeline.chunking: token budgets with the real MiniLM tokenizer, overlap, and speed on long text."""
+"""lev.ingest.chunking: token budgets with the real MiniLM tokenizer, overlap, and speed on long text."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import time
 
 import pytest
 
-from lev.pipeline.chunking import (
+from lev.embedding.minilm import LOCAL_MAX_SEQ_LENGTH, tokenizer
+from lev.ingest.chunking import (
     MAX_CHUNK_CHARS,
     capacity_for,
     chunk_text,
     embed_input,
     normalize_whitespace,
 )
-from lev.pipeline.minilm import LOCAL_MAX_SEQ_LENGTH, tokenizer
 
 WORDS = (
     "the lighthouse keeper climbed spiral stairs before dawn to trim the wick and polish the great "

@@ -114,7 +114,7 @@ def test_every_cli_command_has_help() -> None:
 
 
 def test_readme_lists_every_setting() -> None:
-    from lev.settings import Settings, settings_table
+    from lev.core.settings import Settings, settings_table
 
     readme = (ROOT / "README.md").read_text()
     start, end = "<!-- lev settings --markdown -->\n", "\n<!-- end lev settings -->"

@@ -81,14 +81,14 @@ def test_every_pattern_means_the_same_in_the_server_and_in_other_regex_engines()
     U+001C-U+001F, which Python counts as space) while the server refused it: a valid request rejected. And
     Python's `$` matches before a final newline, so the server took "a@b\\n" and an upload path ending in a
     newline, which the pattern refuses. Every pattern in the contract now gives one verdict in the server's
-    validators (lev.openapi) and in Rust's regex (jsonschema-rs, as client generators and fuzzers read it), on
+    validators (lev.core.contract) and in Rust's regex (jsonschema-rs, as client generators and fuzzers read it), on
     every whitespace and control character either engine knows, inside a value and at its ends."""
     import json
 
     import jsonschema_rs
     from jsonschema import Draft4Validator
 
-    from lev.openapi import ROOT, ContractParameterValidator, ContractValidator, load_spec
+    from lev.core.contract import ROOT, ContractParameterValidator, ContractValidator, load_spec
 
     odd = sorted({chr(c) for c in [*range(0x00, 0x21), *range(0x7F, 0xA1)] if c}
                  | {c for c in map(chr, range(0x3001)) if c.isspace()}
@@ -136,7 +136,7 @@ def test_strings_the_server_refuses_are_refused_by_the_schema_too(server, api, u
 
     import httpx
 
-    from lev.openapi import ROOT, ContractValidator, load_spec
+    from lev.core.contract import ROOT, ContractValidator, load_spec
 
     schemas = load_spec()["components"]["schemas"]
     for schema, field in (("SignIn", "email"), ("SignIn", "password"), ("SignUp", "password"),
@@ -163,7 +163,7 @@ def test_an_invalid_value_is_quoted_short_in_the_error(server, api, user) -> Non
     the contract's common patterns are said in words."""
     import json
 
-    from lev.openapi import EMAIL, NO_NUL, NON_BLANK, ROOT, load_spec
+    from lev.core.contract import EMAIL, NO_NUL, NON_BLANK, ROOT, load_spec
 
     in_spec = list(_patterns(load_spec())) + list(_patterns(json.loads((ROOT / "mcp_tools.json").read_text())))
     assert {NON_BLANK, NO_NUL, EMAIL} <= set(in_spec)  # the words belong to patterns the contract uses

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from PIL import Image
 
-from lev.pipeline.chunking import chunk_text
+from lev.ingest.chunking import chunk_text
 from tests import fixtures_media as fm
 from tests.fixtures_imports import chromium_bookmarks
 from tests.sites import Site

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lev.errors import ApiError
-from lev.pipeline.documents import MAX_IMAGE_PIXELS, extract_image, extract_pdf
+from lev.core.errors import ApiError
+from lev.ingest.documents import MAX_IMAGE_PIXELS, extract_image, extract_pdf
 
 try:
     from tests import fixtures_media as fm

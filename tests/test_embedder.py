@@ -1,4 +1,4 @@
-"""lev.pipeline.embedder: the bundled MiniLM model and the OpenAI-compatible adapter (stand-in on 127.0.0.1)."""
+"""lev.embedding.embedder: the bundled MiniLM model and the OpenAI-compatible adapter (stand-in on 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from lev.pipeline.embedder import (
+from lev.core.settings import get_settings
+from lev.embedding.embedder import (
     EmbeddingServiceError,
     LocalEmbedder,
     OpenAIEmbedder,
     check_dimension,
     get_embedder,
 )
-from lev.pipeline.minilm import tokenizer
-from lev.settings import get_settings
+from lev.embedding.minilm import tokenizer
 
 
 class EmbeddingsStandIn:
@@ -114,7 +114,7 @@ def test_local_embedder_shape_norm_and_similarity(local: LocalEmbedder) -> None:
 
 
 def test_local_embedder_is_loaded_once_across_threads(local: LocalEmbedder) -> None:
-    from lev.pipeline import minilm as mod
+    from lev.embedding import minilm as mod
 
     results: list[list[float]] = []
     def work() -> None:

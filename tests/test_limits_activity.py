@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from lev.clock import seconds_to_month_end
+from lev.core.clock import seconds_to_month_end
 from tests.stack import LiveServer, make_item
 
 SMALL = {
@@ -299,8 +299,8 @@ def test_a_flush_writes_what_was_queued_and_ends_while_entries_keep_arriving(use
     flush, instead of the flush chasing the queue in small transactions and never ending."""
     import asyncio
 
-    from lev import clock
-    from lev.activity import ActivityWriter
+    from lev.core import clock
+    from lev.ops.activity import ActivityWriter
 
     def entry(method: str) -> dict:
         return {"ts": clock.now(), "user_id": user.id, "token_id": None, "surface": "rest", "method": method,

@@ -14,7 +14,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from lev.openapi import mcp_tools
+from lev.core.contract import mcp_tools
 
 ACCEPT = "application/json, text/event-stream"
 

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from lev.openapi import ROOT, mcp_tools
+from lev.core.contract import ROOT, mcp_tools
 
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 HOME = ROOT / ".cache" / "inspector-2.12.0"

@@ -17,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.methods import validate_server_result
 
-from lev.openapi import mcp_tools
+from lev.core.contract import mcp_tools
 
 ACCEPT = "application/json, text/event-stream"
 MODERN = "2026-07-28"

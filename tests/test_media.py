@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lev.errors import ApiError, rest_body
-from lev.pipeline.media import (
+from lev.core.errors import ApiError, rest_body
+from lev.ingest.media import (
     ALLOWED_MIMES,
     MAX_UPLOAD_BYTES,
     check_signing,
@@ -16,7 +16,7 @@ from lev.pipeline.media import (
     media_duration_seconds,
     sniff_matches,
 )
-from lev.pipeline.youtube import _caption_tracks, canonical_url, is_youtube, parse_json3, parse_vtt
+from lev.ingest.youtube import _caption_tracks, canonical_url, is_youtube, parse_json3, parse_vtt
 
 try:
     from tests import fixtures_media as fm

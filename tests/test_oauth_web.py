@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 
-from lev.library import create_folder
+from lev.library.reads import create_folder
 from tests.stack import Admin
 from tests.test_web import PASSWORD, browser, page, pytestmark, shot, sign_up  # noqa: F401 (fixtures)
 

@@ -11,8 +11,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import httpx
 import pytest
 
+from lev.core.settings import get_settings
 from lev.runtime import get_object_store
-from lev.settings import get_settings
 from store.objects import (
     InvalidObjectPath,
     LocalObjectStore,

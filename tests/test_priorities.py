@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import psutil
 
-from lev.pipeline.embed_pool import QueryBatcher
-from lev.pipeline.embedder import LocalEmbedder
+from lev.embedding.embedder import LocalEmbedder
+from lev.embedding.pool import QueryBatcher
 from tests.stack import Api, LiveServer, User
 
 BEES = "Honeybees communicate the direction of flowers with a waggle dance inside the hive."
@@ -21,7 +21,7 @@ BEES = "Honeybees communicate the direction of flowers with a waggle dance insid
 def _ingest_processes(server: LiveServer) -> list[psutil.Process]:
     assert server.proc is not None
     return [c for c in psutil.Process(server.proc.pid).children()
-            if "lev.pipeline.embed_worker" in " ".join(c.cmdline())]
+            if "lev.embedding.child" in " ".join(c.cmdline())]
 
 
 def test_searches_answer_while_the_ingest_embedding_process_is_stopped(server: LiveServer, user: User) -> None:

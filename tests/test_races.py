@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from lev.policy import Scope
+from lev.auth.policy import Scope
 from tests.sites import Site
 from tests.stack import ROOT, Admin, LiveServer, User, make_item, new_user
 
@@ -37,14 +37,14 @@ class Held:
     """A store transaction run on the admin's loop and held open (uncommitted) until `commit()`."""
 
     def __init__(self, admin: Admin, work: Callable[[Any], Awaitable[Any]]) -> None:
-        from store.db import session_scope
+        from store.db import transaction
 
         self.admin = admin
         self.ready = threading.Event()
         self.release = threading.Event()
 
         async def go() -> None:
-            async with session_scope() as s:
+            async with transaction() as s:
                 await work(s)
                 self.ready.set()
                 await asyncio.to_thread(self.release.wait)
@@ -282,7 +282,7 @@ def test_cascading_folder_delete_racing_an_item_delete_never_deadlocks(server, a
 def test_a_job_finishing_a_content_racing_its_item_delete_never_deadlocks(server, admin, user: User) -> None:
     """A job locks the content it finishes and then writes its items; an item delete locks the item and then its
     content. The job now locks the items first, so the delete waits for it instead of deadlocking with it."""
-    from lev.pipeline.indexing import Chunks, index_content
+    from lev.ingest.save import Chunks, index_content
     from store import contents as content_store
 
     item = make_item(user, title="finishing")
@@ -292,10 +292,10 @@ def test_a_job_finishing_a_content_racing_its_item_delete_never_deadlocks(server
     locked, finish, outcome = threading.Event(), threading.Event(), {}
 
     async def job() -> None:
-        from store.db import session_scope
+        from store.db import transaction
 
         try:
-            async with session_scope() as s:
+            async with transaction() as s:
                 assert await content_store.lock_unfinished(s, content)
                 locked.set()
                 await asyncio.to_thread(finish.wait)
@@ -324,7 +324,7 @@ def test_password_change_racing_the_activity_writer_never_deadlocks(server, admi
     table order, so each could hold a row the other waited for (a deadlock, answered 503)."""
     from sqlalchemy import text
 
-    from store.db import session_scope
+    from store.db import transaction
 
     web = httpx.Client(base_url=server.url, timeout=120)
     email = f"race{uuid.uuid4().hex[:8]}@example.com"
@@ -338,7 +338,7 @@ def test_password_change_racing_the_activity_writer_never_deadlocks(server, admi
     locked, go_on = threading.Event(), threading.Event()
 
     async def activity_writer() -> None:  # what touch_last_used does: rows in id order, in one transaction
-        async with session_scope() as s:
+        async with transaction() as s:
             await s.execute(text("UPDATE tokens SET last_used_at = now() WHERE id = :t"), {"t": first_by_id})
             locked.set()
             await asyncio.to_thread(go_on.wait)

@@ -9,7 +9,7 @@ import uuid
 import yaml
 from openapi_spec_validator import validate
 
-from lev.openapi import SPEC_PATH, handler_name, operations
+from lev.core.contract import SPEC_PATH, handler_name, operations
 from tests.stack import make_item
 
 ERROR_BODY_KEYS = {"error"}
@@ -335,9 +335,9 @@ def test_body_size_cap(server, api, user) -> None:
 
 
 def test_internal_error_body_carries_request_id() -> None:
-    from lev import context
     from lev.app import error_response
-    from lev.errors import to_api_error
+    from lev.core import context
+    from lev.core.errors import to_api_error
 
     context.set_current(context.RequestInfo(request_id="rid-1"))
     err_ = to_api_error(RuntimeError("boom"))

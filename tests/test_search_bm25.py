@@ -97,9 +97,9 @@ def test_scope_strategies_agree(server, api, user, admin) -> None:
     import uuid
     from dataclasses import replace
 
-    from lev.library import search_params
-    from lev.pipeline.embedder import LocalEmbedder
-    from lev.policy import Scope
+    from lev.auth.policy import Scope
+    from lev.embedding.embedder import LocalEmbedder
+    from lev.library.reads import search_params
     from store import search as search_store
     from tests.stack import new_user
 
@@ -179,11 +179,11 @@ def test_the_plans_ef_search_reaches_the_index_scan(admin) -> None:
 
     async def go() -> tuple[list[int], list[int]]:
         seen, inside = [], []
-        async with db.read_scope() as s:
+        async with db.read_session() as s:
             for ef in (123, 123, 250, None, 123):
                 await use_plan_ef(s, Plan("", 0, "true", "", ef))
                 seen.append(await show(s))
-        async with db.session_scope() as s:
+        async with db.transaction() as s:
             await use_plan_ef(s, Plan("", 0, "true", "", 77))
             inside.append(await show(s))
         return seen, inside
@@ -237,8 +237,8 @@ def test_hybrid_keyword_ranks_are_exact_bm25_for_every_candidate(server, api, us
 
     import numpy as np
 
-    from lev.library import search_params
-    from lev.policy import Scope
+    from lev.auth.policy import Scope
+    from lev.library.reads import search_params
     from store import search as search_store
 
     # Five made-up words with document frequencies 4, 5, 6, 9 and 11 in this user's fourteen notes: with prune_df 0
@@ -301,8 +301,8 @@ def test_a_small_scope_reads_only_its_own_postings_of_a_common_term(server, api,
 
     from sqlalchemy import text
 
-    from lev.library import search_params
-    from lev.policy import Scope
+    from lev.auth.policy import Scope
+    from lev.library.reads import search_params
     from store import search as search_store
     from tests.stack import new_user
 
@@ -348,7 +348,7 @@ def test_connections_plan_their_prepared_statements_once(admin) -> None:
     from sqlalchemy import text
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from lev.settings import Settings
+    from lev.core.settings import Settings
     from store import db
 
     assert Settings().db_generic_plans is True

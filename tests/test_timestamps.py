@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import jsonschema
 
-from lev.library import moment_url
-from lev.pipeline.chunking import chunk_text, timed_chunks
-from lev.pipeline.youtube import json3_segments, vtt_segments
+from lev.ingest.chunking import chunk_text, timed_chunks
+from lev.ingest.youtube import json3_segments, vtt_segments
+from lev.library.reads import moment_url
 from tests import fixtures_media as fm
 from tests.stack import new_user
 from tests.test_mcp import call

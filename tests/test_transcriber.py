@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from lev.pipeline.transcriber import OpenAITranscriber, TranscriptionError, get_transcriber
-from lev.settings import get_settings
+from lev.core.settings import get_settings
+from lev.ingest.transcriber import OpenAITranscriber, TranscriptionError, get_transcriber
 
 try:
     from tests import fixtures_media as fm

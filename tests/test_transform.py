@@ -1,4 +1,4 @@
-"""lev.pipeline.transform: the local extractive transformer and the chat adapter (stand-in on 127.0.0.1)."""
+"""lev.transforms.service: the local extractive transformer and the chat adapter (stand-in on 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from lev.pipeline.transform import (
+from lev.core.settings import get_settings
+from lev.transforms.service import (
     LLM_TEXT_BUDGET,
     LocalTransformer,
     OpenAIChatTransformer,
@@ -19,7 +20,6 @@ from lev.pipeline.transform import (
     parse_llm_reply,
     split_sentences,
 )
-from lev.settings import get_settings
 
 TEXT = """Coral reefs are among the most diverse ecosystems on Earth. They cover less than one percent of \
 the ocean floor, yet they support about a quarter of all marine species. Reef-building corals live in a \

@@ -74,8 +74,8 @@ def job_ctx() -> dict[str, Any]:
 @pytest.fixture
 def local_jobs(data_dir: Path) -> None:
     """Let this process run job functions against the session's stack (same data dir, fresh settings)."""
+    from lev.core.settings import get_settings
     from lev.runtime import get_object_store
-    from lev.settings import get_settings
 
     get_settings.cache_clear()
     get_object_store.cache_clear()

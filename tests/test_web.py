@@ -157,7 +157,7 @@ def test_a_person_walks_every_flow(page: Any, admin: Admin, server, tmp_path: Pa
     assert api.get("/api/v1/folders").json()["error"] == "invalid_token"
 
     # the activity log shows the token's requests with its query; filter, then clear it
-    # the log is written in batches every 0.5 s (lev/activity.py): reload until the batch holding the search is in
+    # the log is written in batches every 0.5 s (lev/ops/activity.py): reload until the batch holding the search is in
     # (an earlier batch may hold only the token's first request)
     for _ in range(20):
         page.goto("/activity?surface=rest")

@@ -1,4 +1,4 @@
-"""lev.pipeline.fetch and .pages against a stand-in web site on 127.0.0.1 (and the SSRF guard, private URLs off)."""
+"""lev.net.guard and .pages against a stand-in web site on 127.0.0.1 (and the SSRF guard, private URLs off)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from lev.errors import ApiError
-from lev.pipeline.fetch import canonical_url, check_host, classify_media_url, is_blocked_address
-from lev.pipeline.pages import MAX_BYTES, UnsupportedMedia, fetch_page
-from lev.settings import get_settings
+from lev.core.errors import ApiError
+from lev.core.settings import get_settings
+from lev.ingest.urls import canonical_url, classify_media_url
+from lev.ingest.webpage import MAX_BYTES, UnsupportedMedia, fetch_page
+from lev.net.guard import check_host, is_blocked_address
 
 ARTICLE = """<!doctype html>
 <html lang="en"><head>
@@ -448,7 +449,7 @@ def test_classify_media_url(url: str, kind: str | None) -> None:
 ])
 def test_every_youtube_link_form_is_routed_to_youtube(url: str) -> None:
     """One host list: URL ingest routes every form to the YouTube path, which reads the same video from it."""
-    from lev.pipeline import youtube
+    from lev.ingest import youtube
 
     assert classify_media_url(url) == "youtube"
     assert youtube.canonical_url(url) == "https://www.youtube.com/watch?v=dQw4w9WgXcQ"

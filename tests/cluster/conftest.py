@@ -76,7 +76,7 @@ class Ops:
 
     def token(self, *, write: bool = True, write_cap: int = 0) -> str:
         """A new pro user's token (what `lev user create` and `lev token create` do)."""
-        from lev.policy import mint
+        from lev.auth.policy import mint
         from store import users
 
         async def go() -> str:

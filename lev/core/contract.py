@@ -1,0 +1,285 @@
+"""Loading `openapi.yaml`, the REST contract, and the one shim that lets Connexion 3.3 use it.
+
+Connexion 3.3 checks documents against the OpenAPI 3.0 meta-schema and refuses `openapi: 3.1.x`
+(connexion#1396). We validate with openapi-spec-validator (which knows 3.1) and tell Connexion's
+`OpenAPISpecification` to skip its own 3.0 check. Schemas are written so that both readings agree.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from connexion.datastructures import MediaTypeDict
+from connexion.exceptions import BadRequestProblem
+from connexion.json_schema import format_error_with_path
+from connexion.resolver import Resolution, Resolver
+from connexion.security import ApiKeySecurityHandler
+from connexion.spec import OpenAPISpecification
+from connexion.utils import is_null, is_nullable
+from connexion.validators import (
+    VALIDATOR_MAP,
+    JSONRequestBodyValidator,
+    MultiPartFormDataValidator,
+    ParameterValidator,
+)
+from inflection import underscore
+from jsonschema import Draft4Validator, Draft202012Validator, validators
+from jsonschema.exceptions import ValidationError, best_match
+from openapi_spec_validator import validate
+from starlette.formparsers import MultiPartException
+from starlette.requests import cookie_parser
+from starlette.types import Scope
+
+from lev.core import jsonguard
+from lev.core.errors import (
+    ApiError,
+    file_too_large,
+    invalid_body,
+    invalid_id,
+    method_not_allowed,
+    unsupported_media_type,
+)
+from lev.ingest.media import ALLOWED_MIMES, MAX_UPLOAD_BYTES
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC_PATH = ROOT / "openapi.yaml"
+MCP_TOOLS_PATH = ROOT / "mcp_tools.json"
+
+
+@lru_cache(maxsize=1)
+def load_spec() -> dict[str, Any]:
+    """The parsed and validated OpenAPI 3.1 document (callers must not mutate it)."""
+    spec = yaml.safe_load(SPEC_PATH.read_text())
+    validate(spec)
+    return spec
+
+
+@lru_cache(maxsize=1)
+def spec_json() -> bytes:
+    """The document pre-serialised for GET /api/v1/openapi.json."""
+    return json.dumps(load_spec(), indent=None, separators=(",", ":")).encode()
+
+
+def connexion_spec() -> dict[str, Any]:
+    """A private copy for Connexion, whose own (3.0-only) meta-schema check is disabled."""
+    OpenAPISpecification._validate_spec = classmethod(lambda cls, spec: None)  # type: ignore[method-assign,assignment]
+    return copy.deepcopy(load_spec())
+
+
+def handler_name(operation: dict[str, Any]) -> str:
+    """The handler of an operation: `x-openapi-router-controller` plus the snake_case operationId
+    (`handlers.folders` + `listFolders` -> `handlers.folders.list_folders`)."""
+    return f"{operation['x-openapi-router-controller']}.{underscore(operation['operationId'])}"
+
+
+class OperationResolver(Resolver):
+    """Connexion's resolver for our clean operationIds; the routed operation keeps the spec's operationId."""
+    def resolve(self, operation: Any) -> Resolution:
+        op_id = operation.operation_id
+        name = f"{operation.router_controller}.{underscore(op_id)}"
+        return Resolution(self.resolve_function_from_operation_id(name), op_id)
+
+
+def literal_route(path: str) -> bool:
+    """Whether `path` is a documented route without parameters (`/api/v1/items/bulk-delete`)."""
+    return any(op["path"] == path for op in operations().values())
+
+
+def operations() -> dict[str, dict[str, Any]]:
+    """operationId -> {method, path, operation} for every operation in the document."""
+    out: dict[str, dict[str, Any]] = {}
+    for path, item in load_spec()["paths"].items():
+        for method, op in item.items():
+            if method in {"get", "post", "put", "delete", "patch"}:
+                out[op["operationId"]] = {"method": method.upper(), "path": path, "operation": op}
+    return out
+
+
+@lru_cache(maxsize=1)
+def mcp_tools() -> dict[str, Any]:
+    """The MCP tool declarations from `mcp_tools.json`."""
+    return json.loads(MCP_TOOLS_PATH.read_text())
+
+
+@lru_cache(maxsize=256)
+def ecma_pattern(pattern: str) -> re.Pattern[str]:
+    """A JSON Schema `pattern` read as ECMA-262 reads it, as clients and fuzzers do: `$` outside a class is the
+    end of the string (Python's `$` also matches before a final newline, so `^x$` took "x\\n")."""
+    out, in_class, escaped = [], False, False
+    for ch in pattern:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "[":
+            in_class = True
+        elif ch == "]":
+            in_class = False
+        elif ch == "$" and not in_class:
+            ch = r"\Z"
+        out.append(ch)
+    return re.compile("".join(out))
+
+
+_WS = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+NON_BLANK = rf"^[^\x00]*[^\x00{_WS}][^\x00]*$"
+NO_NUL = r"^[^\x00]*$"
+EMAIL = rf"^[^@{_WS}]+@[^@{_WS}]+$"
+_PATTERN_SAYS = {
+    NON_BLANK: "needs a character that is not white space, and no NUL",
+    NO_NUL: "must not contain NUL characters",
+    EMAIL: "is not an email address (one @, no white space)",
+}
+
+
+def shown(value: str) -> str:
+    """A value as an error message quotes it: at most 60 characters of it (a 1 MB text is not sent back)."""
+    return repr(value) if len(value) <= 80 else f"{value[:60]!r}… ({len(value)} characters)"
+
+
+def readable(error: ValidationError) -> str:
+    """A validator's message with a long string value cut (`shown`)."""
+    value, message = error.instance, error.message
+    if isinstance(value, str) and len(value) > 80 and message.startswith(repr(value)):
+        return shown(value) + message[len(repr(value)):]
+    return message
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Any:
+    if validator.is_type(instance, "string") and not ecma_pattern(pattern).search(instance):
+        says = _PATTERN_SAYS.get(pattern, f"does not match {pattern!r}")
+        yield ValidationError(f"{shown(instance)} {says}")
+
+
+ContractValidator = validators.extend(Draft202012Validator, {"pattern": _pattern})
+"""JSON Schema 2020-12 with formats asserted and patterns read as ECMA-262: bodies and MCP tool arguments."""
+_ParameterSchemaValidator = validators.extend(Draft4Validator, {"pattern": _pattern})
+
+
+class ContractParameterValidator(ParameterValidator):
+    """A path id that breaks its schema (canonical UUID) answers 400 invalid_id, the error table's code; patterns
+    are read as ECMA-262 (`ecma_pattern`)."""
+
+    @staticmethod
+    def validate_parameter(parameter_type: str, value: Any, param: dict[str, Any],
+                           param_name: str | None = None) -> str | None:
+        if value is None or (is_nullable(param) and is_null(value)):
+            result: str | None = ParameterValidator.validate_parameter(parameter_type, value, param, param_name)
+            return result
+        try:
+            _ParameterSchemaValidator(param.get("schema", param),
+                                      format_checker=Draft4Validator.FORMAT_CHECKER).validate(value)
+        except ValidationError as exception:
+            return f"{readable(exception)} - '{param_name or param.get('name', parameter_type)}'"
+        return None
+
+    def validate_path_parameter(self, param: dict[str, Any], request: Any) -> str | None:
+        error: str | None = super().validate_path_parameter(param, request)
+        if error and literal_route(request.url.path):  # GET /items/bulk-delete is not GET /items/{id}
+            raise method_not_allowed()
+        if error and param.get("schema", {}).get("format") == "uuid":
+            raise invalid_id(param["name"])
+        return error
+
+
+def _mapped_error(error: ValidationError) -> ApiError | None:
+    """Schema violations the error table gives their own code: a declared upload size over the cap (413) and
+    a MIME type outside the allowlist (415); an allowed type sent to the other finalize endpoint stays 400."""
+
+    field = error.path[-1] if error.path else None
+    if field == "size" and error.validator == "maximum":
+        return file_too_large(f"Uploads are limited to {MAX_UPLOAD_BYTES} bytes (50 MB).", MAX_UPLOAD_BYTES)
+    if field == "mime" and error.validator == "enum" and isinstance(error.instance, str):
+        if error.instance not in ALLOWED_MIMES:
+            return unsupported_media_type(f"MIME type {error.instance[:200]!r} is not accepted; upload a PDF, an "
+                                          "image, audio or video (lower case, without parameters).")
+        wanted = "finalize" if error.instance.startswith(("audio/", "video/")) else "finalize-document"
+        return invalid_body(f"{error.instance} uploads are finalized with POST /api/v1/uploads/{wanted}.")
+    return None
+
+
+def _branch_errors(error: ValidationError, body: Any) -> ValidationError:
+    """For a `oneOf` with a discriminator (ingest's `kind`), the errors of the branch the body names."""
+    disc = error.schema.get("discriminator") if isinstance(error.schema, dict) else None
+    if error.validator != "oneOf" or not disc or not isinstance(body, dict):
+        return error
+    prop = disc["propertyName"]
+    value = body.get(prop)
+    # Connexion hands the validator the schema with its $refs resolved: find the branch by its enum of `prop`
+    index = next((i for i, branch in enumerate(error.validator_value)
+                  if value in branch.get("properties", {}).get(prop, {}).get("enum", [])), None)
+    if index is None:
+        return ValidationError(f"{prop} must be one of {', '.join(disc.get('mapping', {}))}", path=[prop],
+                               validator="enum")
+    chosen = [e for e in error.context or [] if e.relative_schema_path and e.relative_schema_path[0] == index]
+    return best_match(chosen) if chosen else error
+
+
+class ContractJSONBodyValidator(JSONRequestBodyValidator):
+    """JSON bodies checked with JSON Schema 2020-12 (as openapi.yaml is written; `500.0` is an integer there),
+    with formats asserted, instead of Connexion's Draft 4."""
+
+    @property
+    def _validator(self) -> Any:
+        return ContractValidator(self._schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+    def _validate(self, body: Any) -> dict[str, Any] | None:
+        if not self._nullable and body is None:
+            raise BadRequestProblem(detail="Request body must not be empty")
+        errors = list(self._validator.iter_errors(body))
+        if not errors:
+            return None
+        mapped = [_mapped_error(e) for e in errors]
+        if all(m is not None for m in mapped):
+            raise mapped[0]  # type: ignore[misc]
+        error = best_match(_branch_errors(e, body) for e, m in zip(errors, mapped, strict=True) if m is None)
+        raise BadRequestProblem(detail=f"{readable(error)}{format_error_with_path(exception=error)}")
+
+
+class GuardedJSONBody(ContractJSONBodyValidator):
+    """The contract's JSON body validator with our parser: hostile JSON is a 400, never a crash (lev.core.jsonguard)."""
+    async def _parse(self, stream: Any, scope: Scope) -> Any:
+        raw = b"".join([message async for message in stream])
+        if not raw:
+            return None
+        try:
+            return jsonguard.loads(raw)
+        except jsonguard.BadJson as exc:
+            raise BadRequestProblem(detail=str(exc)) from None
+
+
+class GuardedMultipartBody(MultiPartFormDataValidator):
+    """multipart/form-data whose parts the parser refuses (no `name`, a broken boundary) is a 400, never a crash."""
+    async def _parse(self, stream: Any, scope: Scope) -> Any:
+        try:
+            return await super()._parse(stream, scope)
+        except MultiPartException as exc:
+            raise BadRequestProblem(detail=f"The multipart/form-data body cannot be read: {exc.message}") from None
+
+
+def validator_map() -> dict[str, Any]:
+    """Connexion's validators with the contract's parameter and body rules and Lev's guarded parsers."""
+    bodies = MediaTypeDict({**VALIDATOR_MAP["body"], "*/*json": GuardedJSONBody,
+                            "multipart/form-data": GuardedMultipartBody})
+    return {**VALIDATOR_MAP, "parameter": ContractParameterValidator, "body": bodies}
+
+
+class BrowserCookieApiKey(ApiKeySecurityHandler):
+    """Reads the session cookie as browsers and Starlette do. Connexion's own reader (`http.cookies.SimpleCookie`)
+    raises on a Cookie header holding any cookie it finds malformed (another app's on the same host, say): a 500
+    where the request should simply be read without that cookie."""
+
+    @staticmethod
+    def get_cookie_value(cookies: Any, name: str) -> str | None:
+        return cookie_parser(cookies or "").get(name)
+
+
+def security_map() -> dict[str, Any]:
+    """Connexion's security handlers with the browser's cookie reading."""
+    return {"apiKey": BrowserCookieApiKey}

@@ -1,0 +1,199 @@
+"""Upload MIME policy: the allowlist, size cap, magic-byte sniffing and media duration.
+
+Every upload passes `check_signing` when the signed URL is issued and `sniff_matches` on the stored
+bytes at finalize (DESIGN.md §5: MIME allowlist, magic bytes must match, size checked twice).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path, PurePosixPath
+from typing import Literal
+from urllib.parse import urlsplit
+
+import filetype
+
+from lev.core.errors import extraction_failed, file_too_large, invalid_body, unsupported_media_type
+
+MAX_UPLOAD_BYTES = 52428800
+
+MediaClass = Literal["document", "audio", "video"]
+
+DOCUMENT_MIMES = frozenset({
+    "application/pdf", "image/png", "image/jpeg", "image/webp", "image/gif", "image/tiff",
+})
+AUDIO_MIMES = frozenset({
+    "audio/mpeg", "audio/mp4", "audio/x-m4a", "audio/m4a", "audio/wav", "audio/x-wav", "audio/wave",
+    "audio/ogg", "audio/webm", "audio/flac", "audio/x-flac",
+})
+VIDEO_MIMES = frozenset({"video/mp4", "video/webm", "video/quicktime"})
+ALLOWED_MIMES = DOCUMENT_MIMES | AUDIO_MIMES | VIDEO_MIMES
+
+# How many leading bytes `sniff_matches` needs to decide; SNIFF_HEAD is what callers read (PDFs may lead with junk).
+SNIFF_BYTES = 64
+SNIFF_HEAD = 1024
+
+# File extensions of media URLs and yt-dlp downloads -> the MIME type to store them under.
+EXT_MIME = {
+    ".pdf": "application/pdf", ".mp3": "audio/mpeg", ".m4a": "audio/mp4", ".wav": "audio/wav",
+    ".ogg": "audio/ogg", ".opus": "audio/ogg", ".flac": "audio/flac", ".mp4": "video/mp4",
+    ".webm": "video/webm", ".mov": "video/quicktime", ".mkv": "video/webm",
+}
+
+_MP3_SYNC = re.compile(rb"\xff[\xe2-\xe3\xf2-\xf3\xfa-\xfb]")
+
+
+def normalize_mime(mime: str) -> str:
+    """Lower-case the MIME type and drop parameters (`audio/ogg; codecs=opus` -> `audio/ogg`)."""
+    return mime.split(";", 1)[0].strip().lower()
+
+
+def media_class(mime: str) -> MediaClass | None:
+    """Which pipeline handles this MIME type, or None when it is not allowed."""
+    m = normalize_mime(mime)
+    if m in DOCUMENT_MIMES:
+        return "document"
+    if m in AUDIO_MIMES:
+        return "audio"
+    if m in VIDEO_MIMES:
+        return "video"
+    return None
+
+
+def finalize_endpoint(mime: str) -> Literal["finalize", "finalize-document"]:
+    """The finalize route the client must call after the byte upload."""
+    return "finalize-document" if media_class(mime) == "document" else "finalize"
+
+
+def pick_mime(ctype: str, url: str, kind: str) -> str:
+    """The MIME type of a downloaded media file: the served type when it fits `kind`, else by extension."""
+    klass = media_class(ctype) if ctype else None
+    if klass is not None and (klass == "document") == (kind == "pdf"):
+        return ctype
+    guess = EXT_MIME.get(PurePosixPath(urlsplit(url).path).suffix.lower())
+    if guess:
+        return guess
+    return {"pdf": "application/pdf", "audio": "audio/mpeg", "video": "video/mp4"}.get(kind, ctype)
+
+
+def read_head(path: Path, n: int = SNIFF_HEAD) -> bytes:
+    """The first `n` bytes of a local file (blocking)."""
+    with path.open("rb") as fh:
+        return fh.read(n)
+
+
+def check_signing(mime: str, size: int) -> None:
+    """Refuse a signed-URL request whose size or MIME type the service will not accept."""
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        raise invalid_body("size must be a positive integer (bytes).")
+    if size > MAX_UPLOAD_BYTES:
+        raise file_too_large(f"Uploads are limited to {MAX_UPLOAD_BYTES} bytes (50 MB).",
+                       max_bytes=MAX_UPLOAD_BYTES)
+    if media_class(mime) is None:
+        raise unsupported_media_type(f"MIME type {mime!r} is not accepted; upload a PDF, an image, audio or video.")
+
+
+# ISO-BMFF brands of still-image formats (HEIF/HEIC, AVIF, JPEG 2000, Canon raw): not audio or video.
+_IMAGE_BRANDS = frozenset({b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis", b"hevm", b"hevs", b"mif1",
+                           b"msf1", b"avif", b"avis", b"jp2 ", b"jpx ", b"jpm ", b"crx "})
+
+
+def _ftyp_brand(head: bytes) -> bytes | None:
+    if len(head) >= 12 and head[4:8] == b"ftyp" and head[8:12] not in _IMAGE_BRANDS:
+        return head[8:12]
+    return None
+
+
+def _is_mp3(head: bytes) -> bool:
+    if head.startswith(b"ID3"):
+        return True
+    return len(head) >= 2 and _MP3_SYNC.match(head[:2]) is not None
+
+
+def _is_riff(head: bytes, form: bytes) -> bool:
+    return len(head) >= 12 and head[:4] == b"RIFF" and head[8:12] == form
+
+
+_CHECKS = {
+    "application/pdf": lambda h: h[:1024].lstrip(b"\x00\t\r\n\x0c ").startswith(b"%PDF-"),
+    "image/png": lambda h: h.startswith(b"\x89PNG\r\n\x1a\n"),
+    "image/jpeg": lambda h: h.startswith(b"\xff\xd8\xff"),
+    "image/gif": lambda h: h.startswith((b"GIF87a", b"GIF89a")),
+    "image/webp": lambda h: _is_riff(h, b"WEBP"),
+    "image/tiff": lambda h: h.startswith((b"II*\x00", b"MM\x00*")),
+    "wav": lambda h: _is_riff(h, b"WAVE"),
+    "audio/mpeg": _is_mp3,
+    "audio/ogg": lambda h: h.startswith(b"OggS"),
+    "flac": lambda h: h.startswith(b"fLaC"),
+    "ebml": lambda h: h.startswith(b"\x1a\x45\xdf\xa3"),
+    "isobmff": lambda h: _ftyp_brand(h) is not None,
+    "quicktime": lambda h: _ftyp_brand(h) == b"qt  " or h[4:8] in (b"moov", b"mdat", b"wide", b"free"),
+}
+
+_RULE = {
+    "audio/wav": "wav", "audio/x-wav": "wav", "audio/wave": "wav",
+    "audio/flac": "flac", "audio/x-flac": "flac",
+    "audio/webm": "ebml", "video/webm": "ebml",
+    "audio/mp4": "isobmff", "audio/x-m4a": "isobmff", "audio/m4a": "isobmff", "video/mp4": "isobmff",
+    "video/quicktime": "quicktime",
+}
+
+
+def sniff_matches(mime: str, head: bytes) -> bool:
+    """True when the leading bytes are of the declared (allowed) MIME type.
+
+    Explicit signatures decide; the `filetype` library is consulted only as a cross-check that the
+    bytes are not recognisably something else (an executable, an archive) for the ISO-BMFF family,
+    whose brands vary widely.
+    """
+    m = normalize_mime(mime)
+    if m not in ALLOWED_MIMES:
+        return False
+    rule = _RULE.get(m, m)
+    if rule == "quicktime" and _ftyp_brand(head) is not None:
+        # Many .mov files carry an ISO brand; any ftyp box is acceptable for QuickTime.
+        rule = "isobmff"
+    if not _CHECKS[rule](head):
+        return False
+    if rule in ("isobmff", "quicktime"):
+        kind = filetype.guess(head)
+        if kind is not None and not kind.mime.startswith(("video/", "audio/")):
+            return False
+    return True
+
+
+def _ffmpeg_duration(path: Path) -> float | None:
+    import imageio_ffmpeg
+
+    exe = imageio_ffmpeg.get_ffmpeg_exe()
+    try:
+        proc = subprocess.run([exe, "-hide_banner", "-nostdin", "-i", str(path)], capture_output=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(rb"Duration:\s*(\d+):(\d+):(\d+(?:\.\d+)?)", proc.stderr)
+    if not match:
+        return None
+    h, mnt, s = match.groups()
+    return int(h) * 3600 + int(mnt) * 60 + float(s)
+
+
+def media_duration_seconds(path: Path | str) -> float:
+    """Duration of an audio or video file in seconds (mutagen, then the bundled ffmpeg)."""
+    p = Path(path)
+    duration: float | None = None
+    try:
+        import mutagen
+
+        info = mutagen.File(p)
+        length = getattr(getattr(info, "info", None), "length", None)
+        if length and length > 0:
+            duration = float(length)
+    except Exception:  # mutagen raises many unrelated types on odd files
+        duration = None
+    if duration is None:
+        duration = _ffmpeg_duration(p)
+    if duration is None or duration <= 0:
+        raise extraction_failed("Could not read the media duration (corrupt file?).")
+    return duration

@@ -1,0 +1,156 @@
+"""Web pages for URL ingest: fetched through the guarded client, readable text and metadata by trafilatura."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from lev.core.errors import ApiError, ingest_failed
+from lev.ingest.urls import canonical_url
+from lev.net.guard import USER_AGENT, guarded_client, open_url
+
+MAX_BYTES = 20 * 1024 * 1024
+MIN_TEXT_CHARS = 200
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+TEXT_TYPES = frozenset({"text/plain"})
+
+_TITLE_RE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
+
+
+class UnsupportedMedia(ApiError):
+    """The URL serves a PDF, audio or video rather than a page; the caller routes it to the media pipeline."""
+
+    def __init__(self, kind: str, content_type: str) -> None:
+        super().__init__("ingest_failed", "PDF/audio/video URLs are not supported yet")
+        self.kind = kind
+        self.content_type = content_type
+
+
+@dataclass
+class FetchedPage:
+    url: str  # final URL after redirects
+    canonical: str
+    title: str | None
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    content_type: str = "text/html"
+
+
+def _media_kind(content_type: str) -> str | None:
+    if content_type == "application/pdf":
+        return "pdf"
+    if content_type.startswith("audio/"):
+        return "audio"
+    if content_type.startswith("video/"):
+        return "video"
+    return None
+
+
+def _charset(header: str) -> str | None:
+    for param in header.split(";")[1:]:
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset" and value.strip():
+            return value.strip().strip("\"'")
+    return None
+
+
+async def _read_capped(resp: httpx.Response, max_bytes: int) -> bytes:
+    declared = resp.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise ingest_failed(f"page larger than {max_bytes // (1024 * 1024)} MB")
+    buf = bytearray()
+    async for piece in resp.aiter_bytes():
+        buf += piece
+        if len(buf) > max_bytes:
+            raise ingest_failed(f"page larger than {max_bytes // (1024 * 1024)} MB")
+    return bytes(buf)
+
+
+def _extract_html(body: bytes, url: str) -> tuple[str | None, str, dict[str, Any]]:
+    import trafilatura
+
+    doc = trafilatura.bare_extraction(
+        body,
+        url=url,
+        favor_recall=True,
+        include_tables=True,
+        include_comments=False,
+        include_images=False,
+        include_links=False,
+        with_metadata=True,
+    )
+    text = ""
+    title: str | None = None
+    meta: dict[str, Any] = {}
+    if doc is not None and not isinstance(doc, dict):
+        text = doc.text or ""
+        title = doc.title or None
+        for key in ("author", "date", "sitename", "description", "hostname"):
+            value = getattr(doc, key, None)
+            if isinstance(value, str) and value.strip():
+                meta[key] = value.strip()
+    if not title:
+        head = body[:200_000].decode("utf-8", errors="replace")
+        match = _TITLE_RE.search(head)
+        if match:
+            title = " ".join(html.unescape(match.group(1)).split()) or None
+    return title, text.strip(), meta
+
+
+async def _fetch(url: str, connect_timeout: float, read_timeout: float, max_bytes: int) -> FetchedPage:
+    headers = {
+        "User-Agent": USER_AGENT,
+        "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5",
+        "Accept-Language": "en;q=0.9,*;q=0.5",
+    }
+    timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+    async with guarded_client(timeout, headers) as client, open_url(client, url) as resp:
+        raw_type = resp.headers.get("content-type", "")
+        ctype = raw_type.split(";", 1)[0].strip().lower() or "text/html"
+        kind = _media_kind(ctype)
+        if kind is not None:
+            raise UnsupportedMedia(kind, ctype)
+        if ctype not in HTML_TYPES and ctype not in TEXT_TYPES:
+            raise ingest_failed(f"unsupported content type {ctype} (only web pages and plain text)")
+        body = await _read_capped(resp, max_bytes)
+
+    final = str(resp.url.copy_with(fragment=None))
+    if ctype in TEXT_TYPES:
+        text = body.decode(_charset(raw_type) or "utf-8", errors="replace").strip()
+        if not text:
+            raise ingest_failed("the page is empty")
+        segment = resp.url.path.rstrip("/").rsplit("/", 1)[-1]
+        host = resp.url.host
+        title = segment or host or None
+        return FetchedPage(final, canonical_url(final), title, text, {"hostname": host}, ctype)
+
+    title, text, meta = await asyncio.to_thread(_extract_html, body, final)
+    if resp.url.host:
+        meta.setdefault("hostname", resp.url.host)
+    if len(text) < MIN_TEXT_CHARS:
+        raise ingest_failed("page has no readable text; it may need a login or be paywalled")
+    return FetchedPage(final, canonical_url(final), title, text, meta, ctype)
+
+
+async def fetch_page(
+    url: str,
+    *,
+    connect_timeout: float = 5.0,
+    read_timeout: float = 15.0,
+    total_timeout: float = 30.0,
+    max_bytes: int = MAX_BYTES,
+) -> FetchedPage:
+    """Fetch `url` (http/https only, at most 5 redirects, 20 MB) and extract title, text and metadata.
+
+    Raises `ingest_failed` with a descriptive message, or `UnsupportedMedia` for PDF/audio/video.
+    """
+    try:
+        async with asyncio.timeout(total_timeout):
+            return await _fetch(url, connect_timeout, read_timeout, max_bytes)
+    except TimeoutError as exc:
+        raise ingest_failed(f"the page took longer than {total_timeout:g} s to fetch") from exc

@@ -1,0 +1,69 @@
+"""`GET /api/v1/export`: the whole library as one JSON Lines stream, read from one database snapshot.
+
+Lines, in order: `{"type": "lev_export", "version": 1, "exported_at"}`; one `folder` per folder (`id`, `name`);
+one `item` per item (`id`, `kind`, `url`, or `text` for items without a URL, `title`, `metadata`, `folder_ids`,
+`in_kb`, `archived`, `status`, `error`, `created_at`) each followed by its `output` lines (`item_id`, `kind`,
+`content`, `generator`, `created_at`); and an `end` line with the counts, so a cut-off file is recognised.
+`POST /api/v1/imports` reads the same file back (lev.imports.bookmarks).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from lev.auth.policy import Principal, require, require_whole_library
+from lev.core import clock
+from lev.imports.importfile import LEV_EXPORT_TYPE, LEV_EXPORT_VERSION
+from store import export as export_store
+from store.db import read_snapshot
+
+PAGE = 200
+
+
+def check(principal: Principal) -> None:
+    """Export needs a whole-library token (read is implicit); raised before the stream starts."""
+    require(principal, "read")
+    require_whole_library(principal, "export the library")
+
+
+def _line(record: dict[str, Any]) -> bytes:
+    return (json.dumps(record, ensure_ascii=False, default=str, separators=(",", ":")) + "\n").encode()
+
+
+async def lines(principal: Principal) -> AsyncIterator[bytes]:
+    """The export, line by line (items a kb_only token cannot see are left out, as everywhere)."""
+    counts = {"folders": 0, "items": 0, "outputs": 0}
+    yield _line({"type": LEV_EXPORT_TYPE, "version": LEV_EXPORT_VERSION, "exported_at": clock.now().isoformat()})
+    async with read_snapshot() as s:
+        for f in await export_store.all_folders(s, principal.user_id):
+            counts["folders"] += 1
+            yield _line({"type": "folder", "id": str(f["id"]), "name": f["name"],
+                         "created_at": f["created_at"].isoformat()})
+        after = None
+        while True:
+            page = await export_store.items_page(s, principal.scope, after, PAGE)
+            if not page:
+                break
+            outs = await export_store.outputs_of(s, [i["id"] for i in page])
+            for item in page:
+                counts["items"] += 1
+                record: dict[str, Any] = {"type": "item", "id": str(item["id"]), "kind": item["kind"]}
+                if item["url"] is not None:
+                    record["url"] = item["url"]
+                else:
+                    record["text"] = item["text"] or ""
+                record.update({
+                    "title": item["title"], "metadata": item["metadata"] or {},
+                    "folder_ids": sorted(str(f) for f in item["folder_ids"] or []), "in_kb": item["in_kb"],
+                    "archived": item["archived"], "status": item["status"], "error": item["error"],
+                    "created_at": item["created_at"].isoformat()})
+                yield _line(record)
+                for o in outs.get(item["id"], []):
+                    counts["outputs"] += 1
+                    yield _line({"type": "output", "item_id": str(item["id"]), "kind": o["kind"],
+                                 "content": o["content"], "generator": o["generator"],
+                                 "created_at": o["created_at"].isoformat()})
+            after = (page[-1]["created_at"], page[-1]["id"])
+    yield _line({"type": "end", **counts})

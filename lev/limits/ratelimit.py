@@ -1,0 +1,180 @@
+"""Per-token rate limits (moving window on Redis, shared by every process) and the monthly write cap.
+
+Each REST operation declares its class in `openapi.yaml` (`x-lev-limit`); MCP tools declare theirs in
+`mcp_tools.json`. This module is the only place that enforces them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import uuid
+from typing import Any
+
+from limits import RateLimitItem, parse
+from limits.aio.storage import RedisStorage
+from limits.aio.strategies import MovingWindowRateLimiter
+from limits.errors import StorageError
+from redis.exceptions import RedisError
+
+from lev.auth.policy import Principal
+from lev.core import clock, context
+from lev.core.errors import ApiError, rate_limited
+from lev.core.settings import Settings
+from lev.ops import metrics
+from store import tokens as token_store
+from store.db import transaction
+
+log = logging.getLogger("lev.limits.ratelimit")
+
+WRITE_CLASSES = frozenset({"ingest", "delete", "bulk", "mcp_write"})
+
+
+def _window(item: RateLimitItem) -> str:
+    unit = item.GRANULARITY.name
+    return unit if item.multiples == 1 else f"{item.multiples} {unit}s"
+
+
+UNCAPPED = 2**31 - 1  # the count a token without a write cap can never reach
+
+
+class Limiter:
+    """Checks a token against its class's hourly limit and, for writes, its monthly write cap."""
+    def __init__(self, settings: Settings, redis_url: str, redis: Any) -> None:
+        self.settings = settings
+        uri = redis_url.replace("unix://", "async+redis+unix://", 1) if redis_url.startswith("unix://") \
+            else "async+" + redis_url
+        self.storage = RedisStorage(uri, implementation="redispy", socket_connect_timeout=1, socket_timeout=2)
+        self.strategy = MovingWindowRateLimiter(self.storage)
+        self.items: dict[str, RateLimitItem] = {
+            "read": parse(settings.limit_read),
+            "ingest": parse(settings.limit_ingest),
+            "delete": parse(settings.limit_delete),
+            "bulk": parse(settings.limit_bulk),
+            "mcp_write": parse(settings.limit_mcp_write),
+        }
+        self.sign_in_items = {"email": parse(settings.limit_sign_in_email), "ip": parse(settings.limit_sign_in_ip)}
+        self.registration_item = parse(settings.limit_client_registration_ip)
+        self._redis = redis
+
+    async def apply(self, principal: Principal, limit_class: str | None) -> None:
+        """`check`, then hand the RateLimit-* headers to the response of the current request."""
+        try:
+            headers = await self.check(principal, limit_class)
+        except ApiError as err:
+            if err.code == "rate_limited":
+                metrics.count_refusal(str(err.extra.get("limit") or limit_class))
+            raise
+        info = context.current()
+        if info is not None:
+            info.headers.update(headers)
+
+    async def check(self, principal: Principal, limit_class: str | None) -> dict[str, str]:
+        """Consume one call; returns the RateLimit-* headers, or raises 429 rate_limited."""
+        if not limit_class or principal.token_id is None:  # browser sessions are the owner, not a token
+            return {}
+        headers: dict[str, str] = {}
+        if self.settings.limits_on:
+            headers = await self._check_hourly(principal, limit_class)
+        if limit_class in WRITE_CLASSES and principal.token_id is not None:
+            await self._count_write(principal, headers)
+        return headers
+
+    async def status(self, principal: Principal) -> dict[str, Any]:
+        """What the token has left, without consuming anything: monthly writes and the hourly budgets of the
+        classes its capabilities reach (None when the hourly limits are off or Redis cannot be asked)."""
+        used: int | None = (await self.writes_this_month([str(principal.token_id)]))[str(principal.token_id)]
+        cap = principal.write_cap or None
+        writes = {"used": used, "cap": cap,
+                  "remaining": None if cap is None or used is None else max(0, cap - used),
+                  "resets_in_sec": clock.seconds_to_month_end()}
+        return {"monthly_writes": writes, "hourly": await self._hourly_status(principal)}
+
+    async def _hourly_status(self, principal: Principal) -> dict[str, Any] | None:
+        if not self.settings.limits_on:
+            return None
+        classes = ["read"] + (sorted(WRITE_CLASSES) if "write" in principal.capabilities else [])
+        out: dict[str, Any] = {}
+        try:
+            for cls in classes:
+                item = self.items[cls]
+                stats = await self.strategy.get_window_stats(item, cls, str(principal.token_id))
+                out[cls] = {"limit": item.amount, "window": _window(item), "remaining": stats.remaining,
+                            "resets_in_sec": max(0, math.ceil(stats.reset_time - time.time()))}
+        except (RedisError, OSError, StorageError):
+            return None
+        return out
+
+    async def _check_hourly(self, principal: Principal, limit_class: str) -> dict[str, str]:
+        item = self.items[limit_class]
+        key = str(principal.token_id)
+        try:
+            allowed = await self.strategy.hit(item, limit_class, key)
+            stats = await self.strategy.get_window_stats(item, limit_class, key)
+        except (RedisError, OSError, StorageError) as exc:
+            # Redis down: the hourly limits fail open (docs/operations.md); the monthly write cap still holds.
+            log.warning("rate limiter unavailable; serving without the hourly limit: %s", type(exc).__name__)
+            return {}
+        reset = max(0, math.ceil(stats.reset_time - time.time()))
+        headers = {"RateLimit-Limit": str(item.amount), "RateLimit-Remaining": str(stats.remaining),
+                   "RateLimit-Reset": str(reset)}
+        if not allowed:
+            retry = max(1, reset)
+            raise rate_limited(f"Rate limit of {item.amount} calls per {_window(item)} for this token is used up; "
+                               f"retry in {retry} s.", {**headers, "Retry-After": str(retry)}, retry_after_sec=retry)
+        return headers
+
+    async def _count_write(self, principal: Principal, headers: dict[str, str]) -> None:
+        # In PostgreSQL, beside the data it guards: a crash of Redis (or of everything) cannot reset it.
+        assert principal.token_id is not None  # browser sessions have no write cap
+        async with transaction() as s:
+            # uncapped tokens are counted too (never refused), so GET /api/v1/token can say what they wrote
+            cap = principal.write_cap if principal.write_cap > 0 else UNCAPPED
+            counted = await token_store.count_write(s, principal.token_id, clock.month_key(), cap)
+        if not counted:
+            retry = clock.seconds_to_month_end()
+            raise rate_limited(f"This token's monthly write cap of {principal.write_cap} is used up; it resets when "
+                               f"the month rolls over, in {retry} s.", {**headers, "Retry-After": str(retry)},
+                               retry_after_sec=retry, limit="monthly_writes")
+
+    async def check_sign_in(self, email: str, ip: str | None) -> None:
+        """429 rate_limited while the email or the source address has used up its failed sign-in attempts."""
+        for kind, key in (("email", email.strip().lower()), ("ip", ip or "-")):
+            item = self.sign_in_items[kind]
+            if not await self.strategy.test(item, "sign_in", kind, key):
+                stats = await self.strategy.get_window_stats(item, "sign_in", kind, key)
+                retry = max(1, math.ceil(stats.reset_time - time.time()))
+                who = "account" if kind == "email" else "address"
+                raise rate_limited(f"Too many failed sign-ins from this {who}; try again in {retry} s.",
+                                   {"Retry-After": str(retry)}, retry_after_sec=retry, limit=f"sign_in_{kind}")
+
+    async def check_client_registration(self, ip: str | None) -> None:
+        """Consume one OAuth client registration of the source address; 429 rate_limited when its budget is used
+        up. Like the hourly limits, it fails open while Redis is down."""
+        item, key = self.registration_item, ip or "-"
+        try:
+            allowed = await self.strategy.hit(item, "client_registration", key)
+            stats = await self.strategy.get_window_stats(item, "client_registration", key)
+        except (RedisError, OSError, StorageError) as exc:
+            log.warning("rate limiter unavailable; registering without the per-address limit: %s",
+                        type(exc).__name__)
+            return
+        if not allowed:
+            retry = max(1, math.ceil(stats.reset_time - time.time()))
+            raise rate_limited(f"Too many client registrations from this address ({item.amount} per "
+                               f"{_window(item)}); try again in {retry} s.", {"Retry-After": str(retry)},
+                               retry_after_sec=retry, limit="client_registration_ip")
+
+    async def note_failed_sign_in(self, email: str, ip: str | None) -> None:
+        await self.strategy.hit(self.sign_in_items["email"], "sign_in", "email", email.strip().lower())
+        await self.strategy.hit(self.sign_in_items["ip"], "sign_in", "ip", ip or "-")
+
+    async def writes_this_month(self, token_ids: list[str]) -> dict[str, int]:
+        """Writes counted against each token's monthly cap so far."""
+        if not token_ids:
+            return {}
+
+        async with transaction() as s:
+            counted = await token_store.writes_in_month(s, [uuid.UUID(t) for t in token_ids], clock.month_key())
+        return {t: counted.get(uuid.UUID(t), 0) for t in token_ids}

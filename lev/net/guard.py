@@ -1,0 +1,244 @@
+"""SSRF-guarded outbound HTTP: the address rule, the guarded client, redirects re-checked hop by hop.
+
+Every TCP connection, including each redirect hop, goes through `_GuardedBackend`: it resolves the
+host, refuses private/loopback/link-local/metadata addresses (unless LEV_ALLOW_PRIVATE_URLS) and
+then connects to the very IP it checked, so DNS rebinding between check and connect is not possible.
+TLS SNI and the Host header still carry the URL's host name (httpcore takes both from the URL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import lru_cache
+from typing import Any
+
+import httpcore
+import httpx
+
+from lev.core.errors import ApiError, ingest_failed
+from lev.core.settings import get_settings
+
+MAX_REDIRECTS = 5
+USER_AGENT = (
+    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/126.0 Safari/537.36 Lev/0.1 (+knowledge-base page fetcher)"
+)
+REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
+
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_IPV4_COMPAT = ipaddress.ip_network("::/96")
+
+
+def _blocked_ipv4(ip: ipaddress.IPv4Address) -> bool:
+    return (
+        ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_multicast
+        or ip.is_reserved or ip.is_unspecified or not ip.is_global
+    )
+
+
+def is_blocked_address(address: str) -> bool:
+    """True for any address URL ingest must never reach (including IPv4 hidden inside IPv6)."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv4Address):
+        return _blocked_ipv4(ip)
+    embedded: list[ipaddress.IPv4Address] = []
+    if ip.ipv4_mapped is not None:
+        embedded.append(ip.ipv4_mapped)
+    if ip.sixtofour is not None:
+        embedded.append(ip.sixtofour)
+    if ip.teredo is not None:
+        embedded.extend(ip.teredo)
+    if ip in _NAT64 or ip in _IPV4_COMPAT:
+        embedded.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    if any(_blocked_ipv4(v4) for v4 in embedded):
+        return True
+    return (
+        ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_site_local or ip.is_multicast
+        or ip.is_reserved or ip.is_unspecified or not ip.is_global
+    )
+
+
+@lru_cache(maxsize=8)
+def _allowlist(networks: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(n.strip(), strict=False) for n in networks if n.strip())
+
+
+def _allowlisted(address: str, networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    return any(ip in net for net in networks)
+
+
+async def check_host(host: str, port: int) -> list[str]:
+    """Resolve `host` and return its addresses; refuse if any of them is non-public.
+
+    With LEV_ALLOW_PRIVATE_URLS set the addresses are returned unchecked; addresses inside a
+    LEV_PRIVATE_URL_ALLOWLIST network pass.
+    """
+    host = host.strip("[]")
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ingest_failed(f"could not resolve host {host!r} (DNS lookup failed)") from exc
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    if not addresses:
+        raise ingest_failed(f"could not resolve host {host!r} (no addresses)")
+    settings = get_settings()
+    if settings.allow_private_urls:
+        return addresses
+    allowed = _allowlist(tuple(settings.private_url_allowlist))
+    for addr in addresses:
+        if is_blocked_address(addr) and not _allowlisted(addr, allowed):
+            raise ingest_failed(
+                f"refusing to fetch {host!r}: it resolves to a private, loopback, link-local or "
+                f"otherwise non-public address ({addr})"
+            )
+    return addresses
+
+
+class _GuardedBackend(httpcore.AsyncNetworkBackend):
+    """Resolves and checks each host, then connects to one of the checked IPs."""
+
+    def __init__(self) -> None:
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's signature)
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.AsyncNetworkStream:
+        addresses = await check_host(host, port)
+        last: Exception | None = None
+        for addr in addresses:
+            try:
+                return await self._inner.connect_tcp(
+                    addr, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None  # noqa: ASYNC109
+    ) -> httpcore.AsyncNetworkStream:
+        raise ingest_failed("unix sockets are not allowed")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def ssl_context() -> ssl.SSLContext:
+    """The TLS context of Lev's outgoing requests: the public CAs, plus LEV_OUTBOUND_CA_FILE when set."""
+    ctx = httpx.create_ssl_context(trust_env=False)
+    extra = get_settings().outbound_ca_file
+    if extra is not None:
+        ctx.load_verify_locations(cafile=str(extra))
+    return ctx
+
+
+class _GuardedTransport(httpx.AsyncHTTPTransport):
+    """httpx transport whose connection pool uses `_GuardedBackend` (no proxies, no env)."""
+
+    def __init__(self) -> None:
+        super().__init__(trust_env=False)
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=ssl_context(),
+            max_connections=10,
+            max_keepalive_connections=0,
+            network_backend=_GuardedBackend(),
+        )
+
+
+def guarded_client(timeout: httpx.Timeout, headers: dict[str, str]) -> httpx.AsyncClient:
+    """An httpx client whose every connection is checked (redirects are followed by `open_url`, not httpx)."""
+    return httpx.AsyncClient(transport=_GuardedTransport(), timeout=timeout, headers=headers,
+                             follow_redirects=False, trust_env=False)
+
+
+def _check_url(url: httpx.URL) -> None:
+    if url.scheme not in ("http", "https"):
+        raise ingest_failed(f"only http and https URLs can be ingested, not {url.scheme or 'this'}:")
+    if not url.host:
+        raise ingest_failed("the URL has no host")
+
+
+def status_error(code: int) -> ApiError:
+    """The descriptive ingest_failed for an HTTP error answer of the site."""
+    if code in (404, 410, 451):
+        return ingest_failed(f"page not found (HTTP {code})")
+    if code in (401, 403, 407):
+        return ingest_failed(f"login required or paywalled (HTTP {code})")
+    if code == 429:
+        return ingest_failed("the site is rate-limiting requests (HTTP 429); try again later")
+    if code >= 500:
+        return ingest_failed(f"the site returned a server error (HTTP {code})")
+    return ingest_failed(f"the site refused the request (HTTP {code})")
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, kind):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+async def _send(client: httpx.AsyncClient, url: httpx.URL) -> httpx.Response:
+    try:
+        return await client.send(client.build_request("GET", url), stream=True)
+    except ApiError:
+        raise
+    except httpx.ConnectTimeout as exc:
+        raise ingest_failed(f"timed out connecting to {url.host}") from exc
+    except httpx.TimeoutException as exc:
+        raise ingest_failed(f"{url.host} did not respond in time") from exc
+    except httpx.ConnectError as exc:
+        detail = str(exc) or "connection failed"
+        if _caused_by(exc, ConnectionRefusedError) or "refused" in detail.lower():
+            detail = "connection refused"
+        raise ingest_failed(f"could not connect to {url.host}: {detail}") from exc
+    except httpx.HTTPError as exc:
+        raise ingest_failed(f"could not fetch {url.host}: {exc or type(exc).__name__}") from exc
+
+
+@asynccontextmanager
+async def open_url(client: httpx.AsyncClient, url: str) -> AsyncIterator[httpx.Response]:
+    """GET `url` (http/https only) following at most 5 redirects, each hop checked again; yields the final
+    200 answer unread (streaming) and closes it afterwards. Anything else is a descriptive ingest_failed."""
+    try:
+        current = httpx.URL(url.strip())
+    except (httpx.InvalidURL, ValueError, TypeError) as exc:
+        raise ingest_failed(f"invalid URL: {exc}") from exc
+    _check_url(current)
+    for hop in range(MAX_REDIRECTS + 1):
+        resp = await _send(client, current)
+        try:
+            if resp.status_code in REDIRECT_CODES and "location" in resp.headers:
+                if hop == MAX_REDIRECTS:
+                    raise ingest_failed(f"too many redirects (more than {MAX_REDIRECTS})")
+                try:
+                    current = resp.url.join(resp.headers["location"])
+                except (httpx.InvalidURL, ValueError) as exc:
+                    raise ingest_failed(f"the site redirected to an invalid URL: {exc}") from exc
+                _check_url(current)
+                continue
+            if resp.status_code >= 400:
+                raise status_error(resp.status_code)
+            if resp.status_code != 200:
+                raise ingest_failed(f"unexpected response from the site (HTTP {resp.status_code})")
+            yield resp
+            return
+        finally:
+            await resp.aclose()

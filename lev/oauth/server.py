@@ -1,0 +1,369 @@
+"""Lev as the OAuth 2.1 authorization server of its own MCP resource (`{base}/api/mcp`): metadata (RFC 9728,
+RFC 8414), the bearer challenge, authorization requests (PKCE S256, exact redirect URIs, RFC 8707 resource,
+RFC 9207 iss), codes, token exchange, refresh rotation and revocation (RFC 7009).
+
+A grant is a row of `tokens` (kind 'oauth') minted by the one mint rule (`lev.auth.policy.mint`), so capability, scope,
+kb_only, expiry, revocation, rate limits, write caps and the activity log treat it like a hand-minted token.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from lev.auth import accounts
+from lev.auth import principal_cache as principals
+from lev.auth.policy import OAuthBinding, Principal, hash_token, mint, new_token, parse_bearer, tier_room
+from lev.core import clock, context, jsonguard
+from lev.core.contract import mcp_tools
+from lev.core.errors import ApiError, capability_denied, invalid_body, jsonrpc_response
+from lev.core.settings import get_settings
+from lev.oauth.clients import SCOPES, Client, OAuthError, load_client, redirect_matches
+from store import oauth as oauth_store
+from store import tokens as token_store
+from store.db import read_session, transaction
+
+READ, WRITE = SCOPES
+MCP_PATH = "/api/mcp"
+PRM_PATH = "/.well-known/oauth-protected-resource"
+AS_PATH = "/.well-known/oauth-authorization-server"
+AUTHORIZE_PATH, TOKEN_PATH, REGISTER_PATH, REVOKE_PATH = "/oauth/authorize", "/oauth/token", "/oauth/register", \
+    "/oauth/revoke"
+ACCESS_TTL_SEC = 3600
+CODE_TTL_SEC = 300
+REFRESH_PREFIX = "lev_rt_"
+EXPIRY_CHOICES = (365, 90, 30, 7, 1)
+_CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")
+_VERIFIER = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
+
+
+def public_base(host_header: str | None) -> str:
+    """The base URL clients see: LEV_BASE_URL, else the address served (`localhost` when the client said so on a
+    loopback listener, so a client that was given http://localhost:PORT/api/mcp finds its resource)."""
+    base = context.base_url()
+    if get_settings().base_url or not host_header:
+        return base
+    parts = urlsplit(base)
+    try:
+        asked = urlsplit(f"//{host_header}")
+        same_port = asked.port == parts.port
+    except ValueError:  # a Host header that is no host[:port]
+        return base
+    if parts.hostname in ("127.0.0.1", "::1") and asked.hostname == "localhost" and same_port:
+        return f"{parts.scheme}://localhost:{parts.port}" if parts.port else f"{parts.scheme}://localhost"
+    return base
+
+
+def resource_url(base: str) -> str:
+    return f"{base}{MCP_PATH}"
+
+
+def resource_metadata_url(base: str) -> str:
+    return f"{base}{PRM_PATH}{MCP_PATH}"
+
+
+def challenge(base: str, err: ApiError | None = None, *, insufficient: bool = False) -> str:
+    """`WWW-Authenticate` of /api/mcp refusals: where the resource metadata is and which scopes to ask for; with an
+    RFC 6750 error for a bad token (none when there was no token) or for a grant lacking a scope."""
+    parts = ['Bearer realm="lev"']
+    if insufficient:
+        parts += ['error="insufficient_scope"', 'error_description="This grant is read-only; allow lev:write"']
+    elif err is not None and err.code == "invalid_token":
+        parts.append('error="invalid_token"')
+    parts += [f'resource_metadata="{resource_metadata_url(base)}"', f'scope="{" ".join(SCOPES)}"']
+    return ", ".join(parts)
+
+
+def protected_resource_metadata(base: str) -> dict[str, Any]:
+    return {"resource": resource_url(base), "authorization_servers": [base], "scopes_supported": list(SCOPES),
+            "bearer_methods_supported": ["header"], "resource_name": "Lev knowledge base",
+            "resource_documentation": f"{base}/api/v1/docs"}
+
+
+def authorization_server_metadata(base: str) -> dict[str, Any]:
+    methods = ["none", "client_secret_basic", "client_secret_post"]
+    return {
+        "issuer": base, "authorization_endpoint": base + AUTHORIZE_PATH, "token_endpoint": base + TOKEN_PATH,
+        "registration_endpoint": base + REGISTER_PATH, "revocation_endpoint": base + REVOKE_PATH,
+        "scopes_supported": list(SCOPES), "response_types_supported": ["code"], "response_modes_supported": ["query"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "token_endpoint_auth_methods_supported": methods, "revocation_endpoint_auth_methods_supported": methods,
+        "code_challenge_methods_supported": ["S256"], "client_id_metadata_document_supported": True,
+        "authorization_response_iss_parameter_supported": True,
+    }
+
+
+async def authenticate_mcp(authorization: str | None, base: str) -> Principal:
+    """The principal of an /api/mcp request: a pasted `lev_` token, or an OAuth access token issued for this
+    resource; 401 missing_bearer_token / invalid_token otherwise."""
+    return await principals.authenticate_bearer(parse_bearer(authorization), audience=resource_url(base))
+
+
+@lru_cache(maxsize=1)
+def _tool_capabilities() -> dict[str, str]:
+    return {t["name"]: t["capability"] for t in mcp_tools()["tools"]}
+
+
+def transport_scope_refusal(principal: Principal, headers: Any, body: bytes, base: str
+                            ) -> tuple[dict[str, Any], dict[str, str]] | None:
+    """For an OAuth grant calling a tool its scope does not cover, when the request names the tool in its HTTP
+    headers (`Mcp-Method: tools/call`, `Mcp-Name`, revision 2026-07-28): the HTTP 403 insufficient_scope answer
+    (JSON-RPC body with the contract's -32605 capability_denied, and the challenge). Otherwise None: the tool call
+    is refused inside JSON-RPC as for every token."""
+    if "oauth_client" not in principal.extra or headers.get("mcp-method") != "tools/call":
+        return None
+    needed = _tool_capabilities().get(headers.get("mcp-name") or "", "read")
+    if needed in principal.capabilities:
+        return None
+    have = sorted(principal.capabilities)
+    err = capability_denied(f"This grant cannot {needed}: it was allowed {', '.join(have)}.", required=needed,
+                            have=have)
+    try:
+        document = jsonguard.loads(body)
+        req_id = document.get("id") if isinstance(document, dict) else None
+    except jsonguard.BadJson:
+        req_id = None
+    if not isinstance(req_id, (str, int)) or isinstance(req_id, bool):
+        req_id = None
+    return jsonrpc_response(err, req_id), {"WWW-Authenticate": challenge(base, insufficient=True)}
+
+
+# ------------------------------------------------------------------------------------------------ authorization
+
+
+class PageError(Exception):
+    """An authorization request the user must be told about and that must not redirect (RFC 6749 4.1.2.1)."""
+
+    def __init__(self, error: str, description: str) -> None:
+        super().__init__(description)
+        self.error = error
+        self.description = description
+
+
+@dataclass(frozen=True)
+class AuthRequest:
+    client: Client
+    redirect_uri: str
+    state: str | None
+    code_challenge: str
+    resource: str
+    write_asked: bool
+    issuer: str
+
+    def redirect(self, **params: str) -> str:
+        """The client's redirect URI with the answer, `state` and RFC 9207 `iss`."""
+        query = {**params, **({"state": self.state} if self.state is not None else {}), "iss": self.issuer}
+        sep = "&" if urlsplit(self.redirect_uri).query else "?"
+        return f"{self.redirect_uri}{sep}{urlencode(query)}"
+
+    def hidden(self, params: dict[str, str]) -> dict[str, str]:
+        """The request's own parameters, carried through the consent form."""
+        keys = ("response_type", "client_id", "redirect_uri", "state", "code_challenge", "code_challenge_method",
+                "scope", "resource")
+        return {k: params[k] for k in keys if k in params}
+
+
+class RedirectError(Exception):
+    """An authorization error answered by redirecting to the client (with state and iss)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.url = url
+
+
+async def check_request(params: dict[str, str], base: str) -> AuthRequest:
+    """Validate an authorization request. An unknown client or a redirect URI not registered for it is a
+    `PageError`; anything else wrong is a `RedirectError` back to the client."""
+    try:
+        client = await load_client(params.get("client_id"), fresh=True)
+    except OAuthError as err:
+        raise PageError("invalid_request", err.description) from None
+    redirect_uri = params.get("redirect_uri", "")
+    if not redirect_uri or not redirect_matches(client.redirect_uris, redirect_uri):
+        raise PageError("invalid_request", "redirect_uri is missing or not registered for this client.")
+    req = AuthRequest(client=client, redirect_uri=redirect_uri, state=params.get("state"),
+                      code_challenge=params.get("code_challenge", ""), resource=params.get("resource", ""),
+                      write_asked=WRITE in params.get("scope", " ".join(SCOPES)).split(), issuer=base)
+
+    def fail(error: str, description: str) -> RedirectError:
+        return RedirectError(req.redirect(error=error, error_description=description))
+
+    if params.get("response_type") != "code":
+        raise fail("unsupported_response_type", "response_type must be code.")
+    if params.get("code_challenge_method") != "S256" or not _CHALLENGE.match(req.code_challenge):
+        raise fail("invalid_request", "PKCE is required: code_challenge (43 characters) with code_challenge_method "
+                                      "S256.")
+    if not req.resource:
+        raise fail("invalid_request", f"resource is required (RFC 8707): {resource_url(base)}.")
+    if req.resource.rstrip("/") != resource_url(base):
+        raise fail("invalid_target", f"This server issues tokens only for {resource_url(base)}.")
+    return req
+
+
+def consent_choice(form: dict[str, Any], req: AuthRequest, folder_ids: set[str]) -> dict[str, Any]:
+    """The access the user chose on the consent page, checked: folders they own, write only if the client asked,
+    an offered expiry. 400 invalid_body (shown on the page) otherwise."""
+    chosen = [f for f in form.get("folder_ids", []) if f]
+    if form.get("access") == "folders":
+        if not chosen:
+            raise invalid_body("Choose at least one folder, or the whole library.")
+        if not set(chosen) <= folder_ids:
+            raise invalid_body("Some chosen folders are not yours.")
+    else:
+        chosen = []
+    days = form.get("expires_in_days", "365")
+    if days not in {str(d) for d in EXPIRY_CHOICES}:  # not isdigit()+int(): "²" is a digit int() refuses
+        raise invalid_body("Choose one of the offered auto-revoke periods.")
+    write = req.write_asked and form.get("write") in ("on", "true", "1")
+    return {"write": write, "folder_ids": chosen, "kb_only": form.get("kb_only") in ("on", "true", "1"),
+            "expires_in_days": int(days), "client_name": req.client.name}
+
+
+async def issue_code(user_id: uuid.UUID, req: AuthRequest, choice: dict[str, Any]) -> str:
+    """Store a one-time code (its hash) for the user's choice; the URL to send the browser back to."""
+    code = secrets.token_urlsafe(32)
+    async with transaction() as s:
+        await oauth_store.insert_code(s, code_hash=hash_token(code), user_id=user_id, client_id=req.client.client_id,
+                                      redirect_uri=req.redirect_uri, code_challenge=req.code_challenge,
+                                      resource=req.resource.rstrip("/"), choice=choice,
+                                      expires_at=clock.now() + timedelta(seconds=CODE_TTL_SEC))
+    return req.redirect(code=code)
+
+
+# ------------------------------------------------------------------------------------------------ token endpoint
+
+
+def pkce_matches(verifier: str, code_challenge: str) -> bool:
+    if not _VERIFIER.match(verifier):
+        return False
+    digest = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    return hmac.compare_digest(digest, code_challenge)
+
+
+def _scope(capabilities: Any) -> str:
+    return f"{READ} {WRITE}" if "write" in capabilities else READ
+
+
+def _tokens(access: str, refresh: str, access_expires: Any, capabilities: Any) -> dict[str, Any]:
+    return {"access_token": access, "token_type": "Bearer", "refresh_token": refresh,
+            "expires_in": max(1, int((access_expires - clock.now()).total_seconds())), "scope": _scope(capabilities)}
+
+
+def _check_resource(form: dict[str, str], resource: str) -> None:
+    asked = form.get("resource")
+    if asked is not None and asked.rstrip("/") != resource:
+        raise OAuthError("invalid_target", f"The grant is for {resource}, not {asked}.")
+
+
+async def exchange_code(client: Client, form: dict[str, str]) -> dict[str, Any]:
+    """authorization_code grant: one use per code; a second use revokes what the first produced (RFC 6749
+    4.1.2). Every refusal is invalid_grant or invalid_target and creates nothing."""
+    code, verifier, redirect_uri = form.get("code"), form.get("code_verifier"), form.get("redirect_uri")
+    if not code or not verifier or not redirect_uri:
+        raise OAuthError("invalid_request", "code, code_verifier and redirect_uri are required.")
+    failure: OAuthError | None = None
+    async with transaction() as s:
+        row = await oauth_store.lock_code(s, hash_token(code))
+        if row is None or row["client_id"] != client.client_id:
+            raise OAuthError("invalid_grant", "The authorization code is unknown.")
+        if row["used_at"] is not None:
+            if row["token_id"] is not None:
+                await token_store.revoke(s, row["token_id"])
+            failure = OAuthError("invalid_grant", "The authorization code was already used; its grant is revoked.")
+        elif row["expires_at"] <= clock.now():
+            raise OAuthError("invalid_grant", "The authorization code has expired.")
+        elif redirect_uri != row["redirect_uri"]:
+            raise OAuthError("invalid_grant", "redirect_uri differs from the authorization request's.")
+        elif not pkce_matches(verifier, row["code_challenge"]):
+            raise OAuthError("invalid_grant", "code_verifier does not match the code_challenge.")
+        else:
+            _check_resource(form, row["resource"])
+            out = await _mint_grant(s, client, row)
+            await oauth_store.mark_code_used(s, row["code_hash"], out.pop("token_id"))
+    if failure is not None:
+        await principals.invalidate()  # the revoked grant's access token may be cached in any process
+        raise failure
+    context.note_user(row["user_id"])
+    return out
+
+
+async def _mint_grant(s: Any, client: Client, row: dict[str, Any]) -> dict[str, Any]:
+    choice = row["choice"]
+    user = {"id": row["user_id"], "tier": row["tier"], "email": row["email"]}
+    access_expires = clock.now() + timedelta(seconds=ACCESS_TTL_SEC)
+    try:
+        access, token_id = await mint(
+            s, user, choice.get("client_name") or client.name, write=choice["write"],
+            folder_ids=[uuid.UUID(f) for f in choice["folder_ids"]], kb_only=choice["kb_only"],
+            expires_in_days=choice["expires_in_days"], write_cap=get_settings().default_write_cap,
+            tier_caps=accounts.token_caps(),
+            oauth=OAuthBinding(client_id=client.client_id, resource=row["resource"], access_expires_at=access_expires),
+        )
+    except ApiError as err:  # the tier changed, or a chosen folder was deleted, since the user allowed it
+        raise OAuthError("invalid_grant", err.message or err.code) from None
+    refresh = REFRESH_PREFIX + secrets.token_urlsafe(32)
+    await oauth_store.insert_refresh(s, hash_token(refresh), token_id)
+    capabilities = ["read", "write"] if choice["write"] else ["read"]
+    return {**_tokens(access, refresh, access_expires, capabilities), "token_id": token_id}
+
+
+async def refresh_grant(client: Client, form: dict[str, str]) -> dict[str, Any]:
+    """refresh_token grant: rotated on every use; presenting a rotated one again revokes the grant."""
+    presented = form.get("refresh_token")
+    if not presented:
+        raise OAuthError("invalid_request", "refresh_token is required.")
+    failure: OAuthError | None = None
+    async with transaction() as s:
+        row = await oauth_store.lock_refresh(s, hash_token(presented))
+        if row is None or row["client_id"] != client.client_id:
+            raise OAuthError("invalid_grant", "The refresh token is unknown.")
+        if row["rotated_at"] is not None:
+            await token_store.revoke(s, row["token_id"])
+            failure = OAuthError("invalid_grant", "The refresh token was already used; the grant is revoked.")
+        elif row["revoked_at"] is not None or row["expires_at"] <= clock.now():
+            raise OAuthError("invalid_grant", "The grant was revoked or has expired.")
+        else:
+            _check_resource(form, row["resource"])
+            extra = set((form.get("scope") or "").split()) - set(_scope(row["capabilities"]).split())
+            if extra:
+                raise OAuthError("invalid_scope", f"The grant does not include {' '.join(sorted(extra))}.")
+            await oauth_store.rotate_refresh(s, row["token_hash"])
+            access, digest, prefix = new_token()
+            access_expires = min(clock.now() + timedelta(seconds=ACCESS_TTL_SEC), row["expires_at"])
+            await token_store.replace_access(s, row["token_id"], digest, prefix, access_expires)
+            refresh = REFRESH_PREFIX + secrets.token_urlsafe(32)
+            await oauth_store.insert_refresh(s, hash_token(refresh), row["token_id"])
+            out = _tokens(access, refresh, access_expires, row["capabilities"])
+    await principals.invalidate()  # the grant revoked, or its previous access token replaced: cached nowhere now
+    if failure is not None:
+        raise failure
+    return out
+
+
+async def revoke(client: Client, form: dict[str, str]) -> None:
+    """RFC 7009: revoke the grant an access or refresh token of this client belongs to; unknown tokens are fine."""
+    token = form.get("token")
+    if not token:
+        raise OAuthError("invalid_request", "token is required.")
+    async with transaction() as s:
+        grant = await oauth_store.grant_of(s, client.client_id, hash_token(token))
+        if grant is not None:
+            await token_store.revoke(s, grant)
+    if grant is not None:
+        await principals.invalidate()
+
+
+async def consent_room(principal: Principal) -> dict[str, Any]:
+    """The tier figures the consent page shows (the 402's tier, cap, used); `allowed` is false at the cap."""
+    async with read_session() as s:
+        cap, used = await tier_room(s, {"id": principal.user_id, "tier": principal.tier}, accounts.token_caps())
+    return {"tier": principal.tier, "cap": cap, "used": used, "allowed": cap < 0 or used < cap}
