@@ -23,7 +23,7 @@ from starlette.responses import Response
 from lev import runtime
 from lev.auth.policy import Principal, parse_uuid_field, require
 from lev.core import context, jsonguard
-from lev.core.contract import ContractValidator, mcp_tools, readable
+from lev.core.contract import ContractValidator, first_errors, mcp_tools, readable
 from lev.core.errors import (
     JSONRPC_INVALID_PARAMS,
     JSONRPC_INVALID_REQUEST,
@@ -100,7 +100,7 @@ def _validate_arguments(tool: dict[str, Any], arguments: Any) -> dict[str, Any]:
         arguments = {}
     if not isinstance(arguments, dict):
         raise jsonrpc_error(invalid_body("arguments must be an object"))
-    errors = sorted(tool["_validator"].iter_errors(arguments), key=lambda e: list(e.path))
+    errors = sorted(first_errors(tool["_validator"], arguments), key=lambda e: [str(p) for p in e.path])
     if errors:
         first: ValidationError = errors[0]
         where = ".".join(str(p) for p in first.path) or (
@@ -225,7 +225,7 @@ async def endpoint(request: Request) -> Response:
     if refused is not None:  # 403 insufficient_scope for an OAuth grant naming a tool it may not call
         return _json(refused[0], 403, refused[1])
     try:
-        document = jsonguard.loads(body)
+        document = await jsonguard.loads_off_loop(body)
     except jsonguard.BadJson as exc:
         if info is not None and not info.method:
             info.method = _method_name(exc.document) if exc.parsed else "invalid-json"

@@ -43,6 +43,7 @@ request_log = logs.get_logger("lev.request")
 
 UPLOAD_PUT_PREFIX = "/api/v1/uploads/put/"
 IMPORTS_PATH = "/api/v1/imports"
+JSON_API_PREFIXES = ("/api/v1/", "/api/account")  # the documented APIs whose bodies are JSON
 MULTIPART_SLACK = 64 * 1024  # an import's form around its file: boundaries and part headers
 OPS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 OAUTH_PATHS = frozenset({oauth.PRM_PATH + oauth.MCP_PATH, oauth.PRM_PATH, oauth.AS_PATH, oauth.AUTHORIZE_PATH,
@@ -229,10 +230,10 @@ class LevMiddleware:
             await send(message)
 
         exempt = path.startswith(UPLOAD_PUT_PREFIX)
-        if not exempt and path.startswith("/api/v1/") and "content-type" not in headers \
+        if not exempt and path.startswith(JSON_API_PREFIXES) and "content-type" not in headers \
                 and ("content-length" in headers or "transfer-encoding" in headers):
-            # A body sent without Content-Type is read as the JSON every body operation takes (Connexion would
-            # otherwise hand the handler raw bytes).
+            # A body sent without Content-Type is read as the JSON every body operation of the REST and account
+            # APIs takes (Connexion would otherwise hand the handler raw bytes: a 500).
             headers["content-type"] = "application/json"
             scope = {**scope, "headers": [*scope.get("headers", []), (b"content-type", b"application/json")]}
         too_big = False

@@ -7,10 +7,13 @@ Connexion 3.3 checks documents against the OpenAPI 3.0 meta-schema and refuses `
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import re
+import reprlib
 from functools import lru_cache
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -138,17 +141,42 @@ _PATTERN_SAYS = {
 }
 
 
+MAX_ERRORS = 20  # a body's schema errors looked at (the first ones): a million wrong items are not all listed
+MAX_MESSAGE = 300  # characters of a validator's message quoted back
+_EXCERPT = reprlib.Repr()
+_EXCERPT.maxlevel, _EXCERPT.maxlist, _EXCERPT.maxdict, _EXCERPT.maxstring = 2, 4, 4, 60
+_EXCERPT.maxlong, _EXCERPT.maxother = 40, 60
+
+
 def shown(value: str) -> str:
     """A value as an error message quotes it: at most 60 characters of it (a 1 MB text is not sent back)."""
     return repr(value) if len(value) <= 80 else f"{value[:60]!r}… ({len(value)} characters)"
 
 
+def excerpt(value: Any) -> str:
+    """A short quote of any JSON value: a long string cut (`shown`), a list or object with its first items."""
+    if isinstance(value, str):
+        return shown(value)
+    if isinstance(value, (list, dict)) and len(value) > 4:
+        return f"{_EXCERPT.repr(value)} ({len(value)} {'items' if isinstance(value, list) else 'members'})"
+    return _EXCERPT.repr(value)
+
+
 def readable(error: ValidationError) -> str:
-    """A validator's message with a long string value cut (`shown`)."""
+    """A validator's message quoting at most an excerpt of the value it refused (`excerpt`), at most 300
+    characters in all: an error body never echoes a large body back."""
     value, message = error.instance, error.message
-    if isinstance(value, str) and len(value) > 80 and message.startswith(repr(value)):
-        return shown(value) + message[len(repr(value)):]
-    return message
+    if len(message) <= 80:
+        return message
+    quoted = repr(value)
+    if message.startswith(quoted) and len(quoted) > 80:
+        message = excerpt(value) + message[len(quoted):]
+    return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE] + "…"
+
+
+def first_errors(validator: Any, instance: Any) -> list[ValidationError]:
+    """The first schema errors of `instance` (at most MAX_ERRORS): validation stops there."""
+    return list(islice(validator.iter_errors(instance), MAX_ERRORS))
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Any:
@@ -232,7 +260,7 @@ class ContractJSONBodyValidator(JSONRequestBodyValidator):
     def _validate(self, body: Any) -> dict[str, Any] | None:
         if not self._nullable and body is None:
             raise BadRequestProblem(detail="Request body must not be empty")
-        errors = list(self._validator.iter_errors(body))
+        errors = first_errors(self._validator, body)
         if not errors:
             return None
         mapped = [_mapped_error(e) for e in errors]
@@ -243,15 +271,31 @@ class ContractJSONBodyValidator(JSONRequestBodyValidator):
 
 
 class GuardedJSONBody(ContractJSONBodyValidator):
-    """The contract's JSON body validator with our parser: hostile JSON is a 400, never a crash (lev.core.jsonguard)."""
+    """The contract's JSON body validator with our parser: hostile JSON is a 400, never a crash (lev.core.jsonguard).
+    A large body is parsed and validated in a worker thread, off the event loop."""
+
+    checked = False
+
     async def _parse(self, stream: Any, scope: Scope) -> Any:
         raw = b"".join([message async for message in stream])
         if not raw:
             return None
+        if len(raw) <= jsonguard.OFF_LOOP_BYTES:
+            return self._parse_and_check(raw)
+        return await asyncio.to_thread(self._parse_and_check, raw)
+
+    def _parse_and_check(self, raw: bytes) -> Any:
         try:
-            return jsonguard.loads(raw)
+            body = jsonguard.loads(raw)
         except jsonguard.BadJson as exc:
             raise BadRequestProblem(detail=str(exc)) from None
+        if body is not None or not self._nullable:
+            super()._validate(body)
+        self.checked = True
+        return body
+
+    def _validate(self, body: Any) -> dict[str, Any] | None:
+        return None if self.checked else super()._validate(body)
 
 
 class GuardedMultipartBody(MultiPartFormDataValidator):

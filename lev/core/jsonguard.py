@@ -1,20 +1,30 @@
-"""The one JSON parser for request bodies (REST and MCP): refuses what would crash a request or could not be stored.
+"""The one JSON parser for request bodies (REST and MCP): refuses what would crash a request, could not be stored,
+or would cost more than its size justifies.
 
-Refused: bodies that are not UTF-8 JSON, nesting deeper than `MAX_DEPTH`, `NaN`/`Infinity`, numbers beyond a
-64-bit integer or a finite double, and strings (keys included) holding NUL or a lone UTF-16 surrogate
-(`"\\ud800"`), which PostgreSQL text and UTF-8 cannot hold.
+Refused: bodies that are not UTF-8 JSON, more than `MAX_VALUES` values (array items, object members and containers
+together: no operation takes more than a few hundred, and a 2 MB array of small numbers is a million), nesting
+deeper than `MAX_DEPTH`, `NaN`/`Infinity`, numbers beyond a 64-bit integer or a finite double, and strings (keys
+included) holding NUL or a lone UTF-16 surrogate (`"\\ud800"`), which PostgreSQL text and UTF-8 cannot hold.
+The count is taken before parsing (in linear time, at C speed), so parsing and walking a body are bounded whatever
+it holds; `loads_off_loop` runs large bodies in a worker thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
 from typing import Any
 
 MAX_DEPTH = 32
+MAX_VALUES = 10_000
 INT_LIMIT = 2**63
+OFF_LOOP_BYTES = 64 * 1024  # bodies above this are parsed in a worker thread
 _BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
+_BAD_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
+# A JSON string, or an unterminated one up to the end: never backtracks, so stripping strings is linear.
+_STRING = re.compile(r'"[^"\\]*(?:\\[\s\S]?[^"\\]*)*(?:"|\Z)')
 
 
 class BadJson(ValueError):
@@ -53,23 +63,70 @@ def _constant(name: str) -> Any:
     raise BadJson(f"{name} is not JSON", parsed=False)
 
 
-def loads(raw: bytes | str) -> Any:
+def value_count(text: str) -> int:
+    """How many values `text` holds at most: its commas, `[` and `{` outside strings (and one more)."""
+    count = text.count(",") + text.count("[") + text.count("{")
+    if count <= MAX_VALUES:
+        return count + 1
+    quotes, backslashes = text.count('"'), text.count("\\")
+    if (quotes - backslashes) // 2 > MAX_VALUES:  # at least this many strings (keys included)
+        return (quotes - backslashes) // 2
+    if quotes + backslashes <= 4 * MAX_VALUES:  # few strings (a long text): skip them with str.find
+        return _count_between_strings(text) + 1
+    bare = _STRING.sub("", text)  # commas and brackets inside strings are no values: count again without them
+    return bare.count(",") + bare.count("[") + bare.count("{") + 1
+
+
+def _count_between_strings(text: str) -> int:
+    """Commas, `[` and `{` outside strings; a step per quote or backslash of the text (few, by the caller)."""
+    total = pos = 0
+    while True:
+        start = text.find('"', pos)
+        stop = len(text) if start < 0 else start
+        total += text.count(",", pos, stop) + text.count("[", pos, stop) + text.count("{", pos, stop)
+        if start < 0:
+            return total
+        end = start
+        while True:  # the closing quote: one not preceded by an odd run of backslashes
+            end = text.find('"', end + 1)
+            if end < 0:
+                return total
+            before = end - 1
+            while before > start and text[before] == "\\":
+                before -= 1
+            if (end - 1 - before) % 2 == 0:
+                break
+        pos = end + 1
+
+
+def loads(raw: bytes | str, *, max_values: int = MAX_VALUES) -> Any:
     """The parsed document, or BadJson saying what is wrong with it."""
     if isinstance(raw, bytes):
         try:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise BadJson("the body is not UTF-8 encoded JSON", parsed=False) from None
+    if value_count(raw) > max_values:
+        raise BadJson(f"JSON with more than {max_values} values (array items and object members) is refused",
+                      parsed=False)
     try:
         document = json.loads(raw, parse_int=_int, parse_float=_float, parse_constant=_constant)
     except RecursionError:
         raise BadJson(f"JSON nested deeper than {MAX_DEPTH} levels is refused", parsed=False) from None
     except json.JSONDecodeError as exc:
         raise BadJson(f"the body is not valid JSON: {exc}", parsed=False) from None
-    problem = _problem(document)
+    strings = _BAD_ESCAPE.search(raw) is not None or _BAD_CHARS.search(raw) is not None
+    problem = _problem(document, strings)
     if problem is not None:
         raise BadJson(problem, parsed=True, document=document)
     return document
+
+
+async def loads_off_loop(raw: bytes, *, max_values: int = MAX_VALUES) -> Any:
+    """`loads`, in a worker thread when the body is large (the event loop keeps serving other requests)."""
+    if len(raw) <= OFF_LOOP_BYTES:
+        return loads(raw, max_values=max_values)
+    return await asyncio.to_thread(loads, raw, max_values=max_values)
 
 
 def _where(path: list[str | int]) -> str:
@@ -77,8 +134,9 @@ def _where(path: list[str | int]) -> str:
     return where if len(where) <= 100 else where[:100] + "…"
 
 
-def _problem(document: Any) -> str | None:
-    """What is wrong with a parsed document, walked without recursion; None when nothing is."""
+def _problem(document: Any, strings: bool) -> str | None:
+    """What is wrong with a parsed document, walked without recursion; None when nothing is. Strings are looked at
+    only when the text could hold a bad one (`strings`: it has a NUL or surrogate escape, or such a character)."""
     stack: list[tuple[Any, list[str | int]]] = [(document, [])]
     while stack:
         value, path = stack.pop()
@@ -87,13 +145,13 @@ def _problem(document: Any) -> str | None:
         if isinstance(value, _OutOfRange):
             return f"{_where(path)}: {value.message}"
         if isinstance(value, str):
-            bad = _BAD_CHARS.search(value)
+            bad = _BAD_CHARS.search(value) if strings else None
             if bad is not None:
                 what = "NUL characters" if bad.group() == "\x00" else "lone UTF-16 surrogates"
                 return f"{_where(path)} must not contain {what}"
         elif isinstance(value, dict):
             for key, item in value.items():
-                if _BAD_CHARS.search(key):
+                if strings and _BAD_CHARS.search(key):
                     return f"keys in {_where(path)} must not contain NUL characters or lone UTF-16 surrogates"
                 stack.append((item, [*path, key]))
         elif isinstance(value, list):

@@ -2,8 +2,10 @@
 (or any CSV with a `url` column), or a Lev export (JSON Lines). The result is the file's folders, flattened as
 `Parent / Child` and made unique case-insensitively, and its links (or texts) with their tags and folders.
 
-A file that cannot be read is a 400 naming the line (`invalid_body` with `line`); links Lev cannot fetch at all
-(javascript:, place:, file: ...) are skipped with the reason, not errors.
+A file that cannot be read is a 400 naming the line (`invalid_body` with `line`), and so is one whose folders nest
+deeper than 100 levels; links Lev cannot fetch at all (javascript:, place:, file: ...) are skipped with the reason,
+not errors. Reading is linear in the file's size: titles, notes, tags and folder names are cut to their bounds as
+they are read (lev.imports.importfile).
 """
 
 from __future__ import annotations
@@ -11,11 +13,24 @@ from __future__ import annotations
 import csv
 import io
 import re
-from html.parser import HTMLParser
 from typing import Any
 
-from lev.imports.importfile import Link, Parsed, bad_file, check_url, dedupe_key, tags_of, timestamp
+from lev.imports.importfile import (
+    MAX_FOLDER_DEPTH,
+    Link,
+    Parsed,
+    bad_file,
+    check_url,
+    dedupe_key,
+    folder_part,
+    merge_tags,
+    note_of,
+    tags_of,
+    timestamp,
+    title_of,
+)
 from lev.imports.levfile import parse_lev
+from lev.imports.netscape import parse_netscape
 
 
 def _decode(data: bytes) -> str:
@@ -35,7 +50,7 @@ def parse(data: bytes) -> Parsed:
     if head.startswith("{"):
         parsed = parse_lev(text)
     elif re.match(r"(?is)<!DOCTYPE\s+NETSCAPE-Bookmark-file", head) or re.search(r"(?i)<(dl|h3|a)[\s>]", head):
-        parsed = _parse_netscape(text)
+        parsed = parse_netscape(text)
     elif head:
         parsed = _parse_csv(text)
     else:
@@ -46,124 +61,29 @@ def parse(data: bytes) -> Parsed:
 def _merge(parsed: Parsed) -> Parsed:
     """One entry per item: links to the same page are merged (every folder, every tag, the first title)."""
     seen: dict[str, Link] = {}
+    folders: dict[int, dict[str, None]] = {}  # per merged link, its folders as an ordered set
     out: list[Link] = []
     for link in parsed.links:
         if link.url is None:
             out.append(link)
             continue
-        key = dedupe_key(link.url)
+        key = parsed.keys.get(link.url) or dedupe_key(link.url)
         first = seen.get(key)
         if first is None:
             seen[key] = link
             out.append(link)
             continue
-        first.folders += [f for f in link.folders if f not in first.folders]
-        tags = first.metadata.get("tags", []) + [t for t in link.metadata.get("tags", [])
-                                                 if t not in first.metadata.get("tags", [])]
-        if tags:
-            first.metadata["tags"] = tags
+        merged = folders.get(id(first))
+        if merged is None:
+            merged = folders[id(first)] = dict.fromkeys(first.folders)
+        merged.update(dict.fromkeys(link.folders))
+        if link.metadata.get("tags"):
+            first.metadata["tags"] = merge_tags(first.metadata.get("tags", []), link.metadata["tags"])
         first.title = first.title or link.title
+    for link in out:
+        if id(link) in folders:
+            link.folders = list(folders[id(link)])
     parsed.links = out
-    return parsed
-
-
-# ------------------------------------------------------------------------------------------------ Netscape HTML
-
-
-class _Netscape(HTMLParser):
-    """Folders are <H3> followed by a <DL> of children; links are <A HREF>, a following <DD> is the note."""
-
-    def __init__(self, parsed: Parsed) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parsed = parsed
-        self.stack: list[tuple[str | None, list[str]]] = []  # (folder key, path) per open <DL>
-        self.pending_folder: list[str] | None = None  # a <H3> read, its <DL> not yet open
-        self.capture: str | None = None  # "h3", "a" or "dd" while reading their text
-        self.buffer: list[str] = []
-        self.link: Link | None = None
-        self.folder_count = 0
-        self.last_link: Link | None = None
-        self.saw_structure = False
-
-    def _line(self) -> int:
-        return self.getpos()[0]
-
-    def _path(self) -> list[str]:
-        return self.stack[-1][1] if self.stack else []
-
-    def _close_capture(self) -> None:
-        text = " ".join("".join(self.buffer).split())
-        if self.capture == "h3":
-            self.pending_folder = [*self._path(), text]
-        elif self.capture == "a" and self.link is not None:
-            self.link.title = text or None
-            self.parsed.links.append(self.link)
-            self.last_link, self.link = self.link, None
-        elif self.capture == "dd" and self.last_link is not None and text:
-            self.last_link.metadata["description"] = text[:5000]
-        self.capture, self.buffer = None, []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        attr = {k.lower(): v or "" for k, v in attrs}
-        if self.capture == "dd" and tag in ("dt", "dl", "h3", "a"):
-            self._close_capture()
-        if tag == "dl":
-            self.saw_structure = True
-            if self.pending_folder is not None:
-                self.folder_count += 1
-                key = self.parsed.folder(f"n{self.folder_count}", self.pending_folder)
-                self.stack.append((key, self.pending_folder))
-                self.pending_folder = None
-            else:
-                self.stack.append(self.stack[-1] if self.stack else (None, []))
-        elif tag == "h3":
-            self.saw_structure = True
-            self.capture, self.buffer, self.pending_folder = "h3", [], None
-        elif tag == "a":
-            self.saw_structure = True
-            self.last_link = None
-            if "href" not in attr:
-                raise bad_file(self._line(), "a bookmark (<A>) without HREF")
-            url = check_url(self.parsed, self._line(), attr["href"])
-            if url is None:
-                return
-            meta: dict[str, Any] = {}
-            tags = tags_of(attr.get("tags"), ",")
-            if tags:
-                meta["tags"] = tags
-            added = timestamp(attr.get("add_date"))
-            if added:
-                meta["added_at"] = added
-            here = self.stack[-1][0] if self.stack else None
-            self.link = Link(line=self._line(), url=url, folders=[here] if here else [], metadata=meta)
-            self.capture, self.buffer = "a", []
-        elif tag == "dd":
-            self.capture, self.buffer = "dd", []
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("h3", "a") and self.capture == tag:
-            self._close_capture()
-        elif tag == "dl":
-            if self.capture == "dd":
-                self._close_capture()
-            if not self.stack:
-                raise bad_file(self._line(), "</DL> closes a folder that was never opened")
-            self.stack.pop()
-
-    def handle_data(self, data: str) -> None:
-        if self.capture is not None:
-            self.buffer.append(data)
-
-
-def _parse_netscape(text: str) -> Parsed:
-    parsed = Parsed("netscape")
-    reader = _Netscape(parsed)
-    reader.feed(text)
-    reader.close()
-    if reader.capture is not None:
-        reader._close_capture()
-    if not reader.saw_structure:
-        raise bad_file(1, "no bookmarks or folders found (expected <DL>, <H3> and <A HREF> elements)")
     return parsed
 
 
@@ -212,16 +132,19 @@ def _csv_link(parsed: Parsed, fmt: str, line: int, row: dict[str, str]) -> None:
     if added:
         meta["added_at"] = added
     for name in ("note", "excerpt", "highlights"):
-        if (row.get(name) or "").strip():
-            meta[name] = row[name].strip()[:5000]
+        note = note_of(row.get(name))
+        if note:
+            meta[name] = note
     if (row.get("favorite") or "").strip().lower() == "true":
         meta["favorite"] = True
     folders: list[str] = []
     folder = (row.get("folder") or "").strip()
     if folder and not (fmt == "raindrop" and folder.lower() == "unsorted"):
-        path = [p for p in (part.strip() for part in folder.split("/")) if p]
+        path = [folder_part(p) for p in (part.strip() for part in folder.split("/", MAX_FOLDER_DEPTH)) if p]
+        if len(path) > MAX_FOLDER_DEPTH:
+            raise bad_file(line, f"the folder nests deeper than {MAX_FOLDER_DEPTH} levels")
         if path:
-            folders.append(parsed.folder("p:" + "\x1f".join(p.lower() for p in path), path))
+            folders.append(parsed.folder("p:" + "\x1f".join(p.lower() for p in path), path, line))
     archived = (row.get("status") or "").strip().lower() in ("archive", "archived")
-    parsed.links.append(Link(line=line, url=url, title=(row.get("title") or "").strip() or None, folders=folders,
+    parsed.links.append(Link(line=line, url=url, title=title_of(row.get("title")), folders=folders,
                              metadata=meta, archived=archived))

@@ -1,6 +1,7 @@
 """What every import file reads into: its folders (flattened `Parent / Child`, unique case-insensitively within
 the file) and its links with their tags and folders; and the rules shared by the readers (lev.imports.bookmarks,
-lev.imports.levfile): which links can be imported, how a bad line is reported (400 `invalid_body` with `line`).
+lev.imports.levfile): which links can be imported, how a bad line is reported (400 `invalid_body` with `line`),
+and the bounds imported data is cut to (the REST API's: titles 500 characters, folder names 200).
 """
 
 from __future__ import annotations
@@ -13,8 +14,15 @@ from lev.core.errors import ApiError, invalid_body
 from lev.ingest import youtube
 from lev.ingest.urls import canonical_url
 
-MAX_FOLDER_NAME = 200
+MAX_FOLDER_NAME = 200  # FolderCreate.name
+MAX_FOLDER_DEPTH = 100  # folders nested deeper are refused (400 naming the line)
+MAX_FOLDERS = 5000  # folders in one file (more are refused)
+MAX_TITLE_CHARS = 500  # IngestText.title, ItemUpdate.title
+MAX_NOTE_CHARS = 5000  # a bookmark's description, a Pocket or Raindrop note, excerpt or highlights
+MAX_TAGS = 100
+MAX_TAG_CHARS = 100
 MAX_URL_CHARS = 4096
+MAX_SKIPPED = 1000  # skipped links listed (the import keeps as many)
 MAX_TEXT_CHARS = 1_000_000
 LEV_EXPORT_TYPE = "lev_export"
 LEV_EXPORT_VERSION = 1
@@ -46,31 +54,87 @@ class Parsed:
     folders: dict[str, str] = field(default_factory=dict)  # key -> unique flattened name, in file order
     links: list[Link] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)  # {line, url, reason}
+    taken: set[str] = field(default_factory=set)  # the folder names so far, lower-cased
+    keys: dict[str, str] = field(default_factory=dict)  # url -> dedupe_key(url), for the links accepted
+    suffixes: dict[str, int] = field(default_factory=dict)  # lower-cased name -> the next " (n)" to try
 
-    def folder(self, key: str, path: list[str]) -> str:
-        """Register the folder at `path` under `key` (once) with a flattened name unique in this file."""
+    def folder(self, key: str, path: list[str] | FolderPath, line: int) -> str:
+        """Register the folder at `path` under `key` (once) with a flattened name unique in this file; the file's
+        folder past the 5,000th is refused (400 naming `line`)."""
         if key not in self.folders:
-            self.folders[key] = unique_name(flatten(path), {n.lower() for n in self.folders.values()})
+            if len(self.folders) >= MAX_FOLDERS:
+                raise bad_file(line, f"the file has more than {MAX_FOLDERS} folders")
+            at = path if isinstance(path, FolderPath) else FolderPath.of(path)
+            name = unique_name(at.name, self.taken, self.suffixes)
+            self.taken.add(name.lower())
+            self.folders[key] = name
         return key
+
+
+def folder_part(name: str) -> str:
+    """One level of a folder path as a folder name holds it: white space collapsed, at most 200 characters."""
+    return " ".join(name[: MAX_FOLDER_NAME * 4].split())[:MAX_FOLDER_NAME] or "Untitled folder"
+
+
+@dataclass(frozen=True)
+class FolderPath:
+    """A folder's place in the file's tree, as much of it as its name needs: `Parent / Child` flattened, over 200
+    characters the start giving way (`… / Child`). A child is derived from its parent in constant time, however
+    deep the tree (nothing but the last 200 characters of the flattened path is kept)."""
+
+    tail: str = ""  # the last 200 characters of the flattened path
+    cut: bool = False  # whether the flattened path is longer than `tail`
+    depth: int = 0
+
+    def child(self, name: str) -> FolderPath:
+        part = folder_part(name)
+        full = f"{self.tail} / {part}" if self.depth else part
+        return FolderPath(full[-MAX_FOLDER_NAME:], self.cut or len(full) > MAX_FOLDER_NAME, self.depth + 1)
+
+    @property
+    def name(self) -> str:
+        return "…" + self.tail[-(MAX_FOLDER_NAME - 1):] if self.cut else self.tail
+
+    @staticmethod
+    def of(path: list[str]) -> FolderPath:
+        at = FolderPath()
+        for part in path:
+            at = at.child(part)
+        return at
 
 
 def flatten(path: list[str]) -> str:
     """`Parent / Child` from a folder path; over 200 characters the start gives way (`… / Child`)."""
-    name = " / ".join(" ".join(p.split()) or "Untitled folder" for p in path)
-    return name if len(name) <= MAX_FOLDER_NAME else "…" + name[-(MAX_FOLDER_NAME - 1):]
+    return FolderPath.of(path).name
 
 
-def unique_name(name: str, taken: set[str]) -> str:
-    """`name`, or `name (2)`, `name (3)` ... when another folder of this file has it (compared case-insensitively)."""
-    if name.lower() not in taken:
+def unique_name(name: str, taken: set[str], suffixes: dict[str, int] | None = None) -> str:
+    """`name`, or `name (2)`, `name (3)` ... when another folder of this file has it (compared case-insensitively).
+    `suffixes` remembers the next number to try per name, so a thousand folders of one name cost a thousand
+    steps, not half a million."""
+    key = name.lower()
+    if key not in taken:
         return name
-    n = 2
+    counters = suffixes if suffixes is not None else {}
+    n = counters.get(key, 2)
     while True:
         suffix = f" ({n})"
         candidate = name[: MAX_FOLDER_NAME - len(suffix)] + suffix
-        if candidate.lower() not in taken:
-            return candidate
         n += 1
+        if candidate.lower() not in taken:
+            counters[key] = n
+            return candidate
+
+
+def title_of(raw: str | None) -> str | None:
+    """A title as the REST API bounds it: white space collapsed, at most 500 characters."""
+    title = " ".join((raw or "")[: MAX_TITLE_CHARS * 4].split())[:MAX_TITLE_CHARS]
+    return title or None
+
+
+def note_of(raw: str | None) -> str:
+    """A note (a bookmark's description, a CSV's note, excerpt or highlights), at most 5000 characters."""
+    return (raw or "").strip()[:MAX_NOTE_CHARS]
 
 
 def dedupe_key(url: str) -> str:
@@ -84,23 +148,39 @@ def check_url(parsed: Parsed, line: int, url: str) -> str | None:
     """The URL when Lev can fetch it, else None after noting it as skipped."""
     url = url.strip()
     reason = None
-    if not url.lower().startswith(("http://", "https://")):
+    if url in parsed.keys:
+        return url
+    if not url[:8].lower().startswith(("http://", "https://")):
         reason = "only http and https links can be imported"
     elif len(url) > MAX_URL_CHARS:
         reason = f"the URL is longer than {MAX_URL_CHARS} characters"
     else:
         try:
-            dedupe_key(url)
+            parsed.keys[url] = dedupe_key(url)
         except (ValueError, ApiError):
             reason = "the URL cannot be parsed"
     if reason is not None:
-        parsed.skipped.append({"line": line, "url": url[:500], "reason": reason})
+        if len(parsed.skipped) < MAX_SKIPPED:
+            parsed.skipped.append({"line": line, "url": url[:500], "reason": reason})
         return None
     return url
 
 
 def tags_of(raw: str | None, sep: str) -> list[str]:
-    return list(dict.fromkeys(t.strip() for t in (raw or "").split(sep) if t.strip()))
+    """The tags of a `sep`-separated list: at most 100, each at most 100 characters, each once."""
+    tags: dict[str, None] = {}
+    for tag in (raw or "").split(sep):
+        tag = tag.strip()[:MAX_TAG_CHARS]
+        if tag:
+            tags[tag] = None
+            if len(tags) >= MAX_TAGS:
+                break
+    return list(tags)
+
+
+def merge_tags(first: list[str], more: list[str]) -> list[str]:
+    """Two links' tags as one list (each once, at most 100)."""
+    return list(dict.fromkeys([*first, *more]))[:MAX_TAGS]
 
 
 def timestamp(raw: str | None) -> str | None:

@@ -79,7 +79,7 @@ def _lev_folder(parsed: Parsed, number: int, record: dict[str, Any]) -> None:
         raise bad_file(number, "a folder needs a name")
     if folder_id in parsed.folders:
         raise bad_file(number, f"folder {folder_id} appears twice")
-    parsed.folder(folder_id, [name])
+    parsed.folder(folder_id, [name], number)
 
 
 def _lev_item(parsed: Parsed, number: int, record: dict[str, Any]) -> tuple[str, Link]:

@@ -23,7 +23,7 @@ from lev.auth.policy import Principal, require, require_whole_library
 from lev.core.errors import ApiError, file_too_large, infrastructure_error, not_found
 from lev.core.settings import get_settings
 from lev.imports.bookmarks import parse
-from lev.imports.importfile import dedupe_key
+from lev.imports.importfile import Parsed, dedupe_key
 from lev.ingest.save import store_failed
 from lev.ingest.service import ingest
 from lev.ingest.urls import classify_media_url
@@ -55,16 +55,11 @@ async def start(principal: Principal, data: bytes, filename: str | None) -> dict
     cap = get_settings().import_max_bytes
     if len(data) > cap:
         raise file_too_large(f"Import files are limited to {cap} bytes ({cap // (1 << 20)} MiB).", cap)
-    parsed = await asyncio.to_thread(parse, data)
+    parsed = await asyncio.to_thread(parse, data)  # CPU-bound: never on the event loop
     async with transaction() as s:
         ids, created = await import_store.ensure_folders(s, principal.user_id, list(parsed.folders.values()))
         by_key = {key: ids[name.lower()] for key, name in parsed.folders.items()}
-        entries = [{
-            "line": link.line, "url": link.url, "text": link.text, "kind": "url" if link.url else "text",
-            "title": link.title, "metadata": link.metadata, "folder_ids": [by_key[k] for k in link.folders],
-            "in_kb": link.in_kb, "archived": link.archived, "outputs": link.outputs, "status": "pending",
-            "existing": False,
-        } for link in parsed.links]
+        entries = await asyncio.to_thread(_entries, parsed, by_key)
         import_id = await import_store.create(
             s, user_id=principal.user_id, token_id=principal.token_id, fmt=parsed.format,
             filename=(filename or "")[:300] or None, size_bytes=len(data),
@@ -73,6 +68,16 @@ async def start(principal: Principal, data: bytes, filename: str | None) -> dict
     if entries:
         await runtime.enqueue("run_import", str(import_id), 0, _job_id=slice_job_id(import_id, 0))
     return await status(principal, import_id)
+
+
+def _entries(parsed: Parsed, by_key: dict[str, uuid.UUID]) -> list[dict[str, Any]]:
+    """The import's entries as the store records them (each `pending`), in file order."""
+    return [{
+        "line": link.line, "url": link.url, "text": link.text, "kind": "url" if link.url else "text",
+        "title": link.title, "metadata": link.metadata, "folder_ids": [by_key[k] for k in link.folders],
+        "in_kb": link.in_kb, "archived": link.archived, "outputs": link.outputs, "status": "pending",
+        "existing": False,
+    } for link in parsed.links]
 
 
 async def status(principal: Principal, import_id: uuid.UUID) -> dict[str, Any]:
