@@ -21,9 +21,11 @@ from lev.core.errors import ApiError
 from lev.core.settings import get_settings
 from lev.imports import service as imports
 from lev.library import reads as library
+from lev.limits.tiers import Tiers
 from store import activity as activity_store
 from store import folders as folder_store
 from store import items as item_store
+from store import lifecycle
 from store.db import read_session, transaction
 
 WEB = Path(__file__).resolve().parent.parent / "web"
@@ -32,6 +34,7 @@ PER_PAGE = 25
 ACTIVITY_PER_PAGE = 50
 SIMILAR_SHOWN = 5
 _env = Environment(loader=FileSystemLoader(WEB / "templates"), autoescape=select_autoescape(["html"]))
+_env.globals["life"] = lambda item: lifecycle.of_row(item["status"], item["transcription_status"])
 _STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml", ".txt": "text/plain"}
 
 
@@ -114,7 +117,7 @@ async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | Non
     names = {f["id"]: f["name"] for f in folders}
     return {"folders": folders, "items": found, "total": total, "page": page,
             "pages": max(1, math.ceil(total / PER_PAGE)), "filters": filters, "names": names,
-            "live": any(i["status"] == "processing" or i["transcription_status"] == "pending" for i in found),
+            "live": any(lifecycle.of_row(i["status"], i["transcription_status"]).moving for i in found),
             "query_string": "&".join(f"{k}={str(v).lower()}" for k, v in filters.items() if v is not None)}
 
 
@@ -172,8 +175,9 @@ async def item_page(request: Request) -> Response:
         return _not_found(request, p)
     async with transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
+    ready = lifecycle.of_row(item["status"], item["transcription_status"]).phase is lifecycle.Phase.READY
     similar = (await library.similar_items(deps(), p, uuid.UUID(item["id"]), SIMILAR_SHOWN))["results"] \
-        if item["status"] == "ready" else []
+        if ready else []
     media = item["kind"] in ("audio", "video") and bool(item["metadata"].get("mime"))
     return _render("item.html", request, p, item=item, folders=folders, similar=similar, media=media,
                    names={f["id"]: f["name"] for f in folders})
@@ -194,7 +198,7 @@ async def item_status(request: Request) -> Response:
 
 
 def _state(item: dict[str, Any]) -> str:
-    return f"{item['status']}/{item['transcription_status']}"
+    return lifecycle.phase(item["status"], item["transcription_status"])
 
 
 async def import_page(request: Request) -> Response:
@@ -226,7 +230,7 @@ async def integrations_page(request: Request) -> Response:
     return _render("integrations.html", request, p, folders=folders, tokens=tokens,
                    names={f["id"]: f["name"] for f in folders},
                    preset=str(preset) if preset and any(f["id"] == str(preset) for f in folders) else None,
-                   caps=accounts.token_caps())
+                   caps=Tiers.from_settings(get_settings()).tokens)
 
 
 async def activity_page(request: Request) -> Response:
