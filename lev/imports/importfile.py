@@ -20,6 +20,10 @@ MAX_FOLDERS = 5000  # folders in one file (more are refused)
 MAX_TITLE_CHARS = 500  # IngestText.title, ItemUpdate.title
 MAX_NOTE_CHARS = 5000  # a bookmark's description, a Pocket or Raindrop note, excerpt or highlights
 MAX_TAGS = 100
+MAX_METADATA_CHARS = 20_000  # an item's metadata from a Lev export, its strings and keys together
+MAX_OUTPUT_CHARS = 100_000  # one output's content from a Lev export
+MAX_OUTPUTS = 20  # outputs of one item from a Lev export
+MAX_ITEMS = 100  # items of a list (members of an object) in imported metadata
 MAX_TAG_CHARS = 100
 MAX_URL_CHARS = 4096
 MAX_SKIPPED = 1000  # skipped links listed (the import keeps as many)
@@ -130,6 +134,30 @@ def title_of(raw: str | None) -> str | None:
     """A title as the REST API bounds it: white space collapsed, at most 500 characters."""
     title = " ".join((raw or "")[: MAX_TITLE_CHARS * 4].split())[:MAX_TITLE_CHARS]
     return title or None
+
+
+def bounded(value: Any, chars: int) -> Any:
+    """A JSON value cut to bounds: at most `chars` characters of strings and keys in all, lists and objects to their
+    first 100 items, nothing below 4 levels of nesting (what is left out is dropped)."""
+    budget = [chars]
+
+    def cut(v: Any, depth: int) -> Any:
+        if isinstance(v, str):
+            v = v[:max(budget[0], 0)]
+            budget[0] -= len(v)
+            return v
+        if isinstance(v, list):
+            return [cut(x, depth + 1) for x in v[:MAX_ITEMS] if depth < 4 and budget[0] > 0]
+        if isinstance(v, dict):
+            out = {}
+            for key, x in list(v.items())[:MAX_ITEMS]:
+                if depth >= 4 or budget[0] <= 0:
+                    break
+                out[cut(key, depth)] = cut(x, depth + 1)
+            return out
+        return v
+
+    return cut(value, 1)
 
 
 def note_of(raw: str | None) -> str:

@@ -1,20 +1,30 @@
 """Reading a Lev export (`GET /api/v1/export`, JSON Lines) back as an import: its folders, its items (a URL, or
-the text of items without one) with their metadata, flags and memberships, and their outputs."""
+the text of items without one) with their metadata, flags and memberships, and their outputs.
+
+Each line is read by lev.core.jsonguard (at most 100,000 values a line, no NUL or lone surrogate in a string, no
+number a column cannot hold); titles, metadata and outputs are cut to their bounds (lev.imports.importfile)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from lev.core import jsonguard
 from lev.imports.importfile import (
     LEV_EXPORT_TYPE,
     LEV_EXPORT_VERSION,
+    MAX_METADATA_CHARS,
+    MAX_OUTPUT_CHARS,
+    MAX_OUTPUTS,
     MAX_TEXT_CHARS,
     Link,
     Parsed,
     bad_file,
+    bounded,
     check_url,
+    title_of,
 )
+
+MAX_LINE_VALUES = 100_000  # JSON values in one line (a long text is one)
 
 
 def parse_lev(text: str) -> Parsed:
@@ -22,15 +32,15 @@ def parse_lev(text: str) -> Parsed:
     items: dict[str, Link] = {}
     ended = header = False
     number = 0
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 may stand in a string
         if not raw.strip():
             continue
         if ended:
             raise bad_file(number, "nothing may follow the export's end line")
         try:
-            record = json.loads(raw)
-        except ValueError as exc:
-            raise bad_file(number, f"not JSON ({exc})") from None
+            record = jsonguard.loads(raw, max_values=MAX_LINE_VALUES)
+        except jsonguard.BadJson as exc:
+            raise bad_file(number, f"not JSON ({exc})" if not exc.parsed else str(exc)) from None
         if not isinstance(record, dict):
             raise bad_file(number, "each line must be a JSON object")
         kind = record.get("type")
@@ -89,11 +99,13 @@ def _lev_item(parsed: Parsed, number: int, record: dict[str, Any]) -> tuple[str,
     if url is None and (text is None or not text.strip()):
         raise bad_file(number, "an item needs a url or a text")
     folder_ids = _field(number, record, "folder_ids", list) or []
+    if not all(isinstance(f, str) for f in folder_ids):
+        raise bad_file(number, "folder_ids must list folder ids (strings)")
     missing = [f for f in folder_ids if f not in parsed.folders]
     if missing:
         raise bad_file(number, f"the item names folder {missing[0]!r}, which no earlier folder line defines")
-    metadata = _field(number, record, "metadata", dict) or {}
-    title = _field(number, record, "title", str)
+    metadata = bounded(_field(number, record, "metadata", dict) or {}, MAX_METADATA_CHARS)
+    title = title_of(_field(number, record, "title", str))
     link = Link(line=number, title=title, folders=list(dict.fromkeys(folder_ids)), metadata=metadata,
                 in_kb=_field(number, record, "in_kb", bool) is not False,
                 archived=_field(number, record, "archived", bool) is True)
@@ -114,4 +126,7 @@ def _lev_output(items: dict[str, Link], number: int, record: dict[str, Any]) -> 
     generator = _field(number, record, "generator", str, True)
     if "content" not in record:
         raise bad_file(number, "an output needs its content")
-    items[item_id].outputs.append({"kind": kind, "content": record["content"], "generator": generator})
+    outputs = items[item_id].outputs
+    if len(outputs) < MAX_OUTPUTS:  # more outputs of one item are left out
+        outputs.append({"kind": kind[:100], "content": bounded(record["content"], MAX_OUTPUT_CHARS),
+                        "generator": generator[:100]})

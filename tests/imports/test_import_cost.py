@@ -1,0 +1,123 @@
+"""Reading an import file costs time linear in its size (issue 32): thousands of folders of one name, markup that
+CPython's html.parser reads in quadratic time, the same link filed in thousands of folders; a file whose folders
+nest deeper than 100 levels, or that holds more than 5,000 folders, is a 400 naming the line; the server keeps
+answering while an import is read."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from lev.imports.bookmarks import parse
+from tests.stack import User
+
+HEAD = "<!DOCTYPE NETSCAPE-Bookmark-file-1>\n<DL><p>\n"
+
+
+def same_name_folders(n: int) -> bytes:
+    return (HEAD + "".join(f'<DT><H3>Reading</H3>\n<DL><p>\n<DT><A HREF="https://e.com/{i}">t</A>\n</DL><p>\n'
+                           for i in range(n)) + "</DL>\n").encode()
+
+
+def one_link_in_many_folders(n: int) -> bytes:
+    return (HEAD + "".join(f'<DT><H3>F{i}</H3>\n<DL><p>\n<DT><A HREF="https://e.com/same">t</A>\n</DL><p>\n'
+                           for i in range(n)) + "</DL>\n").encode()
+
+
+def nested(depth: int) -> bytes:
+    return (HEAD + "".join(f"<DT><H3>Level {i}</H3>\n<DL><p>\n" for i in range(depth))
+            + '<DT><A HREF="https://e.com/deep">deep</A>\n' + "</DL><p>\n" * (depth + 1)).encode()
+
+
+def cost(data: bytes) -> float:
+    """Seconds to read `data` (the best of three runs: this machine is shared)."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        parse(data)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+@pytest.mark.parametrize("make", [same_name_folders, one_link_in_many_folders], ids=["same-name", "same-link"])
+def test_reading_four_times_the_folders_costs_about_four_times_as_much(make: Callable[[int], bytes]) -> None:
+    small, large = cost(make(1200)), cost(make(4800))
+    # linear is 4x; the quadratic reader took 11x (same-name: 0.45 s -> 5.2 s on the shared 2-core machine)
+    assert large < 8 * small, (small, large)
+
+
+@pytest.mark.parametrize("junk", ["<a ", "</", "<?", "<a href='https://e.com/' "], ids=repr)
+def test_markup_that_html_parser_reads_in_quadratic_time_is_read_at_once(junk: str) -> None:
+    data = (HEAD + junk * (120_000 // len(junk))).encode()
+    started = time.perf_counter()
+    parse(data)
+    # html.parser took 42 s for 30 KB of unclosed `<a ` (quadratic: about 10 minutes for this 120 KB)
+    assert time.perf_counter() - started < 5
+
+
+def import_file(c: httpx.Client, data: bytes, name: str = "bookmarks.html") -> httpx.Response:
+    return c.post("/api/v1/imports", files={"file": (name, data, "text/html")})
+
+
+def test_folders_nested_past_100_levels_are_a_400_naming_the_line(api, user: User) -> None:
+    c = api(user.token(write=True))
+    r = import_file(c, nested(150))
+    assert r.status_code == 400, r.text
+    body = r.json()
+    # line 1 is the doctype, line 2 the outer <DL>, then two lines a level: the 100th level's <DL> opens the 101st
+    assert body["error"] == "invalid_body" and body["line"] == 202, body
+    assert "deeper than 100 levels" in body["message"], body
+    path = "/".join(f"L{i}" for i in range(150))
+    r = import_file(c, f"url,folder\nhttps://e.com/ok,a\nhttps://e.com/deep,{path}\n".encode(), "raindrop.csv")
+    assert r.status_code == 400 and r.json()["line"] == 3, r.text
+    ok = import_file(c, nested(99))  # 99 folders inside the outer list: within the bound
+    assert ok.status_code == 202 and ok.json()["total"] == 1, ok.text
+    assert any(f["name"].endswith("Level 98") for f in ok.json()["folders"]), ok.json()["folders"]
+    assert c.get("/api/v1/imports").json()["imports"][0]["id"] == ok.json()["id"]  # the refused files stored nothing
+
+
+def test_more_than_5000_folders_are_a_400_naming_the_line(api, user: User) -> None:
+    c = api(user.token(write=True))
+    data = (HEAD + "".join(f"<DT><H3>F{i}</H3>\n<DL><p>\n</DL><p>\n" for i in range(5001)) + "</DL>\n").encode()
+    # the 5001st folder opens its <DL> on line 4 + 3 * 5000
+    r = import_file(c, data)
+    assert r.status_code == 400, r.text
+    assert r.json()["line"] == 4 + 3 * 5000 and "more than 5000 folders" in r.json()["message"], r.json()
+    assert c.get("/api/v1/folders").json()["folders"] == []
+
+
+def probe_while(server_url: str, work: Callable[[], Any]) -> tuple[Any, list[float]]:
+    """Run `work` in a thread while /healthz is asked every 20 ms; its result and the probes' latencies."""
+    out: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: out.setdefault("result", work()))
+    latencies: list[float] = []
+    with httpx.Client(base_url=server_url, timeout=30) as probe:
+        probe.get("/healthz")
+        thread.start()
+        while thread.is_alive():
+            started = time.perf_counter()
+            assert probe.get("/healthz").status_code == 200
+            latencies.append(time.perf_counter() - started)
+            time.sleep(0.02)
+    thread.join()
+    return out.get("result"), latencies
+
+
+def test_a_hostile_bookmark_file_is_read_at_once_and_the_server_keeps_answering(api, user: User, server) -> None:
+    c = api(user.token(write=True))
+    c.timeout = httpx.Timeout(60)
+    hostile = (HEAD + "<a " * 100_000).encode()  # html.parser: about an hour
+    many = same_name_folders(4900)  # the old reader: 40 s
+    for data in (hostile, many):
+        started = time.perf_counter()
+        r, latencies = probe_while(server.url, lambda d=data: import_file(c, d))
+        assert r.status_code == 202, r.text
+        assert time.perf_counter() - started < 30
+        assert max(latencies) < 2, sorted(latencies)[-5:]
+    names = {f["name"] for f in r.json()["folders"]}
+    assert {"Reading", "Reading (2)", "Reading (4900)"} <= names and len(names) == 4900
