@@ -84,6 +84,8 @@ class _Reader:
             self._capture("h3")
         elif tag == "a":
             self._link(dict(attrib))
+        elif tag == "dd":
+            self._capture("dd")
 
     def _open_folder(self) -> None:
         self.saw_structure = True

@@ -38,3 +38,10 @@ def test_a_file_that_is_not_utf8_names_its_line() -> None:
     with pytest.raises(ApiError) as err:
         parse(b"url,title\nhttps://example.org/a,First\n\xff\xfe broken\n")
     assert err.value.status == 400 and err.value.extra.get("line") == 3
+
+
+def test_a_bookmark_keeps_its_note_and_tags() -> None:
+    parsed = parse(b'<!DOCTYPE NETSCAPE-Bookmark-file-1>\n<DL><p>\n<DT><A HREF="https://e.com/a" TAGS="x,y">A</A>\n'
+                   b'<DD>note of a\n<DT><A HREF="https://e.com/b">B</A>\n</DL><p>\n')
+    assert [(link.title, link.metadata.get("description"), link.metadata.get("tags")) for link in parsed.links] == [
+        ("A", "note of a", ["x", "y"]), ("B", None, None)]
