@@ -108,7 +108,7 @@ def loads(raw: bytes | str, *, max_values: int = MAX_VALUES) -> Any:
             raise BadJson("the body is not UTF-8 encoded JSON", parsed=False) from None
     if value_count(raw) > max_values:
         raise BadJson(f"JSON with more than {max_values} values (array items and object members) is refused",
-                      parsed=False)
+                      parsed=True)  # JSON, but refused whole: MCP answers -32602 like any invalid body
     try:
         document = json.loads(raw, parse_int=_int, parse_float=_float, parse_constant=_constant)
     except RecursionError:
