@@ -101,8 +101,7 @@ def test_ingest_url_errors_store_nothing(server, api, user, admin, site) -> None
         assert r.status_code == 400, (path, r.text)
         body = r.json()
         assert body["error"] == "ingest_failed" and words.lower() in body["message"].lower(), (path, body)
-    for url in ("http://127.0.0.1:1/", "ftp://example.com/x", "https://www.youtube.com/watch?v=dQw4w9WgXcQ",
-                "http://no-such-host.invalid/"):
+    for url in ("http://127.0.0.1:1/", "https://www.youtube.com/watch?v=dQw4w9WgXcQ", "http://no-such-host.invalid/"):
         r = ingest(c, kind="url", url=url)
         assert r.status_code == 400 and r.json()["error"] == "ingest_failed", (url, r.text)
     assert admin.sql("SELECT count(*) FROM user_items WHERE user_id = :u", u=user.id)[0][0] == before
@@ -111,6 +110,7 @@ def test_ingest_url_errors_store_nothing(server, api, user, admin, site) -> None
 def test_ingest_body_validation(server, api, user) -> None:
     c = api(user.token(write=True))
     for body in ({"kind": "text"}, {"kind": "text", "text": "   "}, {"kind": "url"}, {"kind": "pdf", "url": "x"},
+                 {"kind": "url", "url": "ftp://example.com/x"}, {"kind": "url", "url": "0"},  # the contract's http(s)
                  {"kind": "text", "text": "a", "url": "http://x"}, {"kind": "text", "text": "a", "bogus": 1}, {}):
         r = ingest(c, **body)
         assert r.status_code == 400 and r.json()["error"] == "invalid_body", (body, r.text)

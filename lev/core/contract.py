@@ -42,13 +42,12 @@ from starlette.types import Scope
 from lev.core import jsonguard
 from lev.core.errors import (
     ApiError,
-    file_too_large,
     invalid_body,
     invalid_id,
     method_not_allowed,
     unsupported_media_type,
 )
-from lev.ingest.media import ALLOWED_MIMES, MAX_UPLOAD_BYTES
+from lev.ingest.media import ALLOWED_MIMES
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_PATH = ROOT / "openapi.yaml"
@@ -217,12 +216,11 @@ class ContractParameterValidator(ParameterValidator):
 
 
 def _mapped_error(error: ValidationError) -> ApiError | None:
-    """Schema violations the error table gives their own code: a declared upload size over the cap (413) and
-    a MIME type outside the allowlist (415); an allowed type sent to the other finalize endpoint stays 400."""
+    """Schema violations the error table gives their own code: a MIME type outside the allowlist (415); an allowed
+    type sent to the other finalize endpoint stays 400. (A declared upload size over the cap is no schema violation:
+    the service answers it 413 file_too_large.)"""
 
     field = error.path[-1] if error.path else None
-    if field == "size" and error.validator == "maximum":
-        return file_too_large(f"Uploads are limited to {MAX_UPLOAD_BYTES} bytes (50 MB).", MAX_UPLOAD_BYTES)
     if field == "mime" and error.validator == "enum" and isinstance(error.instance, str):
         if error.instance not in ALLOWED_MIMES:
             return unsupported_media_type(f"MIME type {error.instance[:200]!r} is not accepted; upload a PDF, an "
