@@ -32,7 +32,10 @@ def parse_lev(text: str) -> Parsed:
     items: dict[str, Link] = {}
     ended = header = False
     number = 0
-    for number, raw in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 may stand in a string
+    lines = text.split("\n")  # not splitlines: U+2028 may stand in a string
+    if lines[-1] == "":
+        lines.pop()
+    for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         if ended:

@@ -45,3 +45,14 @@ def test_a_bookmark_keeps_its_note_and_tags() -> None:
                    b'<DD>note of a\n<DT><A HREF="https://e.com/b">B</A>\n</DL><p>\n')
     assert [(link.title, link.metadata.get("description"), link.metadata.get("tags")) for link in parsed.links] == [
         ("A", "note of a", ["x", "y"]), ("B", None, None)]
+
+
+def test_a_lev_export_line_may_hold_a_line_separator_and_no_nul() -> None:
+    head = b'{"type": "lev_export", "version": 1}\n'
+    item = '{"type": "item", "id": "i1", "url": "https://e.com/a", "title": "one\u2028two"}\n'.encode()
+    parsed = parse(head + item + b'{"type": "end"}\n')
+    assert [link.title for link in parsed.links] == ["one two"]
+    with pytest.raises(ApiError) as err:
+        parse(head + b'{"type": "item", "id": "i1", "url": "https://e.com/a", "title": "a\\u0000b"}\n'
+              + b'{"type": "end"}\n')
+    assert err.value.extra.get("line") == 2 and "NUL" in (err.value.message or "")
