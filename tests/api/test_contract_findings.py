@@ -1,0 +1,47 @@
+"""The contract is no looser than the server, as an outside fuzzer reads it (issue 32): ingest's `url` declares the
+http(s) form the server enforces, the upload size cap is the documented 413 (not a schema maximum that promises a
+400), and the import file is described as UTF-8 text."""
+
+from __future__ import annotations
+
+import httpx
+from jsonschema import Draft202012Validator
+
+from lev.core.contract import ContractValidator, load_spec
+from tests.stack import User
+
+
+def _schema(name: str) -> dict:
+    spec = load_spec()
+    return {**spec["components"]["schemas"][name], "components": spec["components"]}
+
+
+def test_ingest_urls_the_server_refuses_are_refused_by_the_schema() -> None:
+    url = ContractValidator(_schema("IngestUrl"), format_checker=Draft202012Validator.FORMAT_CHECKER)
+    for bad in ("0", "ftp://example.com/x", "http://", "http:///path", "javascript:alert(1)", " http://e.com/",
+                "http://e.com/\x00"):
+        assert not url.is_valid({"kind": "url", "url": bad}), bad
+    for good in ("http://e.com", "HTTPS://E.COM/a?b#c", "https://127.0.0.1:8080/x y"):
+        assert url.is_valid({"kind": "url", "url": good}), good
+
+
+def test_an_upload_over_the_cap_is_the_documented_413_not_a_schema_bound(server, user: User) -> None:
+    size = _schema("UploadSize")
+    assert size.get("maximum", 2**63 - 1) > 52428800 and "52428800" in size["description"]
+    c = httpx.Client(base_url=server.url, timeout=60, headers={"Authorization": f"Bearer {user.token(write=True)}"})
+    body = {"mime": "application/pdf", "filename": "a.pdf"}
+    r = c.post("/api/v1/uploads/signed-url", json={**body, "size": 52428801})
+    assert r.status_code == 413 and r.json() == {"error": "file_too_large", "maxBytes": 52428800,
+                                                 "message": "Uploads are limited to 52428800 bytes (50 MB)."}, r.text
+    r = c.post("/api/v1/uploads/signed-url", content=b'{"mime": "application/pdf", "filename": "a.pdf", '
+               b'"size": 9223372036854775808}', headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"] == "invalid_body", r.text
+    r = c.post("/api/v1/ingest", json={"kind": "url", "url": "0"})
+    assert r.status_code == 400 and r.json()["error"] == "invalid_body", r.text  # was ingest_failed: "connect to 0"
+
+
+def test_the_import_file_is_described_as_utf8_text() -> None:
+    op = load_spec()["paths"]["/api/v1/imports"]["post"]
+    file = op["requestBody"]["content"]["multipart/form-data"]["schema"]["properties"]["file"]
+    assert "UTF-8" in file["description"] and "not UTF-8" in file["description"]
+    assert "not UTF-8" in op["responses"]["400"]["description"]
