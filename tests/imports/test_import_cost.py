@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from lev.imports.bookmarks import parse
-from tests.stack import User
+from tests.stack import Admin, User
 
 HEAD = "<!DOCTYPE NETSCAPE-Bookmark-file-1>\n<DL><p>\n"
 
@@ -121,3 +121,18 @@ def test_a_hostile_bookmark_file_is_read_at_once_and_the_server_keeps_answering(
         assert max(latencies) < 2, sorted(latencies)[-5:]
     names = {f["name"] for f in r.json()["folders"]}
     assert {"Reading", "Reading (2)", "Reading (4900)"} <= names and len(names) == 4900
+
+
+def test_an_import_of_100000_links_keeps_health_checks_quick(api, user: User, server, admin: Admin) -> None:
+    """Reading, building and storing 100,000 entries happen off the event loop, by COPY in short steps, with the
+    cyclic collector paused: before, full collections and multi-row INSERTs held the loop for up to seconds."""
+    c = api(user.token(write=True))
+    c.timeout = httpx.Timeout(300)
+    links = (HEAD + "".join(f'<DT><A HREF="http://127.0.0.1:9/{i}" ADD_DATE="1700000000">Link {i}</A>\n'
+                            for i in range(100_000)) + "</DL>\n").encode()
+    r, latencies = probe_while(server.url, lambda: import_file(c, links))
+    assert r.status_code == 202 and r.json()["total"] == 100_000, r.text[:300]
+    # the links themselves are not fetched: the session's server has other tests to serve
+    admin.sql("UPDATE import_entries SET status = 'done' WHERE import_id = :i AND status = 'pending'", i=r.json()["id"])
+    latencies.sort()
+    assert latencies[int(len(latencies) * 0.95)] < 0.25, latencies[-10:]  # before: p95 0.36 s, p99 0.83 s
