@@ -18,6 +18,8 @@ from lev.auth.policy import (
 )
 from lev.core import context
 from lev.core.errors import folder_not_found, invalid_body, not_found
+from lev.ingest.capture import check_source_url
+from lev.ingest.urls import canonical_url
 from lev.library import reads as library
 from store import folders as folder_store
 from store import items as item_store
@@ -31,16 +33,21 @@ async def list_items(
     in_kb: bool | None = None,
     page: int = 1,
     per_page: int = 50,
+    url: str | None = None,
 ) -> dict[str, Any]:
     p = principal(token_info)
     fid = parse_uuid_field(folder_id, "folder_id")
+    same_page = None
+    if url is not None:  # "is this page in my library?": the URL as given or in its canonical form
+        url = check_source_url(url)
+        same_page = (url, canonical_url(url))
     if fid is not None and not folder_visible(p.scope, fid):
         raise not_found()
     async with read_session() as s:
         if fid is not None and not await folder_store.owned_ids(s, p.user_id, [fid]):
             raise not_found()
         found, total = await item_store.list_items(
-            s, p.scope, folder_id=fid, archived=archived, in_kb=in_kb, page=page, per_page=per_page
+            s, p.scope, folder_id=fid, archived=archived, in_kb=in_kb, page=page, per_page=per_page, url=same_page
         )
     context.note_results(len(found))
     return {"items": found, "total": total, "page": page, "per_page": per_page}

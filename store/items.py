@@ -85,8 +85,16 @@ async def list_items(
     unfiled: bool | None = None,
     page: int = 1,
     per_page: int = 50,
+    url: tuple[str, str] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
+    """A page of visible items, newest first, and the total. `url` is (URL, its canonical form): the items of that
+    page, by their own URL or by their content's canonical URL (shared, or the caller's browser capture)."""
     conds: list[ColumnElement[bool]] = [visible(scope)]
+    if url is not None:
+        conds.append(or_(user_items.c.url == url[0], exists().where(
+            contents.c.id == user_items.c.content_id,
+            or_(contents.c.canonical_url == url[1],
+                and_(contents.c.owner_id == scope.user_id, contents.c.owner_url == url[1])))))
     if folder_id is not None:
         conds.append(exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id == folder_id))
     if unfiled is not None:

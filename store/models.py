@@ -55,6 +55,8 @@ contents = Table(
     Column("status", Text, nullable=False),
     Column("error", Text),
     Column("created_at", DateTime(timezone=True)),
+    Column("owner_id", UUID(as_uuid=True), ForeignKey("users.id")),  # a page captured in this user's browser
+    Column("owner_url", Text),  # ... and its canonical URL (never shared: canonical_url stays NULL)
 )
 
 user_items = Table(

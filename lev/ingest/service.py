@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from lev import runtime
 from lev.auth.policy import Principal, filing_target, require
 from lev.core.errors import ApiError, folder_not_found, ingest_failed, invalid_body, transcription_unavailable
-from lev.ingest import youtube
+from lev.ingest import capture, youtube
 from lev.ingest.download import download
 from lev.ingest.files import ingest_document, ingest_media
 from lev.ingest.media import media_class, media_duration_seconds
@@ -47,15 +47,23 @@ MAX_URL_CHARS = 4096
 
 async def ingest(
     principal: Principal, *, kind: str, url: str | None = None, text: str | None = None, title: str | None = None,
-    in_kb: bool = True, auto_transform: bool = False, folder_id: uuid.UUID | None = None,
+    in_kb: bool = True, auto_transform: bool = False, folder_id: uuid.UUID | None = None, html: str | None = None,
+    source_url: str | None = None,
 ) -> dict[str, Any]:
-    """Add a text snippet or a URL to the caller's library, filed into `folder_id` when given (else by the
-    scope-size-1 rule); returns the Ingest result."""
+    """Add a text snippet (with the `source_url` of the page it came from, if any), a URL, or a page captured in
+    the user's browser (`html`, lev.ingest.capture) to the caller's library, filed into `folder_id` when given (else
+    by the scope-size-1 rule); returns the Ingest result."""
     require(principal, "write")
-    for name, value in (("url", url), ("text", text), ("title", title)):
+    for name, value in (("url", url), ("text", text), ("title", title), ("html", html), ("source_url", source_url)):
         if value is not None and "\x00" in value:  # PostgreSQL text cannot hold NUL
             raise invalid_body(f"{name} must not contain NUL characters.")
     title = title.strip() or None if title else None
+    if kind == "page":  # a page as the user's browser rendered it: the user's own content, never shared
+        page = capture.check(url, html, text)
+        principal = await _filing(principal, folder_id)
+        return (await capture.save(principal, page, title=title, in_kb=in_kb, auto_transform=auto_transform)).answer()
+    if html is not None:
+        raise invalid_body("only kind 'page' takes `html`.")
     if kind == "text":
         if url is not None:
             raise invalid_body("kind 'text' takes `text`, not `url`.")
@@ -63,11 +71,16 @@ async def ingest(
             raise invalid_body("kind 'text' needs a non-empty `text`.")
         if len(text) > MAX_TEXT_CHARS:
             raise invalid_body(f"text is limited to {MAX_TEXT_CHARS} characters.")
+        metadata: dict[str, Any] = {} if title else {"title_from_text": True}
+        if source_url is not None:  # a selection saved from a page: the note keeps where it came from
+            metadata["source_url"] = capture.check_source_url(source_url, "source_url")
         principal = await _filing(principal, folder_id)
         stored = await _store_text(principal, kind="text", title=title or title_from_text(text), body=text,
-                                   source=Source(filename=""), metadata={} if title else {"title_from_text": True},
-                                   in_kb=in_kb, auto_transform=auto_transform)
+                                   source=Source(filename=""), metadata=metadata, in_kb=in_kb,
+                                   auto_transform=auto_transform)
         return stored.answer()
+    if source_url is not None:
+        raise invalid_body("only kind 'text' takes `source_url`.")
     if kind == "url":
         if text is not None:
             raise invalid_body("kind 'url' takes `url`, not `text`.")
@@ -77,7 +90,7 @@ async def ingest(
             raise invalid_body(f"url is limited to {MAX_URL_CHARS} characters.")
         principal = await _filing(principal, folder_id)
         return (await _ingest_url(principal, url.strip(), title, in_kb, auto_transform)).answer()
-    raise invalid_body("kind must be 'url' or 'text'.")
+    raise invalid_body("kind must be 'url', 'text' or 'page'.")
 
 
 async def _filing(principal: Principal, folder_id: uuid.UUID | None) -> Principal:
@@ -140,6 +153,9 @@ async def _ingest_url(principal: Principal, url: str, title: str | None, in_kb: 
     media = classify_media_url(url)
     if media is not None:
         return await _ingest_media_url(principal, url, media, title, in_kb, auto_transform)
+    mine = await capture.captured(principal, url)  # a page the caller's browser captured is never fetched over
+    if mine is not None:
+        return mine
     canonical, shared = await _canonical_or_shared(principal, url, title, in_kb, auto_transform)
     if shared is not None:
         return shared

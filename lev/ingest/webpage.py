@@ -71,7 +71,9 @@ async def _read_capped(resp: httpx.Response, max_bytes: int) -> bytes:
     return bytes(buf)
 
 
-def _extract_html(body: bytes, url: str) -> tuple[str | None, str, dict[str, Any]]:
+def extract_html(body: bytes, url: str) -> tuple[str | None, str, dict[str, Any]]:
+    """A page's title, readable text and metadata (trafilatura; the <title> when it finds no title). CPU-bound:
+    callers run it in a thread. Used for fetched pages and for pages captured in the user's browser alike."""
     import trafilatura
 
     doc = trafilatura.bare_extraction(
@@ -129,7 +131,7 @@ async def _fetch(url: str, connect_timeout: float, read_timeout: float, max_byte
         title = segment or host or None
         return FetchedPage(final, canonical_url(final), title, text, {"hostname": host}, ctype)
 
-    title, text, meta = await asyncio.to_thread(_extract_html, body, final)
+    title, text, meta = await asyncio.to_thread(extract_html, body, final)
     if resp.url.host:
         meta.setdefault("hostname", resp.url.host)
     if len(text) < MIN_TEXT_CHARS:
