@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from lev.oauth.clients import OAuthError, authenticate_client, describe, register
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
@@ -17,6 +16,7 @@ from lev.auth.policy import Principal
 from lev.core import context
 from lev.core.errors import ApiError, not_signed_in
 from lev.oauth import server as oauth
+from lev.oauth.clients import OAuthError, authenticate_client, describe, register
 from lev.runtime import get_runtime
 from store import folders as folder_store
 from store.db import read_session
@@ -52,6 +52,11 @@ async def post_only(_request: Request) -> Response:
 async def protected_resource(request: Request) -> Response:
     """RFC 9728 metadata of the MCP resource (served at the path-specific and at the root well-known URL)."""
     return JSONResponse(oauth.protected_resource_metadata(_base(request)), headers=CORS)
+
+
+async def protected_rest_resource(request: Request) -> Response:
+    """RFC 9728 metadata of the REST API as a resource (the browser extension's grants are for it)."""
+    return JSONResponse(oauth.protected_resource_metadata(_base(request), oauth.REST_PATH), headers=CORS)
 
 
 async def authorization_server(request: Request) -> Response:
@@ -136,7 +141,9 @@ async def _consent(request: Request, p: Principal, req: oauth.AuthRequest, param
     redirect = urlsplit(req.redirect_uri)
     response = pages._render(
         "consent.html", request, p, status=status, client=describe(req.client), hidden=req.hidden(params),
-        resource=oauth.resource_url(req.issuer), redirect_host=f"{redirect.scheme}://{redirect.netloc}",
+        resource=req.resource.rstrip("/"), rest=req.resource.rstrip("/") == oauth.resource_url(req.issuer,
+                                                                                               oauth.REST_PATH),
+        redirect_host=f"{redirect.scheme}://{redirect.netloc}",
         room=await oauth.consent_room(p), folders=folders, write_asked=req.write_asked, choice=choice,
         expiry=[(d, EXPIRY_LABELS[d]) for d in oauth.EXPIRY_CHOICES], error=error)
     response.headers.update(FRAMES)
@@ -193,12 +200,14 @@ def add_routes(app: Any) -> None:
     """Register the authorization server's routes on the Connexion app."""
     app.add_url_rule(oauth.PRM_PATH + oauth.MCP_PATH, "oauth_prm_mcp", protected_resource, methods=["GET"])
     app.add_url_rule(oauth.PRM_PATH, "oauth_prm", protected_resource, methods=["GET"])
+    app.add_url_rule(oauth.PRM_PATH + oauth.REST_PATH, "oauth_prm_rest", protected_rest_resource, methods=["GET"])
     app.add_url_rule(oauth.AS_PATH, "oauth_as", authorization_server, methods=["GET"])
     app.add_url_rule(oauth.AUTHORIZE_PATH, "oauth_authorize", authorize, methods=["GET", "POST"])
     for path, name, fn in ((oauth.TOKEN_PATH, "token", token), (oauth.REGISTER_PATH, "register", register_client),
                            (oauth.REVOKE_PATH, "revoke", revoke)):
         app.add_url_rule(path, f"oauth_{name}", fn, methods=["POST"])
         app.add_url_rule(path, f"oauth_{name}_get", post_only, methods=["GET"])
-    for path in (oauth.PRM_PATH + oauth.MCP_PATH, oauth.PRM_PATH, oauth.AS_PATH, oauth.TOKEN_PATH,
+    for path in (oauth.PRM_PATH + oauth.MCP_PATH, oauth.PRM_PATH + oauth.REST_PATH, oauth.PRM_PATH, oauth.AS_PATH,
+                 oauth.TOKEN_PATH,
                  oauth.REGISTER_PATH, oauth.REVOKE_PATH):
         app.add_url_rule(path, f"oauth_preflight{path}", preflight, methods=["OPTIONS"])

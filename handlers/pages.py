@@ -31,7 +31,8 @@ PER_PAGE = 25
 ACTIVITY_PER_PAGE = 50
 SIMILAR_SHOWN = 5
 _env = Environment(loader=FileSystemLoader(WEB / "templates"), autoescape=select_autoescape(["html"]))
-_STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml", ".txt": "text/plain"}
+_STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml", ".txt": "text/plain",
+                 ".png": "image/png", ".ico": "image/x-icon"}
 
 
 def _render(name: str, request: Request, principal: Principal | None = None, status: int = 200,
@@ -109,7 +110,8 @@ async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | Non
     async with transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
         found, total = await item_store.list_items(s, p.scope, folder_id=folder_id, page=page, per_page=PER_PAGE,
-                                                   **filters)
+                                                   in_kb=filters["in_kb"], archived=filters["archived"],
+                                                   unfiled=filters["unfiled"])
     names = {f["id"]: f["name"] for f in folders}
     return {"folders": folders, "items": found, "total": total, "page": page,
             "pages": max(1, math.ceil(total / PER_PAGE)), "filters": filters, "names": names,

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from handlers import mcp as mcp_handler
 from handlers import oauth as oauth_handler
-from handlers import ops, pages
+from handlers import ops, pages, pwa
 from handlers import spec as spec_handler
 from lev import runtime
 from lev.auth import accounts
@@ -47,8 +47,8 @@ IMPORTS_PATH = "/api/v1/imports"
 INGEST_PATH = "/api/v1/ingest"  # carries a captured page's HTML (lev.ingest.capture): a larger body cap
 MULTIPART_SLACK = 64 * 1024  # an import's form around its file: boundaries and part headers
 OPS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
-OAUTH_PATHS = frozenset({oauth.PRM_PATH + oauth.MCP_PATH, oauth.PRM_PATH, oauth.AS_PATH, oauth.AUTHORIZE_PATH,
-                         oauth.TOKEN_PATH, oauth.REGISTER_PATH, oauth.REVOKE_PATH})
+OAUTH_PATHS = frozenset({oauth.PRM_PATH + oauth.MCP_PATH, oauth.PRM_PATH + oauth.REST_PATH, oauth.PRM_PATH,
+                         oauth.AS_PATH, oauth.AUTHORIZE_PATH, oauth.TOKEN_PATH, oauth.REGISTER_PATH, oauth.REVOKE_PATH})
 
 
 def error_response(err: ApiError) -> ConnexionResponse:
@@ -112,8 +112,11 @@ def limit_class(operation_id: str | None) -> str | None:
 
 
 async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
-    """Connexion's bearer hook: authenticate, then apply the operation's rate-limit class."""
-    principal = await principals.authenticate_bearer(token)
+    """Connexion's bearer hook: authenticate (an OAuth grant only if it was issued for the REST API), then apply the
+    operation's rate-limit class."""
+    host = request.headers.get("host") if request is not None else None
+    principal = await principals.authenticate_bearer(
+        token, audience=oauth.resource_url(oauth.public_base(host), oauth.REST_PATH))
     info = context.current()
     if info is not None:
         info.principal = principal
@@ -386,6 +389,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
     app.add_url_rule("/readyz", "readyz", ops.readyz, methods=["GET"])
     app.add_url_rule("/metrics", "metrics", ops.metrics_text, methods=["GET"])
     pages.add_routes(app)
+    pwa.add_routes(app)
     oauth_handler.add_routes(app)
     for exc_type in (ApiError, ProblemException, HTTPException, Exception):
         app.add_error_handler(exc_type, handle_error)

@@ -20,6 +20,12 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 import httpx2
 import pytest
+from mcp import Client, ClientSession
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+from mcp.shared.exceptions import MCPError
+
 from lev.oauth.clients import (
     OAuthError,
     fetch_metadata_document,
@@ -27,12 +33,6 @@ from lev.oauth.clients import (
     redirect_matches,
     redirect_uri_allowed,
 )
-from mcp import Client, ClientSession
-from mcp.client.auth import OAuthClientProvider
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
-from mcp.shared.exceptions import MCPError
-
 from tests.cimd_site import ClientSite, LoopbackCA
 
 PASSWORD = "a long enough password"
@@ -325,7 +325,7 @@ def test_every_oauth_error_answers_the_rfc_code_and_creates_nothing(server, admi
         r = person.web.get(authorize_url(**over)[0])
         assert r.status_code == 400 and "location" not in r.headers and "invalid_request" in r.text
     # the others go back to the client with state and iss (RFC 9207)
-    for over, code in (({"resource": f"{base}/api/v1"}, "invalid_target"), ({"resource": ""}, "invalid_request"),
+    for over, code in (({"resource": f"{base}/api/v2"}, "invalid_target"), ({"resource": ""}, "invalid_request"),
                        ({"code_challenge_method": "plain"}, "invalid_request"),
                        ({"response_type": "token"}, "unsupported_response_type")):
         r = person.web.get(authorize_url(**over)[0])

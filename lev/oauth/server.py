@@ -34,6 +34,7 @@ from store.db import read_session, transaction
 
 READ, WRITE = SCOPES
 MCP_PATH = "/api/mcp"
+REST_PATH = "/api/v1"  # the REST API is a resource of its own (the browser extension's grants are for it)
 PRM_PATH = "/.well-known/oauth-protected-resource"
 AS_PATH = "/.well-known/oauth-authorization-server"
 AUTHORIZE_PATH, TOKEN_PATH, REGISTER_PATH, REVOKE_PATH = "/oauth/authorize", "/oauth/token", "/oauth/register", \
@@ -63,12 +64,12 @@ def public_base(host_header: str | None) -> str:
     return base
 
 
-def resource_url(base: str) -> str:
-    return f"{base}{MCP_PATH}"
+def resource_url(base: str, path: str = MCP_PATH) -> str:
+    return f"{base}{path}"
 
 
-def resource_metadata_url(base: str) -> str:
-    return f"{base}{PRM_PATH}{MCP_PATH}"
+def resource_metadata_url(base: str, path: str = MCP_PATH) -> str:
+    return f"{base}{PRM_PATH}{path}"
 
 
 def challenge(base: str, err: ApiError | None = None, *, insufficient: bool = False) -> str:
@@ -83,9 +84,11 @@ def challenge(base: str, err: ApiError | None = None, *, insufficient: bool = Fa
     return ", ".join(parts)
 
 
-def protected_resource_metadata(base: str) -> dict[str, Any]:
-    return {"resource": resource_url(base), "authorization_servers": [base], "scopes_supported": list(SCOPES),
-            "bearer_methods_supported": ["header"], "resource_name": "Lev knowledge base",
+def protected_resource_metadata(base: str, path: str = MCP_PATH) -> dict[str, Any]:
+    """RFC 9728 metadata of the MCP resource, or (path `/api/v1`) of the REST API."""
+    name = "Lev knowledge base" if path == MCP_PATH else "Lev REST API"
+    return {"resource": resource_url(base, path), "authorization_servers": [base], "scopes_supported": list(SCOPES),
+            "bearer_methods_supported": ["header"], "resource_name": name,
             "resource_documentation": f"{base}/api/v1/docs"}
 
 
@@ -204,8 +207,9 @@ async def check_request(params: dict[str, str], base: str) -> AuthRequest:
                                       "S256.")
     if not req.resource:
         raise fail("invalid_request", f"resource is required (RFC 8707): {resource_url(base)}.")
-    if req.resource.rstrip("/") != resource_url(base):
-        raise fail("invalid_target", f"This server issues tokens only for {resource_url(base)}.")
+    if req.resource.rstrip("/") not in (resource_url(base), resource_url(base, REST_PATH)):
+        raise fail("invalid_target", f"This server issues tokens only for {resource_url(base)} (MCP) and "
+                                     f"{resource_url(base, REST_PATH)} (REST).")
     return req
 
 

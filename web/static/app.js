@@ -198,6 +198,9 @@
     location.assign(`/import?started=${r.data.id}`);
   });
 
+  // The service worker makes Lev installable (and a share target on phones); it caches nothing.
+  if ("serviceWorker" in navigator) navigator.serviceWorker.register("/sw.js").catch(() => { /* not a secure context */ });
+
   document.addEventListener("DOMContentLoaded", () => {
     const zone = document.getElementById("dropzone");
     if (!zone) return;
