@@ -78,6 +78,15 @@ def test_generated_client_runs_every_operation(client_pkg: Any, server, user, ad
     hits = call("search", "search_knowledge_base", 200, q="zebras")
     assert hits.results and hits.results[0].item_id == item_id and hits.results[0].score > 0
     assert call("items", "remove_item_from_folder", 200, id=item_id, folder_id=folder.id).folder_ids == []
+    page_url = "https://example.com/generated/page"
+    captured = call("ingest", "ingest", 200, body=models.IngestPage(
+        kind=models.IngestPageKind.PAGE, url=page_url,
+        html="<html><body><article><p>Generated clients capture pages of okapis.</p></article></body></html>"))
+    assert captured.status.value == "ready"
+    assert [i.id for i in call("items", "list_items", 200, url_query=page_url).items] == [captured.user_item_id]
+    noted = call("ingest", "ingest", 200, body=models.IngestText(kind=models.IngestTextKind.TEXT, text="Okapis.",
+                                                                  source_url=page_url))
+    assert call("items", "get_item", 200, id=noted.user_item_id).metadata["source_url"] == page_url
 
     pdf = fm.make_text_pdf(tmp_path / "gen.pdf", ["A generated client uploaded this page."])
     data = fm.file_bytes(pdf)

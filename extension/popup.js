@@ -35,6 +35,7 @@ async function main() {
   }
   $("#main").hidden = false;
   const tab = await targetTab();
+  $("#page-title").textContent = tab.title || tab.url || "";
   const folderSelect = $('[data-lev="folder"]');
   const [st, fl] = await Promise.all([send({ type: "lev:status", tabId: tab.id }), send({ type: "lev:folders" })]);
   showStatus(st);

@@ -18,7 +18,6 @@ from lev.auth.policy import (
 )
 from lev.core import context
 from lev.core.errors import folder_not_found, invalid_body, not_found
-from lev.ingest.capture import check_source_url
 from lev.ingest.urls import canonical_url
 from lev.library import reads as library
 from store import folders as folder_store
@@ -39,8 +38,11 @@ async def list_items(
     fid = parse_uuid_field(folder_id, "folder_id")
     same_page = None
     if url is not None:  # "is this page in my library?": the URL as given or in its canonical form
-        url = check_source_url(url)
-        same_page = (url, canonical_url(url))
+        url = url.strip()
+        try:
+            same_page = (url, canonical_url(url))
+        except ValueError:  # no canonical form (a malformed host or port): the URL as given only
+            same_page = (url, url)
     if fid is not None and not folder_visible(p.scope, fid):
         raise not_found()
     async with read_session() as s:

@@ -218,5 +218,6 @@ def test_url_filter_is_scoped_and_checked(server, api, user, admin) -> None:  # 
     assert api(user.token(folders=[folder])).get("/api/v1/items", params={"url": url}).json()["total"] == 0
     assert api(new_user(admin).token()).get("/api/v1/items", params={"url": url}).json()["total"] == 0
     assert c.get("/api/v1/items", params={"url": url}).json()["items"][0]["id"] == note["user_item_id"]
-    for bad in ("ftp://example.com/", "not a url", "http://[::1/"):
+    for bad in ("ftp://example.com/", "not a url", "javascript:alert(1)"):
         err(c.get("/api/v1/items", params={"url": bad}), 400, "invalid_body")
+    assert c.get("/api/v1/items", params={"url": "http://[::1/"}).json()["total"] == 0  # no canonical form
