@@ -21,11 +21,12 @@ async def lock_url(session: AsyncSession, user_id: uuid.UUID, owner_url: str) ->
 
 
 async def lock_owned(session: AsyncSession, scope: Scope, owner_url: str) -> dict[str, Any] | None:
-    """The caller's captured item of this URL that its scope can see (`item_id`, `content_id`, `status`), the item
+    """The caller's captured item of this URL that its scope can see (`item_id`, `content_id`, `status`,
+    `transcription_status`), the item
     and then its content locked (the order every writer takes); None when there is none."""
     owned = select(contents.c.id).where(contents.c.owner_id == scope.user_id, contents.c.owner_url == owner_url)
     item = (await session.execute(
-        select(user_items.c.id, user_items.c.content_id, user_items.c.status)
+        select(user_items.c.id, user_items.c.content_id, user_items.c.status, user_items.c.transcription_status)
         .where(user_items.c.content_id.in_(owned.scalar_subquery()), visible(scope))
         .order_by(user_items.c.created_at, user_items.c.id).limit(1).with_for_update(of=user_items)
     )).first()
@@ -33,7 +34,8 @@ async def lock_owned(session: AsyncSession, scope: Scope, owner_url: str) -> dic
         return None
     locked = (await session.execute(select(contents.c.id).where(contents.c.id == item.content_id)
                                     .with_for_update())).first()
-    return {"item_id": item.id, "content_id": item.content_id, "status": item.status} if locked else None
+    return {"item_id": item.id, "content_id": item.content_id, "status": item.status,
+            "transcription_status": item.transcription_status} if locked else None
 
 
 async def create_owned(session: AsyncSession, *, user_id: uuid.UUID, owner_url: str, url: str, title: str | None,

@@ -17,21 +17,24 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from lev import runtime
-from lev.auth.policy import Principal
+from lev.auth.policy import Principal, require
 from lev.core.errors import file_too_large, ingest_failed, invalid_body, not_found
-from lev.ingest.save import INLINE_CHUNK_LIMIT, Stored, index_content, item_status, prepare, queue_transforms
+from lev.ingest.acquire import Source, Text
+from lev.ingest.chunking import embed_chunks
+from lev.ingest.deps import Deps
+from lev.ingest.followups import enqueue, finishing, transforms
+from lev.ingest.plan import chunk, plan
+from lev.ingest.request import IngestRequest, Resolved, check_source_url, filing
+from lev.ingest.save import Stored, index_content
 from lev.ingest.urls import canonical_url
 from lev.ingest.webpage import extract_html
 from store import captures as capture_store
-from store import contents as content_store
 from store import items as item_store
-from store.db import transaction
+from store import lifecycle
 
 MAX_HTML_BYTES = 5 * 1024 * 1024  # 5242880 bytes of UTF-8, as the browser rendered the page
 # The request body that carries it: JSON escaping (quotes, backslashes, newlines) can double the HTML's size.
 MAX_BODY_BYTES = 2 * MAX_HTML_BYTES + 1024 * 1024
-MAX_URL_CHARS = 4096
 # An HTML document has at least one of these elements; plain text, JSON or another XML vocabulary has none.
 _HTML_TAG = re.compile(
     r"<\s*(?:!doctype\s+html|html|head|body|title|meta|article|main|section|div|span|p|h[1-6]|a|ul|ol|li|table|"
@@ -45,22 +48,6 @@ class Page:
     url: str
     canonical: str
     html: bytes
-
-
-def check_source_url(url: str, field: str = "url") -> str:
-    """An http(s) URL of at most 4096 characters, trimmed; 400 invalid_body otherwise."""
-    url = url.strip()
-    if not url:
-        raise invalid_body(f"`{field}` must not be empty.")
-    if len(url) > MAX_URL_CHARS:
-        raise invalid_body(f"{field} is limited to {MAX_URL_CHARS} characters.")
-    if not url.lower().startswith(("http://", "https://")):
-        raise invalid_body(f"{field} must be an http or https URL.")
-    try:
-        canonical_url(url)
-    except ValueError:
-        raise invalid_body(f"{field} cannot be parsed as a URL.") from None
-    return url
 
 
 def check(url: str | None, html: str | None, text: str | None) -> Page:
@@ -82,62 +69,77 @@ def check(url: str | None, html: str | None, text: str | None) -> Page:
     return Page(url=url, canonical=canonical_url(url), html=data)
 
 
-async def save(principal: Principal, page: Page, *, title: str | None, in_kb: bool,
+async def ingest_page(deps: Deps, principal: Principal, req: IngestRequest) -> Stored:
+    """`POST /ingest` kind page: checked (nothing stored before), filed like any ingest, extracted, saved."""
+    require(principal, "write")
+    for name, value in (("url", req.url), ("html", req.html), ("title", req.title)):
+        if value is not None and "\x00" in value:  # PostgreSQL text cannot hold NUL
+            raise invalid_body(f"{name} must not contain NUL characters.")
+    if req.source_url is not None:
+        raise invalid_body("only kind 'text' takes `source_url`.")
+    page = check(req.url, req.html, req.text)
+    principal = await filing(deps, principal, req.folder_id)
+    title = req.title.strip() or None if req.title else None
+    return await save(deps, principal, page, title=title, in_kb=req.in_kb, auto_transform=req.auto_transform)
+
+
+async def save(deps: Deps, principal: Principal, page: Page, *, title: str | None, in_kb: bool,
                auto_transform: bool) -> Stored:
     """Store the page as the caller's own item (a new one, or the one an earlier capture of its URL made), filed into
-    the principal's new-item folder; 400 ingest_failed when the page has no readable text."""
+    the principal's new-item folder; 400 ingest_failed when the page has no readable text. Chunked, planned and
+    embedded like any text of the pipeline; stored by its own transaction (the owner, the replaced content)."""
     found_title, text, meta = await asyncio.to_thread(extract_html, page.html, page.url)
     if not text:
         raise ingest_failed("the page has no readable text to store")
-    title = title or found_title or page.url
     metadata: dict[str, Any] = {**meta, "captured": "browser", "content_type": "text/html"}
-    chunks = await prepare(title, text, inline_limit=INLINE_CHUNK_LIMIT)
-    status = "ready" if chunks.embedded else "processing"
+    acquired = Text("url", title or found_title or page.url, text, Source(filename="", url=page.url), metadata)
+    chunks = await chunk(acquired)
+    p = plan(acquired, len(chunks.bodies))
+    if p.embed_now and chunks.bodies:
+        chunks.vectors = await embed_chunks(deps.embedder, p.title, chunks.bodies)
     folder_id = principal.new_item_folder
-    values = {"title": title, "in_kb": in_kb, "auto_transform": auto_transform, "status": status, "error": None}
-    async with transaction() as s:
+    columns = p.state.columns()
+    async with deps.db.transaction() as s:
         await capture_store.lock_url(s, principal.user_id, page.canonical)
-        if folder_id is not None and not await content_store.lock_folder(s, principal.user_id, folder_id):
+        if folder_id is not None and not await item_store.lock_folder(s, principal.user_id, folder_id):
             raise not_found()  # folders are locked before items and contents in every writer
         earlier = await capture_store.lock_owned(s, principal.scope, page.canonical)
         content_id = await capture_store.create_owned(s, user_id=principal.user_id, owner_url=page.canonical,
-                                                      url=page.url, title=title, text=text, metadata=metadata,
-                                                      status=status)
+                                                      url=page.url, title=p.title, text=text, metadata=metadata,
+                                                      status=p.state.status.value)
         if earlier is None:
-            item_id = await content_store.create_item(
-                s, user_id=principal.user_id, content_id=content_id, kind="url", title=title, url=page.url,
-                in_kb=in_kb, auto_transform=auto_transform, status=status, folder_id=folder_id,
-                created_by=principal.token_id)
+            item_id = await item_store.create_item(
+                s, user_id=principal.user_id, content_id=content_id, kind="url", title=p.title, url=page.url,
+                in_kb=in_kb, auto_transform=auto_transform, folder_id=folder_id, created_by=principal.token_id,
+                **columns)
             if item_id is None:
                 raise not_found()
         else:
             item_id = earlier["item_id"]
-            await capture_store.repoint_item(s, item_id, content_id, url=page.url, **values)
+            await capture_store.repoint_item(s, item_id, content_id, url=page.url, title=p.title, in_kb=in_kb,
+                                             auto_transform=auto_transform, error=None, **columns)
             await capture_store.delete_unreferenced(s, earlier["content_id"])
             if folder_id is not None:
                 await item_store.add_memberships(s, item_id, [folder_id])
-        todo = await index_content(s, content_id, title, chunks) if status == "ready" else []
-    await queue_transforms(todo)
-    if status == "processing":
-        await runtime.enqueue("process_content", str(content_id))
-    return Stored(item_status("url", status, "not_required"), content_id, item_id, folder_id, new=earlier is None)
+        ready = p.state.status is lifecycle.Status.READY
+        todo = await index_content(s, content_id, p.title, chunks) if ready else []
+    await enqueue(deps.queue, finishing(p.job, content_id, principal.user_id) + transforms(todo))
+    return Stored(p.state.phase, content_id, item_id, folder_id)
 
 
-async def captured(principal: Principal, url: str) -> Stored | None:
-    """The caller's captured item of this URL (a URL ingest answers it: a server fetch never replaces what the
-    user's browser saw), filed into the principal's new-item folder; None when the caller captured no such page."""
-    try:
-        canonical = canonical_url(url)
-    except ValueError:
+async def captured(deps: Deps, r: Resolved) -> Stored | None:
+    """The caller's captured item of a resolved web-page URL (a URL ingest answers it: a server fetch never replaces
+    what the user's browser saw), filed into the principal's new-item folder; None when there is none."""
+    if r.kind != "url" or r.canonical is None:
         return None
-    folder_id = principal.new_item_folder
-    async with transaction() as s:
-        if folder_id is not None and not await content_store.lock_folder(s, principal.user_id, folder_id):
+    principal, folder_id = r.principal, r.principal.new_item_folder
+    async with deps.db.transaction() as s:
+        if folder_id is not None and not await item_store.lock_folder(s, principal.user_id, folder_id):
             raise not_found()
-        found = await capture_store.lock_owned(s, principal.scope, canonical)
+        found = await capture_store.lock_owned(s, principal.scope, r.canonical)
         if found is None:
             return None
         if folder_id is not None:
             await item_store.add_memberships(s, found["item_id"], [folder_id])
-    return Stored(item_status("url", found["status"], "not_required"), found["content_id"], found["item_id"],
-                  folder_id)
+    phase = lifecycle.of_row(found["status"], found["transcription_status"]).phase
+    return Stored(phase, found["content_id"], found["item_id"], folder_id)
