@@ -5,6 +5,7 @@ proved with two users, re-capture updating the one item, bad input refused with 
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.sites import MEMBERS, Site, article_html
+from tests.sites import MEMBERS, Site, article_html, generated_article
 from tests.stack import User, new_user
 from tests.test_rest_foundation import err
 
@@ -221,3 +222,20 @@ def test_url_filter_is_scoped_and_checked(server, api, user, admin) -> None:  # 
     for bad in ("ftp://example.com/", "not a url", "javascript:alert(1)"):
         err(c.get("/api/v1/items", params={"url": bad}), 400, "invalid_body")
     assert c.get("/api/v1/items", params={"url": "http://[::1/"}).json()["total"] == 0  # no canonical form
+
+
+def test_a_long_capture_is_finished_by_the_worker_and_a_recapture_replaces_it(server, api, user) -> None:  # type: ignore[no-untyped-def]
+    c = api(user.token(write=True))
+    url = f"https://example.com/long/{uuid.uuid4().hex}"
+    paragraphs = [p for n in range(100) for p in generated_article(n)[1]]
+    r = capture(c, url, article_html("A very long page", paragraphs).decode())
+    assert r.status_code == 200 and r.json()["status"] == "processing", r.text[:300]
+    item_id = r.json()["user_item_id"]
+    deadline = time.monotonic() + 180
+    while c.get(f"/api/v1/items/{item_id}").json()["status"] != "ready":
+        assert time.monotonic() < deadline, "the worker did not finish the captured page"
+        time.sleep(0.5)
+    assert [h["item_id"] for h in hits(c, "practitioners")][:1] == [item_id]
+    again = capture(c, url, member_html("glaciers")).json()  # the page changed: the same item, the new text only
+    assert again["user_item_id"] == item_id and again["status"] == "ready"
+    assert hits(c, "practitioners") == [] and [h["item_id"] for h in hits(c, "Lauterbrunnen")] == [item_id]
