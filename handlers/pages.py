@@ -18,7 +18,6 @@ from lev.auth import accounts
 from lev.auth.policy import Principal
 from lev.core import context
 from lev.core.errors import ApiError
-from lev.core.settings import get_settings
 from lev.imports import service as imports
 from lev.library import reads as library
 from lev.limits.tiers import Tiers
@@ -102,7 +101,7 @@ async def signup_page(request: Request) -> Response:
         return RedirectResponse("/", status_code=303)
 
     return _render("login.html", request, mode="signup", next="/",
-                   signup_open=get_settings().signup.strip().lower() == "open")
+                   signup_open=deps().settings.signup.strip().lower() == "open")
 
 
 async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | None) -> dict[str, Any]:
@@ -207,7 +206,7 @@ async def import_page(request: Request) -> Response:
         return _to_login(request)
     found = await imports.recent(deps(), p, 10)
     return _render("import.html", request, p, imports=found, live=any(i["status"] == "running" for i in found),
-                   max_mb=get_settings().import_max_bytes // (1 << 20))
+                   max_mb=deps().settings.import_max_bytes // (1 << 20))
 
 
 async def imports_partial(request: Request) -> Response:
@@ -230,7 +229,7 @@ async def integrations_page(request: Request) -> Response:
     return _render("integrations.html", request, p, folders=folders, tokens=tokens,
                    names={f["id"]: f["name"] for f in folders},
                    preset=str(preset) if preset and any(f["id"] == str(preset) for f in folders) else None,
-                   caps=Tiers.from_settings(get_settings()).tokens)
+                   caps=Tiers.from_settings(deps().settings).tokens)
 
 
 async def activity_page(request: Request) -> Response:

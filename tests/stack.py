@@ -125,7 +125,7 @@ class Admin:
         from lev.core.settings import get_settings
         from lev.embedding.embedder import get_embedder
         from lev.ingest.deps import Deps
-        from lev.ingest.transcriber import get_transcriber
+        from lev.ingest.transcriber import transcriber_from
         from lev.runtime import get_object_store
         from store import db
 
@@ -142,8 +142,9 @@ class Admin:
 
             self._pools = self.run_coro(pools())
         queue, redis = self._pools
-        return {"deps": Deps(settings=get_settings(), db=db.database(), queue=queue, redis=redis,
-                             objects=get_object_store(), embedder=get_embedder(), transcriber=get_transcriber())}
+        settings = get_settings()
+        return {"deps": Deps(settings=settings, db=db.database(), queue=queue, redis=redis, objects=get_object_store(),
+                             embedder=get_embedder(), transcriber=transcriber_from(settings))}
 
     def close(self) -> None:
         from store import db
