@@ -17,7 +17,7 @@ from lev.core.settings import Settings, get_settings
 from lev.embedded import resolve_urls
 from lev.embedding.embedder import get_embedder
 from lev.ingest.deps import Deps
-from lev.ingest.transcriber import get_transcriber
+from lev.ingest.transcriber import transcriber_from
 from lev.limits.ratelimit import Limiter
 from lev.ops import logs
 from lev.ops.activity import ActivityWriter
@@ -107,7 +107,7 @@ async def start(settings: Settings | None = None, *, migrate: bool = True) -> Ru
     rt.activity.start()
     rt.arq = await create_pool(RedisSettings.from_dsn(redis_url), default_queue_name=QUEUE)
     rt.deps = Deps(settings=settings, db=db.database(), queue=rt.arq, redis=redis, objects=get_object_store(),
-                   embedder=get_embedder(), transcriber=get_transcriber())
+                   embedder=get_embedder(), transcriber=transcriber_from(settings))
     _runtime = rt
     return rt
 

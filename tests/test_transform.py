@@ -16,9 +16,9 @@ from lev.transforms.service import (
     LocalTransformer,
     OpenAIChatTransformer,
     TransformError,
-    get_transformer,
     parse_llm_reply,
     split_sentences,
+    transformer_from,
 )
 
 TEXT = """Coral reefs are among the most diverse ecosystems on Earth. They cover less than one percent of \
@@ -187,18 +187,15 @@ def test_parse_llm_reply_variants() -> None:
 @pytest.fixture
 def llm_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
     get_settings.cache_clear()
-    get_transformer.cache_clear()
     yield monkeypatch
     get_settings.cache_clear()
-    get_transformer.cache_clear()
 
 
-def test_get_transformer_choice(llm_env: pytest.MonkeyPatch) -> None:
+def test_transformer_choice(llm_env: pytest.MonkeyPatch) -> None:
     llm_env.delenv("LEV_LLM_URL", raising=False)
-    assert isinstance(get_transformer(), LocalTransformer)
+    assert isinstance(transformer_from(get_settings()), LocalTransformer)
     llm_env.setenv("LEV_LLM_URL", "http://127.0.0.1:9/v1")
     llm_env.setenv("LEV_LLM_MODEL", "llama3")
     get_settings.cache_clear()
-    get_transformer.cache_clear()
-    tr = get_transformer()
+    tr = transformer_from(get_settings())
     assert isinstance(tr, OpenAIChatTransformer) and tr.generator == "openai-compatible:llama3"
