@@ -15,7 +15,7 @@ import pytest
 
 from tests.sites import MEMBERS, Site, article_html, generated_article
 from tests.stack import User, new_user
-from tests.test_rest_foundation import err
+from tests.api.test_rest_foundation import err
 
 MAX_HTML = 5_242_880
 

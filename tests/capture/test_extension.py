@@ -21,7 +21,7 @@ import pytest
 from tests.capture.browser import CHROMIUM, Extension, extension_browser, shot
 from tests.sites import Site
 from tests.stack import Admin, User, new_user
-from tests.test_web import PASSWORD
+from tests.web.test_web import PASSWORD
 
 pytestmark = pytest.mark.skipif(not shutil.which("chromium") and not Path(CHROMIUM).exists(),
                                 reason="Debian chromium is not installed (make test installs it)")

@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 
 from tests.stack import Admin
-from tests.test_oauth import Person
+from tests.oauth.test_oauth import Person
 
 EXTENSION_REDIRECT = "https://abcdefghijklmnopabcdefghijklmnop.chromiumapp.org/"
 

@@ -15,7 +15,7 @@ import pytest
 from handlers.pwa import prefill
 from tests.sites import Site
 from tests.stack import Admin
-from tests.test_web import PASSWORD, pytestmark, shot, sign_up  # noqa: F401 (pytestmark)
+from tests.web.test_web import PASSWORD, pytestmark, shot, sign_up  # noqa: F401 (pytestmark)
 
 
 @pytest.fixture(scope="module")
