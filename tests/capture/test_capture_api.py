@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.api.test_rest_foundation import err
 from tests.sites import MEMBERS, Site, article_html, generated_article
 from tests.stack import User, new_user
-from tests.api.test_rest_foundation import err
 
 MAX_HTML = 5_242_880
 

@@ -12,8 +12,8 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 
-from tests.stack import Admin
 from tests.oauth.test_oauth import Person
+from tests.stack import Admin
 
 EXTENSION_REDIRECT = "https://abcdefghijklmnopabcdefghijklmnop.chromiumapp.org/"
 
