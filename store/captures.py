@@ -20,6 +20,12 @@ async def lock_url(session: AsyncSession, user_id: uuid.UUID, owner_url: str) ->
                           {"k": f"capture\n{user_id}\n{owner_url}"})
 
 
+async def has_owned(session: AsyncSession, user_id: uuid.UUID, owner_url: str) -> bool:
+    """Whether the user captured this URL at all (one indexed read, no lock)."""
+    return (await session.execute(select(contents.c.id).where(
+        contents.c.owner_id == user_id, contents.c.owner_url == owner_url).limit(1))).first() is not None
+
+
 async def lock_owned(session: AsyncSession, scope: Scope, owner_url: str) -> dict[str, Any] | None:
     """The caller's captured item of this URL that its scope can see (`item_id`, `content_id`, `status`,
     `transcription_status`), the item

@@ -133,6 +133,9 @@ async def captured(deps: Deps, r: Resolved) -> Stored | None:
     if r.kind != "url" or r.canonical is None:
         return None
     principal, folder_id = r.principal, r.principal.new_item_folder
+    async with deps.db.read_session() as s:  # a URL the caller never captured costs one read, no transaction
+        if not await capture_store.has_owned(s, principal.user_id, r.canonical):
+            return None
     async with deps.db.transaction() as s:
         if folder_id is not None and not await item_store.lock_folder(s, principal.user_id, folder_id):
             raise not_found()
