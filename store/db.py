@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -92,13 +92,26 @@ def engine() -> AsyncEngine:
     return _engine
 
 
+AFTER_COMMIT = "lev_after_commit"
+
+
+def after_commit(session: AsyncSession, hook: Callable[[], Awaitable[None]]) -> None:
+    """Run `hook` once the session's transaction (`transaction()`) has committed; never after a rollback. A hook
+    is a nudge (queue the job that handles what was committed), never the record: a process that dies between
+    the commit and the hook loses only the nudge."""
+    session.info.setdefault(AFTER_COMMIT, []).append(hook)
+
+
 @asynccontextmanager
 async def transaction() -> AsyncIterator[AsyncSession]:
-    """One session and transaction: committed on success, rolled back on error."""
+    """One session and transaction: committed on success, rolled back on error; then the `after_commit` hooks."""
     if _sessions is None:
         raise RuntimeError("database engine not initialised")
-    async with _sessions() as session, session.begin():
-        yield session
+    async with _sessions() as session:
+        async with session.begin():
+            yield session
+        for hook in session.info.pop(AFTER_COMMIT, []):
+            await hook()
 
 
 @asynccontextmanager

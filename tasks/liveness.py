@@ -28,6 +28,7 @@ from lev.core.errors import infrastructure_error
 from lev.core.settings import get_settings
 from lev.imports import service as imports
 from lev.ops import health, logs, metrics
+from lev.webhooks import events
 from store import contents as content_store
 from store.db import transaction
 
@@ -98,6 +99,7 @@ async def give_up(job: str, args: tuple[Any, ...], tries: int, error: str | None
         if not await content_store.mark_failed_if_processing(s, content_id, reason,
                                                              transcription=CONTENT_JOBS[job]):
             return
+        await events.items_changed(s, "item.failed", content_id=content_id)
     log.error("job abandoned", job=job, content_id=str(content_id), reason=reason)
 
 

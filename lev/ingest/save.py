@@ -20,6 +20,7 @@ from lev.core.errors import not_found, object_missing
 from lev.ingest import progress
 from lev.ingest.chunking import chunk_text, embed_chunks, timed_chunks
 from lev.limits import quota
+from lev.webhooks import events
 from store import contents as content_store
 from store import uploads as upload_store
 from store.db import transaction
@@ -117,6 +118,8 @@ async def share_existing(s: AsyncSession, principal: Principal, canonical: str, 
         in_kb=in_kb, auto_transform=auto_transform, status=row["status"], transcription_status=tstatus,
         folder_id=principal.new_item_folder, created_by=principal.token_id,
     )
+    if row["status"] == "ready":
+        await events.items_changed(s, "item.ready", item_ids=[item_id])
     return Stored(item_status(row["kind"], row["status"], tstatus), row["id"], item_id, principal.new_item_folder)
 
 
@@ -124,6 +127,7 @@ async def _new_item(s: AsyncSession, **values: Any) -> uuid.UUID:
     item_id = await content_store.create_item(s, **values)
     if item_id is None:  # the token's folder was deleted while the request ran
         raise not_found()
+    await events.items_changed(s, "item.created", item_ids=[item_id])
     return item_id
 
 
@@ -197,6 +201,7 @@ async def index_content(s: AsyncSession, content_id: uuid.UUID, title: str | Non
     await content_store.set_items_status(s, content_id, status="ready", error=None, **(item_values or {}))
     await content_store.update_content(s, content_id, status="ready", error=None, **(content_values or {}))
     await content_store.add_chunks(s, content_id, title, chunks.bodies, chunks.vectors, chunks.times)
+    await events.items_changed(s, "item.ready", content_id=content_id)
     return await content_store.auto_transform_items(s, content_id)
 
 
@@ -244,6 +249,7 @@ async def store_failed(principal: Principal, *, kind: str, url: str, title: str 
                                   url=url, in_kb=in_kb, auto_transform=False, status="failed",
                                   folder_id=principal.new_item_folder, created_by=principal.token_id)
         await content_store.set_items_status(s, content_id, error=error[:1000])
+        await events.items_changed(s, "item.failed", item_ids=[item_id])
     return item_id
 
 
@@ -251,12 +257,15 @@ async def fail_content(content_id: uuid.UUID, message: str, *, transcription: bo
     """Mark a queued content and its items failed with a message the user sees."""
     values: dict[str, Any] = {"status": "failed", "error": message[:1000]}
     async with transaction() as s:
-        if await content_store.lock_with_items(s, content_id) is None:
+        before = await content_store.lock_with_items(s, content_id)
+        if before is None:
             return  # deleted meanwhile
         await content_store.update_content(s, content_id, **values)
         if transcription:
             values["transcription_status"] = "failed"
         await content_store.set_items_status(s, content_id, **values)
+        if before != "failed":
+            await events.items_changed(s, "item.failed", content_id=content_id)
 
 
 async def queue_transforms(item_ids: list[uuid.UUID]) -> None:

@@ -1,0 +1,1 @@
+"""Feeds: following RSS, Atom and JSON Feed sources whose new entries become items."""

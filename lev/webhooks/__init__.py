@@ -1,0 +1,1 @@
+"""Webhooks: signed event deliveries to the user's endpoints (Standard Webhooks), from a transactional outbox."""
