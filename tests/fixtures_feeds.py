@@ -58,7 +58,8 @@ class FeedSite:
 
     def __init__(self) -> None:
         self.feeds: dict[str, FeedSpec] = {}
-        self.hits: list[tuple[str, int, str | None]] = []
+        self.hits: list[tuple[str, int, str | None]] = []  # answered: (path, status, If-None-Match)
+        self.arrived: list[str] = []  # requested (before a slow answer)
         self.lock = threading.Lock()
         site = self
 
@@ -69,6 +70,8 @@ class FeedSite:
                 pass
 
             def do_GET(self) -> None:  # noqa: N802 (http.server naming)
+                with site.lock:
+                    site.arrived.append(self.path)
                 status, body, ctype, headers = site.answer(self.path, dict(self.headers.items()))
                 with site.lock:
                     site.hits.append((self.path, status, self.headers.get("If-None-Match")))

@@ -24,9 +24,8 @@ from tests.stack import ROOT, LiveServer, mint_token
 class SplitStack:
     def __init__(self, env: dict[str, str]) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="levsplit-", dir="/tmp"))
-        self.env = {"LEV_RATE_LIMITS": "off", "LEV_WORKERS_INLINE": "false", "LEV_SHUTDOWN_GRACE_SEC": "2",
-                    "LEV_WORKER_HEARTBEAT_SEC": "1", **env}
-        self.server = LiveServer(self.dir, self.env, log_name="server").start(timeout=300)
+        self.env = {"LEV_RATE_LIMITS": "off", "LEV_SHUTDOWN_GRACE_SEC": "2", "LEV_WORKER_HEARTBEAT_SEC": "1", **env}
+        self.server = LiveServer(self.dir, self.env, log_name="server", args=["--no-workers-inline"]).start(300)
         self.worker: subprocess.Popen[bytes] | None = None
         self.lives = 0
 
