@@ -10,19 +10,18 @@ from typing import Any
 from lev.core import clock
 from lev.webhooks.deliver import attempt, requeue_due
 from store import webhooks as webhook_store
-from store.db import transaction
 
 EVENT_RETENTION = timedelta(days=30)
 
 
-async def deliver_webhook(_ctx: dict[str, Any], delivery_id: str) -> str | None:
+async def deliver_webhook(ctx: dict[str, Any], delivery_id: str) -> str | None:
     """One attempt of a delivery (its outcome, or None when there was nothing to do)."""
-    return await attempt(uuid.UUID(delivery_id))
+    return await attempt(ctx["deps"], uuid.UUID(delivery_id))
 
 
-async def sweep_webhooks(_ctx: dict[str, Any]) -> int:
+async def sweep_webhooks(ctx: dict[str, Any]) -> int:
     """Re-queue due deliveries whose job is missing; forget finished events older than 30 days."""
-    queued = await requeue_due()
-    async with transaction() as s:
+    queued = await requeue_due(ctx["deps"])
+    async with ctx["deps"].db.transaction() as s:
         await webhook_store.purge_before(s, clock.now() - EVENT_RETENTION)
     return queued

@@ -11,7 +11,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from lev.auth.policy import Principal
-from lev.core.settings import get_settings
 
 
 @dataclass
@@ -72,9 +71,7 @@ def served_base_url(scheme: str, server: tuple[str, int | None] | None) -> str:
 
 
 def base_url() -> str:
-    """The service's public base URL: `LEV_BASE_URL` when set, else the address this request was served on."""
-    configured = get_settings().base_url
-    if configured:
-        return configured.rstrip("/")
+    """The service's public base URL as the outer middleware decided it for this request (`LEV_BASE_URL` when set,
+    else the address the request was served on). Outside a request, code is handed the settings instead."""
     info = _current.get()
     return info.base_url if info is not None and info.base_url else "http://127.0.0.1:8080"

@@ -14,27 +14,29 @@ import hashlib
 import logging
 import random
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev import runtime
 from lev.auth.policy import Principal, filing_target
 from lev.core import clock
 from lev.core.errors import ApiError, infrastructure_error
-from lev.core.settings import get_settings
+from lev.core.settings import Settings
 from lev.feeds import parse
 from lev.feeds.parse import Feed
 from lev.imports.importfile import dedupe_key
-from lev.ingest.save import store_failed
+from lev.ingest.deps import Deps
+from lev.ingest.followups import job_id
+from lev.ingest.request import IngestRequest
+from lev.ingest.save import save_failed
 from lev.ingest.service import ingest
 from lev.ingest.urls import classify_media_url
 from lev.webhooks import events
 from store import feeds as feed_store
 from store import imports as import_store
 from store import users as user_store
-from store.db import transaction, try_advisory_lock
 
 log = logging.getLogger("lev.feeds")
 
@@ -46,7 +48,7 @@ ENTRY_TIMEOUT_SEC = 360.0  # one entry: a page fetch, or a podcast episode's dow
 
 
 def poll_job_id(feed_id: uuid.UUID | str) -> str:
-    return runtime.job_id(POLL_JOB, feed_id)
+    return job_id(POLL_JOB, feed_id)
 
 
 def _lock_key(feed_id: uuid.UUID) -> int:
@@ -57,10 +59,10 @@ def _key(value: str) -> bytes:
     return hashlib.sha256(value.encode()).digest()
 
 
-def next_poll(failures: int) -> datetime:
+def next_poll(settings: Settings, failures: int) -> datetime:
     """When to check again: every LEV_FEED_POLL_MINUTES, doubled per failure in a row up to a day, give or take
     a tenth (a thousand feeds followed at once do not all come due in the same minute)."""
-    delay = timedelta(minutes=get_settings().feed_poll_minutes * 2 ** min(failures, 10))
+    delay = timedelta(minutes=settings.feed_poll_minutes * 2 ** min(failures, 10))
     if failures:
         delay = min(delay, MAX_BACKOFF)
     return clock.now() + delay * random.uniform(0.9, 1.1)
@@ -93,23 +95,23 @@ async def record_new(s: AsyncSession, user_id: uuid.UUID, feed_id: uuid.UUID, fe
     return sum(r["status"] == "pending" for r in rows)
 
 
-async def poll(feed_id: uuid.UUID) -> int:
+async def poll(deps: Deps, feed_id: uuid.UUID) -> int:
     """One run of the job: check the feed when it is due, then ingest its pending entries (at most
     LEV_FEED_MAX_ENTRIES). Returns the items the feed brought."""
-    async with try_advisory_lock(_lock_key(feed_id)) as held:
+    async with deps.db.try_advisory_lock(_lock_key(feed_id)) as held:
         if not held:
             return 0  # another run polls it now
-        async with transaction() as s:
+        async with deps.db.transaction() as s:
             feed = await feed_store.row(s, feed_id)
             user = await user_store.by_id(s, feed["user_id"]) if feed else None
         if feed is None or user is None or feed["paused"]:
             return 0
         if feed["next_poll_at"] <= clock.now():
-            await check(feed)
-        return await ingest_pending(feed, user["tier"])
+            await check(deps, feed)
+        return await ingest_pending(deps, feed, user["tier"])
 
 
-async def check(feed: dict[str, Any]) -> None:
+async def check(deps: Deps, feed: dict[str, Any]) -> None:
     """Fetch the feed (conditional GET) and record what it says, in one transaction."""
     error: str | None = None
     parsed: Feed | None = None
@@ -128,10 +130,11 @@ async def check(feed: dict[str, Any]) -> None:
             raise
         error = exc.message or exc.code
     failures = 0 if error is None else int(feed["failures"]) + 1
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         if parsed is not None:
-            await record_new(s, feed["user_id"], feed["id"], parsed, get_settings().feed_max_entries)
-        now_failing = await feed_store.checked(s, feed["id"], error=error, next_poll_at=next_poll(failures),
+            await record_new(s, feed["user_id"], feed["id"], parsed, deps.settings.feed_max_entries)
+        now_failing = await feed_store.checked(s, feed["id"], error=error, next_poll_at=next_poll(deps.settings,
+                                                                                                  failures),
                                                **values)
         if error is not None and now_failing == FAILING_AFTER:
             await events.record(s, feed["user_id"], "feed.failing", {
@@ -142,79 +145,79 @@ async def check(feed: dict[str, Any]) -> None:
         log.info("feed check failed", extra={"feed_id": str(feed["id"]), "failures": failures})
 
 
-async def ingest_pending(feed: dict[str, Any], tier: str) -> int:
-    async with transaction() as s:
-        todo = await feed_store.pending(s, feed["id"], get_settings().feed_max_entries)
+async def ingest_pending(deps: Deps, feed: dict[str, Any], tier: str) -> int:
+    async with deps.db.transaction() as s:
+        todo = await feed_store.pending(s, feed["id"], deps.settings.feed_max_entries)
     principal = Principal(token_id=None, user_id=feed["user_id"], name="feed",
                           capabilities=frozenset({"read", "write"}), is_unscoped=True, folder_ids=frozenset(),
                           kb_only=False, write_cap=0, tier=tier)
     brought = 0
     for entry in todo:
-        brought += await _run_entry(principal, feed, entry)
+        brought += await _run_entry(deps, principal, feed, entry)
     return brought
 
 
-async def _run_entry(principal: Principal, feed: dict[str, Any], entry: dict[str, Any]) -> int:
+async def _run_entry(deps: Deps, principal: Principal, feed: dict[str, Any], entry: dict[str, Any]) -> int:
     """Ingest one entry; anything but an outage of the database or Redis ends as the entry's failure."""
     try:
         async with asyncio.timeout(ENTRY_TIMEOUT_SEC):
-            return await _ingest_entry(principal, feed, entry)
+            return await _ingest_entry(deps, principal, feed, entry)
     except Exception as exc:
         if infrastructure_error(exc) is not None:
             raise  # the job is retried; the entry is still pending
         reason = (f"gave up after {int(ENTRY_TIMEOUT_SEC)} s" if isinstance(exc, TimeoutError)
                   else f"unexpected error: {type(exc).__name__}: {exc}")
-        await _fail(principal, feed, entry, reason)
+        await _fail(deps, principal, feed, entry, reason)
         return 0
 
 
-async def _existing(user_id: uuid.UUID, url: str) -> dict[str, Any] | None:
+async def _existing(deps: Deps, user_id: uuid.UUID, url: str) -> dict[str, Any] | None:
     key = dedupe_key(url)
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         return await import_store.existing_by_url(s, user_id, [url, key], [key])
 
 
-async def _finish(feed: dict[str, Any], entry: dict[str, Any], item_id: uuid.UUID | None, *, brought: bool,
+async def _finish(deps: Deps, feed: dict[str, Any], entry: dict[str, Any], item_id: uuid.UUID | None, *, brought: bool,
                   error: str | None = None) -> int:
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         await feed_store.finish_entry(s, entry, status="failed" if error else "done", item_id=item_id, error=error,
                                       brought=brought, folder_id=feed["folder_id"])
     return int(brought)
 
 
-async def _ingest_entry(principal: Principal, feed: dict[str, Any], entry: dict[str, Any]) -> int:
+async def _ingest_entry(deps: Deps, principal: Principal, feed: dict[str, Any], entry: dict[str, Any]) -> int:
     url = entry["url"]
-    found = await _existing(principal.user_id, url)
+    found = await _existing(deps, principal.user_id, url)
     if found is not None:  # the user has it (or an earlier run of this poll stored it): only file it
-        return await _finish(feed, entry, found["id"], brought=found["created_at"] >= entry["created_at"])
+        return await _finish(deps, feed, entry, found["id"], brought=found["created_at"] >= entry["created_at"])
+    request = IngestRequest("url", url=url, title=entry["title"], in_kb=True, auto_transform=False,
+                            folder_id=feed["folder_id"])
     try:
         try:
-            answer = await ingest(principal, kind="url", url=url, title=entry["title"], in_kb=True,
-                                  auto_transform=False, folder_id=feed["folder_id"])
+            stored = await ingest(deps, principal, request)
         except ApiError as exc:
             if exc.code != "folder_not_found":
                 raise
-            answer = await ingest(principal, kind="url", url=url, title=entry["title"], in_kb=True,
-                                  auto_transform=False)  # the feed's folder was deleted meanwhile
+            stored = await ingest(deps, principal, replace(request, folder_id=None))  # the folder went away
     except ApiError as exc:
         if infrastructure_error(exc) is not None:
             raise
-        await _fail(principal, feed, entry, exc.message or exc.code)
+        await _fail(deps, principal, feed, entry, exc.message or exc.code)
         return 0
-    return await _finish(feed, entry, uuid.UUID(answer["user_item_id"]), brought=True)
+    return await _finish(deps, feed, entry, stored.item_id, brought=True)
 
 
-async def _fail(principal: Principal, feed: dict[str, Any], entry: dict[str, Any], reason: str) -> None:
+async def _fail(deps: Deps, principal: Principal, feed: dict[str, Any], entry: dict[str, Any], reason: str) -> None:
     """A failed entry becomes a failed item saying why, filed like the rest (as an import's dead link does)."""
-    found = await _existing(principal.user_id, entry["url"])
+    found = await _existing(deps, principal.user_id, entry["url"])
     if found is not None:
-        await _finish(feed, entry, found["id"], brought=found["created_at"] >= entry["created_at"], error=reason)
+        await _finish(deps, feed, entry, found["id"], brought=found["created_at"] >= entry["created_at"], error=reason)
         return
     try:
-        item_id = await store_failed(filing_target(principal, feed["folder_id"]),
+        item_id = await save_failed(deps, filing_target(principal, feed["folder_id"]),
                                      kind=classify_media_url(entry["url"]) or "url", url=entry["url"],
                                      title=entry["title"], error=reason, in_kb=True)
     except ApiError:  # the folder went away meanwhile: the entry fails without an item
-        await _finish(feed, entry, None, brought=False, error=reason)
+        await _finish(deps, feed, entry, None, brought=False, error=reason)
         return
-    await _finish(feed, entry, item_id, brought=False, error=reason)
+    await _finish(deps, feed, entry, item_id, brought=False, error=reason)

@@ -13,17 +13,16 @@ import asyncio
 import uuid
 from typing import Any
 
-from lev import runtime
 from lev.auth.policy import Principal, require, require_whole_library
 from lev.core import clock
 from lev.core.errors import ApiError, folder_not_found, invalid_body, limit_reached, not_found
-from lev.core.settings import get_settings
 from lev.feeds import opml, parse
-from lev.feeds.poll import FIRST_FOLLOW_ENTRIES, next_poll, poll_job_id, record_new, status
+from lev.feeds.poll import FIRST_FOLLOW_ENTRIES, POLL_JOB, next_poll, poll_job_id, record_new, status
+from lev.ingest.deps import Deps
+from lev.ingest.followups import enqueue_job, requeue
 from store import feeds as feed_store
 from store import folders as folder_store
 from store import imports as import_store
-from store.db import transaction
 
 OPML_CONCURRENCY = 8
 MAX_URL_CHARS = 4096
@@ -48,10 +47,10 @@ def _manage(p: Principal) -> None:
     require_whole_library(p, "manage feeds")
 
 
-async def _check_folder(p: Principal, folder_id: uuid.UUID | None) -> None:
+async def _check_folder(deps: Deps, p: Principal, folder_id: uuid.UUID | None) -> None:
     if folder_id is None:
         return
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         if not await folder_store.owned_ids(s, p.user_id, [folder_id]):
             raise folder_not_found("There is no such folder.", missing=[str(folder_id)])
 
@@ -63,15 +62,15 @@ def _url(url: str) -> str:
     return url
 
 
-async def follow(p: Principal, url: str, folder_id: uuid.UUID | None = None,
+async def follow(deps: Deps, p: Principal, url: str, folder_id: uuid.UUID | None = None,
                  title: str | None = None) -> tuple[dict[str, Any], bool]:
     """Follow the feed at `url` (or the one its page names) into `folder_id`; (the feed, whether it is new). A
     feed the user follows already is answered as it is."""
     _manage(p)
     url = _url(url)
-    await _check_folder(p, folder_id)
-    cap = get_settings().feed_max_per_user
-    async with transaction() as s:
+    await _check_folder(deps, p, folder_id)
+    cap = deps.settings.feed_max_per_user
+    async with deps.db.transaction() as s:
         existing = await feed_store.by_url(s, p.user_id, [url])
         used = await feed_store.count_for_user(s, p.user_id)
     if existing is not None:
@@ -80,7 +79,7 @@ async def follow(p: Principal, url: str, folder_id: uuid.UUID | None = None,
         raise limit_reached(f"You follow {used} feeds, the most one account may follow ({cap}); unfollow one "
                             "first.", cap=cap, used=used)
     fetched, feed = await parse.discover(url)
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         await feed_store.lock_user(s, p.user_id)
         existing = await feed_store.by_url(s, p.user_id, [url, fetched.url])
         if existing is not None:
@@ -95,38 +94,38 @@ async def follow(p: Principal, url: str, folder_id: uuid.UUID | None = None,
             s, user_id=p.user_id, folder_id=folder_id, url=fetched.url, site_url=feed.site_url,
             title=(title or "").strip()[:500] or None, feed_title=feed.title, etag=fetched.etag,
             last_modified=fetched.last_modified, last_checked_at=clock.now(), last_success_at=clock.now(),
-            next_poll_at=next_poll(0))
+            next_poll_at=next_poll(deps.settings, 0))
         if row is None:  # a concurrent follow of the same feed won
             existing = await feed_store.by_url(s, p.user_id, [fetched.url])
             assert existing is not None
             return shape(existing), False
         pending = await record_new(s, p.user_id, row["id"], feed,
-                                   min(FIRST_FOLLOW_ENTRIES, get_settings().feed_max_entries))
+                                   min(FIRST_FOLLOW_ENTRIES, deps.settings.feed_max_entries))
     if pending:
-        await runtime.enqueue("poll_feed", str(row["id"]))
+        await enqueue_job(deps.queue, POLL_JOB, str(row["id"]), job_id=poll_job_id(row["id"]))
     return shape(row), True
 
 
-async def list_feeds(p: Principal, folder_id: uuid.UUID | None = None) -> list[dict[str, Any]]:
-    async with transaction() as s:
+async def list_feeds(deps: Deps, p: Principal, folder_id: uuid.UUID | None = None) -> list[dict[str, Any]]:
+    async with deps.db.transaction() as s:
         return [shape(f) for f in await feed_store.list_visible(s, p.scope, folder_id)]
 
 
-async def get(p: Principal, feed_id: uuid.UUID) -> dict[str, Any]:
-    async with transaction() as s:
+async def get(deps: Deps, p: Principal, feed_id: uuid.UUID) -> dict[str, Any]:
+    async with deps.db.transaction() as s:
         row = await feed_store.get_visible(s, p.scope, feed_id)
     if row is None:
         raise not_found()
     return shape(row)
 
 
-async def update(p: Principal, feed_id: uuid.UUID, body: dict[str, Any]) -> dict[str, Any]:
+async def update(deps: Deps, p: Principal, feed_id: uuid.UUID, body: dict[str, Any]) -> dict[str, Any]:
     """Rename (`title`, null for the feed's own), move (`folder_id`, null for unfiled), pause or resume."""
     _manage(p)
     values: dict[str, Any] = {}
     if "title" in body:
         values["title"] = (body["title"] or "").strip()[:500] or None
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         row = await feed_store.get_visible(s, p.scope, feed_id, lock=True)
         if row is None:
             raise not_found()
@@ -141,47 +140,47 @@ async def update(p: Principal, feed_id: uuid.UUID, body: dict[str, Any]) -> dict
                 values["next_poll_at"] = clock.now()
         row = await feed_store.update_feed(s, feed_id, **values) if values else row
     if values.get("paused") is False:
-        await runtime.requeue("poll_feed", str(feed_id), job_id=poll_job_id(feed_id))
+        await requeue(deps.queue, POLL_JOB, str(feed_id), job_id=poll_job_id(feed_id))
     return shape(row)
 
 
-async def unfollow(p: Principal, feed_id: uuid.UUID) -> dict[str, Any]:
+async def unfollow(deps: Deps, p: Principal, feed_id: uuid.UUID) -> dict[str, Any]:
     """Stop following; the items it brought stay."""
     _manage(p)
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         if await feed_store.get_visible(s, p.scope, feed_id, lock=True) is None:
             raise not_found()
         await feed_store.delete_feed(s, feed_id)
     return {"id": str(feed_id), "deleted": True}
 
 
-async def refresh(p: Principal, feed_id: uuid.UUID) -> dict[str, Any]:
+async def refresh(deps: Deps, p: Principal, feed_id: uuid.UUID) -> dict[str, Any]:
     """Check the feed now (a paused feed is resumed by PATCH paused: false, not by a refresh)."""
     _manage(p)
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         row = await feed_store.get_visible(s, p.scope, feed_id, lock=True)
         if row is None:
             raise not_found()
         if row["paused"]:
             raise invalid_body("This feed is paused: resume it (PATCH paused: false) to check it.")
         row = await feed_store.update_feed(s, feed_id, next_poll_at=clock.now())
-    await runtime.requeue("poll_feed", str(feed_id), job_id=poll_job_id(feed_id))
+    await requeue(deps.queue, POLL_JOB, str(feed_id), job_id=poll_job_id(feed_id))
     return shape(row)
 
 
-async def export_opml(p: Principal) -> bytes:
-    async with transaction() as s:
+async def export_opml(deps: Deps, p: Principal) -> bytes:
+    async with deps.db.transaction() as s:
         found = [shape(f) for f in await feed_store.list_visible(s, p.scope)]
         names = {f["id"]: f["name"] for f in await folder_store.list_visible(s, p.scope)}
     return opml.render(found, names)
 
 
-async def import_opml(p: Principal, data: bytes) -> dict[str, Any]:
+async def import_opml(deps: Deps, p: Principal, data: bytes) -> dict[str, Any]:
     """Follow every feed an OPML file lists (a few at a time), into folders named after its outlines."""
     _manage(p)
     outlines = await asyncio.to_thread(opml.parse, data)
     names = list(dict.fromkeys(o.folder for o in outlines if o.folder))
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         folder_ids, _ = await import_store.ensure_folders(s, p.user_id, names)
     gate = asyncio.Semaphore(OPML_CONCURRENCY)
     added: list[dict[str, Any]] = []
@@ -191,7 +190,7 @@ async def import_opml(p: Principal, data: bytes) -> dict[str, Any]:
     async def one(o: opml.Outline) -> None:
         async with gate:
             try:
-                feed, new = await follow(p, o.url, folder_ids.get((o.folder or "").lower()), o.title)
+                feed, new = await follow(deps, p, o.url, folder_ids.get((o.folder or "").lower()), o.title)
             except ApiError as exc:
                 if exc.status >= 500:
                     raise

@@ -19,13 +19,13 @@ from typing import Any
 import httpx
 from standardwebhooks.webhooks import Webhook
 
-from lev import runtime
 from lev.core import clock
 from lev.core.errors import ApiError
+from lev.ingest.deps import Deps
+from lev.ingest.followups import requeue
 from lev.net.guard import guarded_client
 from lev.webhooks import events
 from store import webhooks as webhook_store
-from store.db import transaction
 
 RETRY_DELAYS_SEC = (5, 300, 1800, 7200, 18000, 36000)  # after attempts 1-6; attempt 7 is the last
 TIMEOUT_SEC = 10.0
@@ -81,10 +81,10 @@ async def post(url: str, body: str, headers: dict[str, str]) -> tuple[int | None
         return None, f"the request failed: {type(exc).__name__}: {exc}"[:300], None
 
 
-async def attempt(delivery_id: uuid.UUID) -> str | None:
+async def attempt(deps: Deps, delivery_id: uuid.UUID) -> str | None:
     """One attempt of a delivery; its outcome (`succeeded`, `retrying`, `failed`), or None when there was nothing
     to do (done, not due, taken by another attempt, endpoint disabled)."""
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         delivery = await webhook_store.claim(s, delivery_id, LEASE_SEC)
     if delivery is None:
         return None
@@ -102,7 +102,7 @@ async def attempt(delivery_id: uuid.UUID) -> str | None:
     else:
         outcome = "failed"
     next_at = clock.now() + timedelta(seconds=delay) if delay is not None else None
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         await webhook_store.record_attempt(s, delivery, status=outcome, status_code=code, error=error,
                                            response=answer, duration_ms=duration_ms, next_attempt_at=next_at)
         if outcome != "succeeded":
@@ -110,18 +110,18 @@ async def attempt(delivery_id: uuid.UUID) -> str | None:
                 s, delivery["webhook_id"], clock.now() - DISABLE_AFTER,
                 "disabled: every delivery failed for 3 days; fix the endpoint and enable it again")
     if delay is not None:
-        await events.queue_attempts([(delivery_id, made)], defer_sec=delay)
+        await events.queue_attempts([(delivery_id, made)], defer_sec=delay, queue=deps.queue)
     return outcome
 
 
-async def requeue_due(grace_sec: float = 5.0) -> int:
+async def requeue_due(deps: Deps, grace_sec: float = 5.0) -> int:
     """The sweep: queue every due pending delivery whose job is missing (lost with Redis, or never queued because
     a process died between its commit and the nudge). Returns how many were queued."""
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         due = await webhook_store.due(s, clock.now() - timedelta(seconds=grace_sec))
     queued = 0
     for row in due:
         job_id = events.delivery_job_id(row["id"], row["attempts"])
-        if await runtime.requeue(events.DELIVER_JOB, str(row["id"]), job_id=job_id):
+        if await requeue(deps.queue, events.DELIVER_JOB, str(row["id"]), job_id=job_id):
             queued += 1
     return queued

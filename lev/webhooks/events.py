@@ -15,8 +15,9 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev import runtime
 from lev.core import clock
+from lev.ingest.deps import JobQueue
+from lev.ingest.followups import job_id
 from store import webhooks as webhook_store
 from store.db import after_commit
 
@@ -27,6 +28,15 @@ TEST_EVENT = "webhook.test"  # sent by POST /webhooks/{id}/test to that endpoint
 DELIVER_JOB = "deliver_webhook"
 
 
+_queue: JobQueue | None = None
+
+
+def install(queue: JobQueue | None) -> None:
+    """The queue the after-commit nudges go to (set by the composition root; without one, the sweep delivers)."""
+    global _queue
+    _queue = queue
+
+
 def new_event_id() -> str:
     """A Standard Webhooks message id (`webhook-id`): the same on every attempt and re-send of the event."""
     return f"msg_{uuid.uuid4().hex}"
@@ -34,7 +44,7 @@ def new_event_id() -> str:
 
 def delivery_job_id(delivery_id: uuid.UUID | str, attempt: int) -> str:
     """The fixed arq job id of one attempt of a delivery (a second nudge for the same attempt finds it queued)."""
-    return runtime.job_id(DELIVER_JOB, f"{delivery_id}:{attempt}")
+    return job_id(DELIVER_JOB, f"{delivery_id}:{attempt}")
 
 
 def payload(event_type: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -64,15 +74,19 @@ def nudge_after_commit(s: AsyncSession, delivery_ids: list[uuid.UUID]) -> None:
     after_commit(s, nudge)
 
 
-async def queue_attempts(work: list[tuple[uuid.UUID, int]], defer_sec: float | None = None) -> None:
+async def queue_attempts(work: list[tuple[uuid.UUID, int]], defer_sec: float | None = None,
+                         queue: JobQueue | None = None) -> None:
     """Queue delivery attempts (delivery id, attempts made so far). A failure only costs latency: the sweep
     re-queues every due delivery whose job is missing."""
+    queue = queue or _queue
+    if queue is None:
+        return
     try:
         for delivery_id, attempts in work:
             kwargs: dict[str, Any] = {"_job_id": delivery_job_id(delivery_id, attempts)}
             if defer_sec:
                 kwargs["_defer_by"] = defer_sec
-            await runtime.enqueue(DELIVER_JOB, str(delivery_id), **kwargs)
+            await queue.enqueue_job(DELIVER_JOB, str(delivery_id), **kwargs)
     except Exception as exc:  # Redis away: the deliveries wait in PostgreSQL for the sweep
         log.warning("could not queue webhook deliveries; the sweep will: %s", type(exc).__name__)
 

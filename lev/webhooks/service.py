@@ -16,11 +16,10 @@ import httpx
 from lev.auth.policy import Principal, require, require_whole_library
 from lev.core import clock
 from lev.core.errors import ApiError, invalid_body, limit_reached, not_found
-from lev.core.settings import get_settings
+from lev.ingest.deps import Deps
 from lev.net.guard import check_host
 from lev.webhooks import events
 from store import webhooks as webhook_store
-from store.db import transaction
 
 SECRET_BYTES = 24
 OLD_SECRET_GRACE = timedelta(hours=24)
@@ -90,14 +89,14 @@ def _description(value: str | None) -> str | None:
     return (value or "").strip()[:500] or None
 
 
-async def create(p: Principal, body: dict[str, Any]) -> dict[str, Any]:
+async def create(deps: Deps, p: Principal, body: dict[str, Any]) -> dict[str, Any]:
     """A new endpoint, with its secret (shown only in this answer)."""
     _manage(p)
     wanted = _events(body["events"])
     url = await check_url(body["url"])
-    cap = get_settings().webhook_max_per_user
+    cap = deps.settings.webhook_max_per_user
     secret = new_secret()
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         used = await webhook_store.count_for_user(s, p.user_id)
         if used >= cap:
             raise limit_reached(f"You have {used} webhook endpoints, the most one account may have ({cap}); remove "
@@ -107,22 +106,22 @@ async def create(p: Principal, body: dict[str, Any]) -> dict[str, Any]:
     return {**shape(row), "secret": secret}
 
 
-async def list_all(p: Principal) -> list[dict[str, Any]]:
+async def list_all(deps: Deps, p: Principal) -> list[dict[str, Any]]:
     require_whole_library(p, "read webhooks")
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         return [shape(r) for r in await webhook_store.list_for_user(s, p.user_id)]
 
 
-async def get(p: Principal, webhook_id: uuid.UUID) -> dict[str, Any]:
+async def get(deps: Deps, p: Principal, webhook_id: uuid.UUID) -> dict[str, Any]:
     require_whole_library(p, "read webhooks")
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         row = await webhook_store.get(s, p.user_id, webhook_id)
     if row is None:
         raise not_found()
     return shape(row)
 
 
-async def update(p: Principal, webhook_id: uuid.UUID, body: dict[str, Any]) -> dict[str, Any]:
+async def update(deps: Deps, p: Principal, webhook_id: uuid.UUID, body: dict[str, Any]) -> dict[str, Any]:
     """Change events, enabled or description (never the secret: rotate it)."""
     _manage(p)
     values: dict[str, Any] = {}
@@ -136,26 +135,26 @@ async def update(p: Principal, webhook_id: uuid.UUID, body: dict[str, Any]) -> d
             values.update(disabled_reason=None, failing_since=None)
         else:
             values["disabled_reason"] = "disabled by you"
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         row = await webhook_store.update_endpoint(s, p.user_id, webhook_id, values)
     if row is None:
         raise not_found()
     return shape(row)
 
 
-async def delete(p: Principal, webhook_id: uuid.UUID) -> dict[str, Any]:
+async def delete(deps: Deps, p: Principal, webhook_id: uuid.UUID) -> dict[str, Any]:
     _manage(p)
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         if not await webhook_store.delete_endpoint(s, p.user_id, webhook_id):
             raise not_found()
     return {"id": str(webhook_id), "deleted": True}
 
 
-async def rotate(p: Principal, webhook_id: uuid.UUID) -> dict[str, Any]:
+async def rotate(deps: Deps, p: Principal, webhook_id: uuid.UUID) -> dict[str, Any]:
     """A new secret (shown only in this answer); deliveries carry a signature by the old one too for 24 hours."""
     _manage(p)
     secret = new_secret()
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         if not await webhook_store.rotate_secret(s, p.user_id, webhook_id, secret, clock.now() + OLD_SECRET_GRACE):
             raise not_found()
         row = await webhook_store.get(s, p.user_id, webhook_id)
@@ -163,10 +162,10 @@ async def rotate(p: Principal, webhook_id: uuid.UUID) -> dict[str, Any]:
     return {**shape(row), "secret": secret}
 
 
-async def deliveries(p: Principal, webhook_id: uuid.UUID) -> list[dict[str, Any]]:
+async def deliveries(deps: Deps, p: Principal, webhook_id: uuid.UUID) -> list[dict[str, Any]]:
     """The endpoint's most recent attempts, newest first."""
     require_whole_library(p, "read webhooks")
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         if await webhook_store.get(s, p.user_id, webhook_id) is None:
             raise not_found()
         return [shape_attempt(r) for r in await webhook_store.attempts(s, webhook_id, DELIVERIES_SHOWN)]
@@ -181,11 +180,11 @@ async def _enabled(s: Any, p: Principal, webhook_id: uuid.UUID) -> dict[str, Any
     return row
 
 
-async def send_test(p: Principal, webhook_id: uuid.UUID) -> dict[str, Any]:
+async def send_test(deps: Deps, p: Principal, webhook_id: uuid.UUID) -> dict[str, Any]:
     """A `webhook.test` event to this endpoint alone."""
     _manage(p)
     event_id = events.new_event_id()
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         await _enabled(s, p, webhook_id)
         body = events.payload(events.TEST_EVENT, {"webhook_id": str(webhook_id),
                                                   "message": "A test event from Lev."})
@@ -195,10 +194,10 @@ async def send_test(p: Principal, webhook_id: uuid.UUID) -> dict[str, Any]:
     return {"event_id": event_id, "delivery_id": str(ids[0])}
 
 
-async def resend(p: Principal, webhook_id: uuid.UUID, attempt_id: uuid.UUID) -> dict[str, Any]:
+async def resend(deps: Deps, p: Principal, webhook_id: uuid.UUID, attempt_id: uuid.UUID) -> dict[str, Any]:
     """The event of one of the endpoint's deliveries, sent again (the same `webhook-id`, a fresh schedule)."""
     _manage(p)
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         await _enabled(s, p, webhook_id)
         event_id = await webhook_store.attempt_event(s, webhook_id, attempt_id)
         if event_id is None or not await webhook_store.event_exists(s, event_id):
