@@ -15,6 +15,7 @@ from jsonschema import Draft202012Validator
 from standardwebhooks.webhooks import Webhook
 
 from lev.core.contract import load_spec
+from lev.webhooks.events import EVENT_TYPES
 from tests.fixtures_feeds import Delivery, FeedEntry, FeedSite, WebhookReceiver
 from tests.fixtures_imports import chromium_bookmarks
 from tests.sites import Site
@@ -230,6 +231,12 @@ def test_a_feed_that_turns_failing_is_told(api, user: User, receiver: WebhookRec
         feeds.publish("dying", FeedEntry(1))
     finally:
         feeds.close()
+
+
+def test_the_event_names_are_the_spec_s() -> None:
+    spec = load_spec()
+    assert list(EVENT_TYPES) == ALL == spec["components"]["schemas"]["WebhookEventType"]["enum"]
+    assert set(spec["webhooks"]) == {*ALL, "webhook.test"}
 
 
 def test_scope_and_bad_input(api, user: User) -> None:
