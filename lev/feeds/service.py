@@ -198,9 +198,13 @@ async def import_opml(deps: Deps, p: Principal, data: bytes) -> dict[str, Any]:
                 return
             (added if new else already).append(feed)
 
+    first: dict[str, opml.Outline] = {}
+    for outline in outlines:  # a feed listed twice is followed where it is listed first
+        first.setdefault(outline.url.strip(), outline)
     async with asyncio.TaskGroup() as group:
-        for outline in outlines:
+        for outline in first.values():
             group.create_task(one(outline))
+    already.extend({} for _ in range(len(outlines) - len(first)))
     refused.sort(key=lambda r: r["line"])
     return {"added": len(added), "already_followed": len(already), "refused": len(refused),
             "refusals": refused, "feeds": sorted(added, key=lambda f: f["url"])}
