@@ -17,10 +17,9 @@ import feedparser
 import httpx
 
 from lev.core.errors import ApiError, not_a_feed
-from lev.net.guard import USER_AGENT, guarded_client, open_url
+from lev.net.guard import open_url, shared_client
 
 MAX_FEED_BYTES = 10 * 1024 * 1024
-CONNECT_TIMEOUT_SEC = 5.0
 READ_TIMEOUT_SEC = 15.0
 TOTAL_TIMEOUT_SEC = 30.0
 FEED_TYPES = ("application/rss+xml", "application/atom+xml", "application/feed+json", "application/json",
@@ -80,11 +79,10 @@ async def fetch(url: str, etag: str | None = None, last_modified: str | None = N
         headers["If-None-Match"] = etag
     if last_modified:
         headers["If-Modified-Since"] = last_modified
-    timeout = httpx.Timeout(READ_TIMEOUT_SEC, connect=CONNECT_TIMEOUT_SEC)
+    client = shared_client(READ_TIMEOUT_SEC)
     try:
         async with asyncio.timeout(TOTAL_TIMEOUT_SEC):
-            async with guarded_client(timeout, {"User-Agent": USER_AGENT}) as client, \
-                    open_url(client, url, headers=headers, not_modified=bool(etag or last_modified)) as resp:
+            async with open_url(client, url, headers=headers, not_modified=bool(etag or last_modified)) as resp:
                 final = str(resp.url.copy_with(fragment=None))
                 if resp.status_code == 304:
                     return Fetched(304, final, etag=etag, last_modified=last_modified)

@@ -244,3 +244,17 @@ async def open_url(client: httpx.AsyncClient, url: str, *, headers: dict[str, st
             return
         finally:
             await resp.aclose()
+
+
+_shared: dict[tuple[int, float, str], httpx.AsyncClient] = {}
+
+
+def shared_client(timeout: float, user_agent: str = USER_AGENT) -> httpx.AsyncClient:
+    """One guarded client per event loop for frequent small requests (feed checks, webhook deliveries): its TLS
+    context is built once (about 19 ms of CPU each time otherwise). Connections are still checked one by one and
+    never kept alive; per-request headers go with each request."""
+    key = (id(asyncio.get_running_loop()), timeout, user_agent)
+    client = _shared.get(key)
+    if client is None or client.is_closed:
+        client = _shared[key] = guarded_client(httpx.Timeout(timeout), {"User-Agent": user_agent})
+    return client

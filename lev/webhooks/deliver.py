@@ -23,7 +23,7 @@ from lev.core import clock
 from lev.core.errors import ApiError
 from lev.ingest.deps import Deps
 from lev.ingest.followups import requeue
-from lev.net.guard import guarded_client
+from lev.net.guard import shared_client
 from lev.webhooks import events
 from store import webhooks as webhook_store
 
@@ -54,8 +54,8 @@ async def post(url: str, body: str, headers: dict[str, str]) -> tuple[int | None
     """POST once: (status code, error in words, at most 1 KB of the answer)."""
     try:
         async with asyncio.timeout(TIMEOUT_SEC):
-            async with guarded_client(httpx.Timeout(TIMEOUT_SEC), {"User-Agent": USER_AGENT}) as client, \
-                    client.stream("POST", url, content=body.encode(), headers=headers) as resp:
+            client = shared_client(TIMEOUT_SEC, USER_AGENT)
+            async with client.stream("POST", url, content=body.encode(), headers=headers) as resp:
                 kept = bytearray()
                 async for piece in resp.aiter_bytes():
                     kept += piece
