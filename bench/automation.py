@@ -10,6 +10,7 @@ The old commit (84739d0) has neither feeds nor webhooks, so there is nothing of 
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -152,7 +153,9 @@ def main() -> str:
         c = httpx.Client(base_url=lev.url, headers=lev.headers(), timeout=120)
         for n in range(40):
             c.post("/api/v1/ingest", json={"kind": "text", "text": f"{QUERIES[n % 5]} note {n}: " + "words " * 50})
+        load = os.getloadavg()[0]
         lines = feeds_part(lev, c) + webhooks_part(lev, c)
+        lines.append(f"Load average (1 min) at the start and the end: {load:.1f} and {os.getloadavg()[0]:.1f}.")
     finally:
         cleanup(lev)
     return "\n".join([__doc__.split("\n\n", 1)[1].strip(), "", *lines])
