@@ -9,8 +9,7 @@ from __future__ import annotations
 import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-
-from lev.auth.policy import Principal
+from typing import Any
 
 
 @dataclass
@@ -18,7 +17,7 @@ class RequestInfo:
     request_id: str
     surface: str = "rest"
     method: str = ""
-    principal: Principal | None = None
+    principal: Any = None  # the lev.auth.policy.Principal once the request is authenticated
     result_count: int | None = None
     query: str | None = None
     ip: str | None = None
