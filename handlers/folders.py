@@ -10,6 +10,7 @@ from lev.auth.principal_cache import changing_auth
 from lev.core import context
 from lev.core.errors import not_found
 from lev.library import reads as library
+from lev.webhooks import events
 from store import folders as folder_store
 from store.db import read_session, transaction
 
@@ -36,7 +37,7 @@ async def delete_folder(id_: str, token_info: dict[str, Any], cascade_items: boo
     require(p, "write")
     require_whole_library(p, "delete folders")
     async with changing_auth() as s:  # a scoped token may lose its last folder (revoked) or one of them
-        deleted = await folder_store.delete_folder(s, p.scope, folder_id, cascade_items)
+        deleted = await folder_store.delete_folder(s, p.scope, folder_id, cascade_items, events.deleting(s))
     if deleted is None:
         raise not_found()
     return deleted

@@ -20,6 +20,7 @@ from lev.core import context
 from lev.core.errors import folder_not_found, invalid_body, not_found
 from lev.ingest.urls import canonical_url
 from lev.library import reads as library
+from lev.webhooks import events
 from store import folders as folder_store
 from store import items as item_store
 from store.db import read_session, transaction
@@ -66,7 +67,7 @@ async def delete_item(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
     item_id = parse_uuid(id_)
     require(p, "write")
     async with transaction() as s:
-        if not await item_store.delete_visible(s, p.scope, [item_id]):
+        if not await item_store.delete_visible(s, p.scope, [item_id], events.deleting(s)):
             raise not_found()
     return {"id": str(item_id), "deleted": True}
 
@@ -93,7 +94,7 @@ async def bulk_delete_items(body: dict[str, Any], token_info: dict[str, Any]) ->
     wanted = parse_uuid_list(body["ids"], "ids")
     not_found_ids: list[str] = []
     async with transaction() as s:
-        deleted = set(await item_store.delete_visible(s, p.scope, wanted))
+        deleted = set(await item_store.delete_visible(s, p.scope, wanted, events.deleting(s)))
     not_found_ids += [str(i) for i in wanted if i not in deleted]
     context.note_results(len(deleted))
     return {"deleted": [str(i) for i in wanted if i in deleted], "not_found": not_found_ids}

@@ -18,9 +18,12 @@ from lev.auth import accounts
 from lev.auth.policy import Principal
 from lev.core import context
 from lev.core.errors import ApiError
+from lev.feeds import service as feed_service
 from lev.imports import service as imports
 from lev.library import reads as library
 from lev.limits.tiers import Tiers
+from lev.webhooks import events as webhook_events
+from lev.webhooks import service as webhook_service
 from store import activity as activity_store
 from store import folders as folder_store
 from store import items as item_store
@@ -134,7 +137,9 @@ async def _library(request: Request, p: Principal, folder: dict[str, Any] | None
             search = await library.search(deps(), p, query=q[:2000], mode=mode, limit=10, folder_id=folder_id)
         except ApiError as err:
             search = {"error": err.message or err.code, "results": []}
-    return _render("library.html", request, p, folder=folder, search=search, q=q, mode=mode, **view)
+    feeds = await feed_service.list_feeds(deps(), p, folder_id) if folder_id else []
+    return _render("library.html", request, p, folder=folder, search=search, q=q, mode=mode, feeds=feeds,
+                   poll_minutes=deps().settings.feed_poll_minutes, **view)
 
 
 async def items_partial(request: Request) -> Response:
@@ -227,8 +232,11 @@ async def integrations_page(request: Request) -> Response:
     async with transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
         tokens = await accounts.list_tokens(s, p.user_id)
+    hooks = await webhook_service.list_all(deps(), p)
+    deliveries = {h["id"]: await webhook_service.deliveries(deps(), p, uuid.UUID(h["id"])) for h in hooks}
     preset = _uuid(request.query_params.get("folder"))
-    return _render("integrations.html", request, p, folders=folders, tokens=tokens,
+    return _render("integrations.html", request, p, folders=folders, tokens=tokens, webhooks=hooks,
+                   deliveries=deliveries, event_types=webhook_events.EVENT_TYPES,
                    names={f["id"]: f["name"] for f in folders},
                    preset=str(preset) if preset and any(f["id"] == str(preset) for f in folders) else None,
                    caps=Tiers.from_settings(deps().settings).tokens)

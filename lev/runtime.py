@@ -21,6 +21,7 @@ from lev.ingest.transcriber import transcriber_from
 from lev.limits.ratelimit import Limiter
 from lev.ops import logs
 from lev.ops.activity import ActivityWriter
+from lev.webhooks import events as webhook_events
 from store import db
 from store.objects import LocalObjectStore, ObjectStore, S3ObjectStore, load_or_create_secret
 
@@ -106,6 +107,7 @@ async def start(settings: Settings | None = None, *, migrate: bool = True) -> Ru
     principals.install(rt.principals)
     rt.activity.start()
     rt.arq = await create_pool(RedisSettings.from_dsn(redis_url), default_queue_name=QUEUE)
+    webhook_events.install(rt.arq)  # the outbox's after-commit nudges
     rt.deps = Deps(settings=settings, db=db.database(), queue=rt.arq, redis=redis, objects=get_object_store(),
                    embedder=get_embedder(), transcriber=transcriber_from(settings))
     _runtime = rt
@@ -119,6 +121,7 @@ async def stop() -> None:
         return
     principals.install(None)
     await rt.activity.stop()
+    webhook_events.install(None)
     if rt.arq is not None:
         await rt.arq.aclose()
     await rt.redis.aclose()

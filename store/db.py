@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,16 @@ _url: str | None = None
 CONNECT_TIMEOUT_SEC = 5
 
 
+AFTER_COMMIT = "lev_after_commit"
+
+
+def after_commit(session: AsyncSession, hook: Callable[[], Awaitable[None]]) -> None:
+    """Run `hook` once the session's transaction (`transaction()`) has committed; never after a rollback. A hook
+    is a nudge (queue the job that handles what was committed), never the record: a process that dies between
+    the commit and the hook loses only the nudge."""
+    session.info.setdefault(AFTER_COMMIT, []).append(hook)
+
+
 class Database:
     """The sessions of one engine, handed to whoever needs them (a request's handlers, a job through its ctx)."""
 
@@ -26,9 +36,13 @@ class Database:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
-        """One session and transaction: committed on success, rolled back on error."""
-        async with self._sessions() as session, session.begin():
-            yield session
+        """One session and transaction: committed on success, rolled back on error; then the `after_commit`
+        hooks."""
+        async with self._sessions() as session:
+            async with session.begin():
+                yield session
+            for hook in session.info.pop(AFTER_COMMIT, []):
+                await hook()
 
     @asynccontextmanager
     async def read_session(self) -> AsyncIterator[AsyncSession]:

@@ -4,6 +4,7 @@ memberships."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqlalchemy import (
@@ -259,12 +260,19 @@ async def delete_many(session: AsyncSession, ids: list[uuid.UUID]) -> int:
     return len(rows)
 
 
-async def delete_visible(session: AsyncSession, scope: Scope, item_ids: list[uuid.UUID]) -> list[uuid.UUID]:
-    """Delete the given items that the caller can see; returns the ids deleted."""
+BeforeDelete = Callable[[list[uuid.UUID]], Awaitable[None]]
+
+
+async def delete_visible(session: AsyncSession, scope: Scope, item_ids: list[uuid.UUID],
+                         before_delete: BeforeDelete | None = None) -> list[uuid.UUID]:
+    """Delete the given items that the caller can see; returns the ids deleted. `before_delete` sees the ids
+    once they are locked, while the items still exist (the item.deleted events)."""
     found = list((await session.execute(
         select(user_items.c.id).where(user_items.c.id.in_(item_ids), visible(scope))
         .order_by(user_items.c.id).with_for_update(of=user_items)
     )).scalars())
+    if before_delete is not None and found:
+        await before_delete(found)
     await delete_many(session, found)
     return found
 

@@ -21,23 +21,29 @@ from lev.embedding.embedder import check_dimension, get_embedder
 from lev.ops import logs, metrics
 from lev.runtime import QUEUE
 from lev.transforms.service import transformer_from
+from tasks.feeds import poll_feed, schedule_feeds
 from tasks.housekeeping import drain_object_deletions, expire_uploads, purge_activity, reconcile_unfinished
 from tasks.imports import run_import
 from tasks.jobs import process_content, transform_item
 from tasks.liveness import heartbeat, instrumented
 from tasks.media import extract_document, transcribe_content
+from tasks.webhooks import deliver_webhook, sweep_webhooks
 
 JOB_TIMEOUT_SEC = 3600
 REDIS_RETRY_SEC = 1.0
 log = logs.get_logger("lev.worker")
 JOBS = (process_content, transform_item, extract_document, transcribe_content, run_import, drain_object_deletions,
-        expire_uploads, reconcile_unfinished, purge_activity)
+        expire_uploads, reconcile_unfinished, purge_activity, poll_feed, schedule_feeds, deliver_webhook,
+        sweep_webhooks)
 CRONS = (
     cron(drain_object_deletions, minute=set(range(60)), second={30}, run_at_startup=True),  # type: ignore[arg-type]
     cron(expire_uploads, minute={7, 37}, run_at_startup=False),  # type: ignore[arg-type]
     cron(reconcile_unfinished, minute=set(range(60)), second={15}, run_at_startup=True,  # type: ignore[arg-type]
          unique=True),
     cron(purge_activity, hour={3}, minute={17}, run_at_startup=False),  # type: ignore[arg-type]
+    cron(schedule_feeds, minute=set(range(60)), second={5}, run_at_startup=True, unique=True),  # type: ignore[arg-type]
+    cron(sweep_webhooks, minute=set(range(60)), second={0, 20, 40}, run_at_startup=True,  # type: ignore[arg-type]
+         unique=True),
 )
 
 

@@ -33,7 +33,7 @@ class LiveServer:
     """`lev serve` in a subprocess with the given environment; stopped with SIGINT (clean shutdown)."""
 
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None, log_name: str = "server",
-                 root: Path = ROOT) -> None:
+                 root: Path = ROOT, args: list[str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.root = root  # another checkout's code (the benchmarks' old commit) runs with its own sources first
@@ -42,12 +42,13 @@ class LiveServer:
         if root != ROOT:
             self.env["PYTHONPATH"] = str(root)
         self.log_path = data_dir / f"{log_name}-{self.port}.log"
+        self.args = list(args or [])  # more `lev serve` options (`--no-workers-inline`)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 300) -> LiveServer:
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "lev.cli", "serve", "--port", str(self.port)],
+            [sys.executable, "-m", "lev.cli", "serve", "--port", str(self.port), *self.args],
             env=self.env, cwd=self.root, stdout=log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + timeout

@@ -21,6 +21,7 @@ from lev.ingest.followups import Followup, finishing, transforms
 from lev.ingest.plan import Chunks, Plan
 from lev.ingest.request import Resolved
 from lev.limits import quota
+from lev.webhooks import events
 from store import contents as content_store
 from store import items as item_store
 from store import lifecycle
@@ -76,6 +77,8 @@ async def _link(s: AsyncSession, r: Resolved, title: str | None) -> Saved | None
     state = lifecycle.of_content(row["kind"], row["status"])
     item_id = await _new_item(s, r.principal, content_id=row["id"], kind=row["kind"], title=title or row["title"],
                               url=r.url, in_kb=r.in_kb, auto_transform=r.auto_transform, state=state)
+    if state.status is lifecycle.Status.READY:
+        await events.items_changed(s, "item.ready", item_ids=[item_id])
     ready = state.status is lifecycle.Status.READY and r.auto_transform
     return Saved(Stored(state.phase, row["id"], item_id, folder_id), transforms([item_id]) if ready else [])
 
@@ -86,6 +89,7 @@ async def _new_item(s: AsyncSession, principal: Principal, *, state: lifecycle.S
                                            transcription_status=state.transcription.value, **values)
     if item_id is None:  # the token's folder was deleted while the request ran
         raise not_found()
+    await events.items_changed(s, "item.created", item_ids=[item_id])
     return item_id
 
 
@@ -152,6 +156,7 @@ async def index_content(s: AsyncSession, content_id: uuid.UUID, title: str | Non
     await item_store.set_items_of_content(s, content_id, **{"status": ready, "error": None, **(item_values or {})})
     await content_store.update_content(s, content_id, status=ready, error=None, **(content_values or {}))
     await content_store.add_chunks(s, content_id, title, chunks.bodies, chunks.vectors, chunks.times)
+    await events.items_changed(s, "item.ready", content_id=content_id)
     return await item_store.auto_transform_items(s, content_id)
 
 
@@ -168,4 +173,5 @@ async def save_failed(deps: Deps, principal: Principal, *, kind: str, url: str, 
         item_id = await _new_item(s, principal, content_id=content_id, kind=kind, title=title or url, url=url,
                                   in_kb=in_kb, auto_transform=False, state=failed)
         await item_store.set_items_of_content(s, content_id, error=error[:1000])
+        await events.items_changed(s, "item.failed", item_ids=[item_id])
     return item_id

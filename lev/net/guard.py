@@ -195,9 +195,9 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
     return False
 
 
-async def _send(client: httpx.AsyncClient, url: httpx.URL) -> httpx.Response:
+async def _send(client: httpx.AsyncClient, url: httpx.URL, headers: dict[str, str] | None = None) -> httpx.Response:
     try:
-        return await client.send(client.build_request("GET", url), stream=True)
+        return await client.send(client.build_request("GET", url, headers=headers), stream=True)
     except ApiError:
         raise
     except httpx.ConnectTimeout as exc:
@@ -214,16 +214,18 @@ async def _send(client: httpx.AsyncClient, url: httpx.URL) -> httpx.Response:
 
 
 @asynccontextmanager
-async def open_url(client: httpx.AsyncClient, url: str) -> AsyncIterator[httpx.Response]:
+async def open_url(client: httpx.AsyncClient, url: str, *, headers: dict[str, str] | None = None,
+                   not_modified: bool = False) -> AsyncIterator[httpx.Response]:
     """GET `url` (http/https only) following at most 5 redirects, each hop checked again; yields the final
-    200 answer unread (streaming) and closes it afterwards. Anything else is a descriptive ingest_failed."""
+    200 answer unread (streaming) and closes it afterwards. Anything else is a descriptive ingest_failed.
+    `headers` go with every hop (a conditional GET's validators); with `not_modified` a 304 is yielded too."""
     try:
         current = httpx.URL(url.strip())
     except (httpx.InvalidURL, ValueError, TypeError) as exc:
         raise ingest_failed(f"invalid URL: {exc}") from exc
     _check_url(current)
     for hop in range(MAX_REDIRECTS + 1):
-        resp = await _send(client, current)
+        resp = await _send(client, current, headers)
         try:
             if resp.status_code in REDIRECT_CODES and "location" in resp.headers:
                 if hop == MAX_REDIRECTS:
@@ -236,9 +238,23 @@ async def open_url(client: httpx.AsyncClient, url: str) -> AsyncIterator[httpx.R
                 continue
             if resp.status_code >= 400:
                 raise status_error(resp.status_code)
-            if resp.status_code != 200:
+            if resp.status_code != 200 and not (not_modified and resp.status_code == 304):
                 raise ingest_failed(f"unexpected response from the site (HTTP {resp.status_code})")
             yield resp
             return
         finally:
             await resp.aclose()
+
+
+_shared: dict[tuple[int, float, str], httpx.AsyncClient] = {}
+
+
+def shared_client(timeout: float, user_agent: str = USER_AGENT) -> httpx.AsyncClient:
+    """One guarded client per event loop for frequent small requests (feed checks, webhook deliveries): its TLS
+    context is built once (about 19 ms of CPU each time otherwise). Connections are still checked one by one and
+    never kept alive; per-request headers go with each request."""
+    key = (id(asyncio.get_running_loop()), timeout, user_agent)
+    client = _shared.get(key)
+    if client is None or client.is_closed:
+        client = _shared[key] = guarded_client(httpx.Timeout(timeout), {"User-Agent": user_agent})
+    return client

@@ -77,6 +77,14 @@
       box.setAttribute("tabindex", "-1");
       box.focus();
       box.scrollIntoView();
+    } else if (how === "secret") { // a webhook endpoint's signing secret, shown once
+      const box = document.getElementById("hook-secret");
+      document.getElementById("new-secret").textContent = d.secret;
+      box.hidden = false;
+      box.setAttribute("tabindex", "-1");
+      box.focus();
+      box.scrollIntoView();
+      if (scope.tagName === "FORM") scope.reset();
     } else if (how === "password") {
       const ok = scope.querySelector('[role="status"]');
       ok.textContent = `Password changed. ${d.revoked_tokens} token(s) were revoked; mint new ones for your agents.`;
@@ -169,6 +177,41 @@
       location.assign(`/items/${fin.data.user_item_id}`);
     })();
   }
+
+  // A file form (data-upload="/api/..."): the file goes as multipart/form-data, the answer is said in words.
+  async function postFile(url, file) {
+    const data = new FormData();
+    data.append("file", file);
+    try {
+      const res = await fetch(url, { method: "POST", body: data, credentials: "same-origin",
+        headers: { "X-CSRF-Token": csrf(), Accept: "application/json" } });
+      let d = {};
+      try { d = await res.json(); } catch (e) { /* empty body */ }
+      return { ok: res.ok, status: res.status, data: d };
+    } catch (e) {
+      return { ok: false, status: 0, data: { message: "The server cannot be reached. Check your connection and try again." } };
+    }
+  }
+
+  document.addEventListener("submit", async (ev) => {
+    const form = ev.target.closest("form[data-upload]");
+    if (!form) return;
+    ev.preventDefault();
+    const file = form.querySelector('input[type="file"]').files[0];
+    const state = form.querySelector('[role="status"]');
+    form.querySelector('[role="alert"]').hidden = true;
+    state.hidden = true;
+    if (!file) { showError(form, "Choose the file first."); return; }
+    const button = form.querySelector('[type="submit"]');
+    button.disabled = true;
+    const r = await postFile(form.dataset.upload, file);
+    button.disabled = false;
+    if (!r.ok) { showError(form, words(r)); return; }
+    const d = r.data;
+    const refused = (d.refusals || []).map((x) => `line ${x.line}: ${x.url} (${x.error})`).join("; ");
+    state.textContent = `Followed ${d.added} feed${d.added === 1 ? "" : "s"}; ${d.already_followed} already followed; ${d.refused} refused${refused ? `: ${refused}` : ""}.`;
+    state.hidden = false;
+  });
 
   // Imports: the file goes as multipart/form-data; the list below polls its progress while it runs.
   document.addEventListener("submit", async (ev) => {
