@@ -23,7 +23,6 @@ from lev.library import reads as library
 from lev.webhooks import events
 from store import folders as folder_store
 from store import items as item_store
-from store.db import read_session, transaction
 
 
 async def list_items(
@@ -46,7 +45,7 @@ async def list_items(
             same_page = (url, url)
     if fid is not None and not folder_visible(p.scope, fid):
         raise not_found()
-    async with read_session() as s:
+    async with deps().db.read_session() as s:
         if fid is not None and not await folder_store.owned_ids(s, p.user_id, [fid]):
             raise not_found()
         found, total = await item_store.list_items(
@@ -66,7 +65,7 @@ async def delete_item(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     item_id = parse_uuid(id_)
     require(p, "write")
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         if not await item_store.delete_visible(s, p.scope, [item_id], events.deleting(s)):
             raise not_found()
     return {"id": str(item_id), "deleted": True}
@@ -81,7 +80,7 @@ async def update_item(id_: str, body: dict[str, Any], token_info: dict[str, Any]
         if not title or "\x00" in title:
             raise invalid_body("title must be 1-500 characters after trimming, without NUL.")
         body = {**body, "title": title}
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         updated = await item_store.update_visible(s, p.scope, item_id, body)
     if updated is None:
         raise not_found()
@@ -93,7 +92,7 @@ async def bulk_delete_items(body: dict[str, Any], token_info: dict[str, Any]) ->
     require(p, "write")
     wanted = parse_uuid_list(body["ids"], "ids")
     not_found_ids: list[str] = []
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         deleted = set(await item_store.delete_visible(s, p.scope, wanted, events.deleting(s)))
     not_found_ids += [str(i) for i in wanted if i not in deleted]
     context.note_results(len(deleted))
@@ -105,7 +104,7 @@ async def add_item_to_folders(id_: str, body: dict[str, Any], token_info: dict[s
     item_id = parse_uuid(id_)
     require(p, "write")
     targets = parse_uuid_list(body["folder_ids"], "folder_ids")
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         if not await item_store.is_visible(s, p.scope, item_id):
             raise not_found()
         # Folders are locked before the item (the order of folder deletes), so neither can vanish before the
@@ -129,7 +128,7 @@ async def remove_item_from_folder(id_: str, folder_id: str, token_info: dict[str
     require(p, "write")
     if not folder_visible(p.scope, fid):
         raise not_found()
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         if not await item_store.is_visible(s, p.scope, item_id):
             raise not_found()
         if not await item_store.remove_membership(s, item_id, fid):

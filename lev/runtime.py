@@ -107,8 +107,9 @@ async def start(settings: Settings | None = None, *, migrate: bool = True) -> Ru
     principals.install(rt.principals)
     rt.activity.start()
     rt.arq = await create_pool(RedisSettings.from_dsn(redis_url), default_queue_name=QUEUE)
-    webhook_events.install(rt.arq)  # the outbox's after-commit nudges
-    rt.deps = Deps(settings=settings, db=db.database(), queue=rt.arq, redis=redis, objects=get_object_store(),
+    # transactions carry the queue their after-commit nudges (the webhook outbox) go to
+    database = db.database().with_info(**{webhook_events.QUEUE_INFO: rt.arq})
+    rt.deps = Deps(settings=settings, db=database, queue=rt.arq, redis=redis, objects=get_object_store(),
                    embedder=get_embedder(), transcriber=transcriber_from(settings))
     _runtime = rt
     return rt
@@ -121,7 +122,6 @@ async def stop() -> None:
         return
     principals.install(None)
     await rt.activity.stop()
-    webhook_events.install(None)
     if rt.arq is not None:
         await rt.arq.aclose()
     await rt.redis.aclose()

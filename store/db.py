@@ -30,15 +30,22 @@ def after_commit(session: AsyncSession, hook: Callable[[], Awaitable[None]]) -> 
 class Database:
     """The sessions of one engine, handed to whoever needs them (a request's handlers, a job through its ctx)."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, info: dict[str, Any] | None = None) -> None:
         self.engine = engine
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+        self.info = dict(info or {})
+
+    def with_info(self, **info: Any) -> Database:
+        """The same database whose transactions carry `info` in `session.info` (e.g. the job queue an after-commit
+        hook queues to)."""
+        return Database(self.engine, {**self.info, **info})
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
         """One session and transaction: committed on success, rolled back on error; then the `after_commit`
         hooks."""
         async with self._sessions() as session:
+            session.info.update(self.info)
             async with session.begin():
                 yield session
             for hook in session.info.pop(AFTER_COMMIT, []):

@@ -26,15 +26,7 @@ log = logging.getLogger("lev.webhooks")
 EVENT_TYPES = ("item.created", "item.ready", "item.failed", "item.deleted", "import.finished", "feed.failing")
 TEST_EVENT = "webhook.test"  # sent by POST /webhooks/{id}/test to that endpoint alone; no one subscribes to it
 DELIVER_JOB = "deliver_webhook"
-
-
-_queue: JobQueue | None = None
-
-
-def install(queue: JobQueue | None) -> None:
-    """The queue the after-commit nudges go to (set by the composition root; without one, the sweep delivers)."""
-    global _queue
-    _queue = queue
+QUEUE_INFO = "queue"  # the session.info key of the job queue (lev.runtime builds Deps.db with it)
 
 
 def new_event_id() -> str:
@@ -67,9 +59,14 @@ async def _write(s: AsyncSession, user_id: uuid.UUID, event_type: str, data: dic
 
 
 def nudge_after_commit(s: AsyncSession, delivery_ids: list[uuid.UUID]) -> None:
-    """Queue the first attempt of these deliveries once `s` has committed."""
+    """Queue the first attempt of these deliveries once `s` has committed, to the queue its database carries
+    (`Deps.db`); a transaction without one leaves them to the sweep."""
+    queue = s.info.get(QUEUE_INFO)
+    if queue is None:
+        return
+
     async def nudge() -> None:
-        await queue_attempts([(d, 0) for d in delivery_ids])
+        await queue_attempts([(d, 0) for d in delivery_ids], queue=queue)
 
     after_commit(s, nudge)
 
@@ -78,7 +75,6 @@ async def queue_attempts(work: list[tuple[uuid.UUID, int]], defer_sec: float | N
                          queue: JobQueue | None = None) -> None:
     """Queue delivery attempts (delivery id, attempts made so far). A failure only costs latency: the sweep
     re-queues every due delivery whose job is missing."""
-    queue = queue or _queue
     if queue is None:
         return
     try:
