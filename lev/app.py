@@ -344,6 +344,7 @@ class LevMiddleware:
 def create_app(settings: Settings | None = None) -> ASGIApp:
     """The ASGI application: Connexion (REST from openapi.yaml, MCP route) wrapped by LevMiddleware."""
     settings = settings or get_settings()
+    metrics.configure(settings)  # before anything counts: every process of the stack shares the directory
 
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
@@ -355,7 +356,6 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
             await asyncio.to_thread(pool.start)
         # Loads the model once per process and refuses to start on a vector-size mismatch.
         await asyncio.to_thread(check_dimension, get_embedder(), settings.embed_dim)
-        metrics.configure(settings)
         rt = await runtime.start(settings)
         worker = None
         if settings.workers_inline:
