@@ -33,7 +33,7 @@ from lev.core.errors import ApiError, file_too_large, not_signed_in, rest_body, 
 from lev.core.settings import Settings, get_settings
 from lev.embedding.embedder import check_dimension, get_embedder
 from lev.embedding.pool import stop_ingest_pool, use_ingest_pool
-from lev.ingest import capture
+from lev.ingest.request import MAX_HTML_BYTES, MAX_PAGE_BODY_BYTES
 from lev.oauth import server as oauth
 from lev.ops import logs, metrics
 from store.db import read_session
@@ -44,7 +44,7 @@ request_log = logs.get_logger("lev.request")
 
 UPLOAD_PUT_PREFIX = "/api/v1/uploads/put/"
 IMPORTS_PATH = "/api/v1/imports"
-INGEST_PATH = "/api/v1/ingest"  # carries a captured page's HTML (lev.ingest.capture): a larger body cap
+INGEST_PATH = "/api/v1/ingest"  # carries a captured page's HTML (kind page): a larger body cap
 MULTIPART_SLACK = 64 * 1024  # an import's form around its file: boundaries and part headers
 OPS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 OAUTH_PATHS = frozenset({oauth.PRM_PATH + oauth.MCP_PATH, oauth.PRM_PATH + oauth.REST_PATH, oauth.PRM_PATH,
@@ -291,8 +291,8 @@ class LevMiddleware:
             return limit + MULTIPART_SLACK, lambda: file_too_large(
                 f"Import files are limited to {limit} bytes ({limit // (1 << 20)} MiB).", limit)
         if path == INGEST_PATH:
-            html = capture.MAX_HTML_BYTES
-            return max(self.settings.max_body_bytes, capture.MAX_BODY_BYTES), lambda: file_too_large(
+            html = MAX_HTML_BYTES
+            return max(self.settings.max_body_bytes, MAX_PAGE_BODY_BYTES), lambda: file_too_large(
                 f"A page's HTML is limited to {html} bytes (5 MiB); this request is larger than any such page.", html)
         cap = self.settings.max_body_bytes
         return cap, lambda: file_too_large(f"Request bodies are limited to {cap} bytes.", cap)

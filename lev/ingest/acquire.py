@@ -20,7 +20,7 @@ from lev.ingest.documents import INLINE_OCR_PAGES, extract, pdf_plan
 from lev.ingest.download import download
 from lev.ingest.media import media_class, media_duration_seconds
 from lev.ingest.request import Resolved
-from lev.ingest.webpage import UnsupportedMedia, fetch_page
+from lev.ingest.webpage import UnsupportedMedia, extract_html, fetch_page
 from lev.limits import quota
 from store import uploads as upload_store
 
@@ -37,7 +37,8 @@ class Source:
     mime: str | None = None
     size: int | None = None
     url: str | None = None
-    canonical: str | None = None
+    canonical: str | None = None  # the key a fetched URL's content is shared by
+    owner_url: str | None = None  # a page captured in the user's browser: the key it is the user's own by
 
     @property
     def upload(self) -> bool:
@@ -110,6 +111,8 @@ async def acquire(deps: Deps, r: Resolved) -> Acquired:
             meta["source_url"] = r.source_url
         return Text("text", r.title or title_from_text(r.text), r.text, Source(filename=""), meta)
     assert r.url is not None and r.canonical is not None
+    if r.kind == "page":
+        return await _captured(r)
     if r.kind == "youtube":
         return await _youtube(deps, r.url, r.title)
     if r.kind != "url":
@@ -122,6 +125,18 @@ async def acquire(deps: Deps, r: Resolved) -> Acquired:
         return await _downloaded(deps, r, exc.kind)
     return Text("url", r.title or page.title, page.text, Source(filename="", url=r.url, canonical=r.canonical),
                 {**page.metadata, "final_url": page.url, "content_type": page.content_type})
+
+
+async def _captured(r: Resolved) -> Text:
+    """A page as the user's browser rendered it, read exactly as a fetched page is (trafilatura); nothing it
+    references is fetched. 400 ingest_failed when it has no readable text."""
+    assert r.html is not None and r.url is not None
+    found_title, text, meta = await asyncio.to_thread(extract_html, r.html, r.url)
+    if not text:
+        raise ingest_failed("the page has no readable text to store")
+    metadata: dict[str, Any] = {**meta, "captured": "browser", "content_type": "text/html"}
+    return Text("url", r.title or found_title or r.url, text, Source(filename="", url=r.url, owner_url=r.canonical),
+                metadata)
 
 
 async def _downloaded(deps: Deps, r: Resolved, kind: str) -> Acquired:

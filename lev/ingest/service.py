@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from lev.auth.policy import Principal
 from lev.ingest import acquire as sources
-from lev.ingest import capture
 from lev.ingest.chunking import embed_chunks
 from lev.ingest.deps import Deps
 from lev.ingest.followups import enqueue
@@ -25,13 +24,8 @@ from store import uploads as upload_store
 
 async def ingest(deps: Deps, principal: Principal, req: IngestRequest) -> Stored:
     """Add a text snippet or a URL to the caller's library, filed into `req.folder_id` when given (else by the
-    scope-size-1 rule). A page captured in the user's browser (kind page) is stored by lev.ingest.capture."""
-    if req.kind == "page":
-        return await capture.ingest_page(deps, principal, req)
+    scope-size-1 rule), or a page as the user's browser rendered it (kind page: the user's own content)."""
     r = await resolve(deps, principal, req)
-    mine = await capture.captured(deps, r)  # a page the caller's browser captured is never fetched over
-    if mine is not None:
-        return mine
     linked = await link_existing(deps, r)
     if linked is not None:
         await enqueue(deps.queue, linked.followups)
