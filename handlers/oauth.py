@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from lev.oauth.clients import OAuthError, authenticate_client, describe, register
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
@@ -17,6 +16,7 @@ from lev.auth.policy import Principal
 from lev.core import context
 from lev.core.errors import ApiError, not_signed_in
 from lev.oauth import server as oauth
+from lev.oauth.clients import MAX_REGISTRATION_BYTES, OAuthError, authenticate_client, describe, register
 from lev.runtime import get_runtime
 from store import folders as folder_store
 from store.db import read_session
@@ -105,9 +105,19 @@ async def register_client(request: Request) -> Response:
         body = {"error": "rate_limited", "error_description": err.message or err.code}
         return _json(body, err.status, err.headers)
     try:
-        return _json(await register(await request.body()), 201)
+        return _json(await register(await _body(request, MAX_REGISTRATION_BYTES)), 201)
     except OAuthError as err:
         return _oauth_error(err)
+
+
+async def _body(request: Request, cap: int) -> bytes:
+    """The request body, read no further than one byte past `cap` (register() refuses what is longer)."""
+    body = b""
+    async for part in request.stream():
+        body += part
+        if len(body) > cap:
+            break
+    return body
 
 
 # ------------------------------------------------------------------------------------------------ consent
@@ -157,8 +167,6 @@ async def authorize(request: Request) -> Response:
         req = await oauth.check_request(params, _base(request))
     except oauth.PageError as err:
         return _page_error(request, err, p)
-    except oauth.RedirectError as err:
-        return RedirectResponse(err.url, status_code=302, headers=NO_STORE)
     if p is None:
         if request.method == "POST":
             return _page_error(request, not_signed_in(), None)
@@ -186,7 +194,11 @@ async def authorize(request: Request) -> Response:
         choice = oauth.consent_choice(fields, req, owned)
     except ApiError as err:
         return await _consent(request, p, req, params, shown, error=err.message, status=400)
-    return RedirectResponse(await oauth.issue_code(p.user_id, req, choice), status_code=302, headers=NO_STORE)
+    try:
+        answer = await oauth.issue_code(p.user_id, accounts.principal_session(p), req, choice)
+    except ApiError as err:  # the session ended meanwhile (a password change)
+        return _page_error(request, err, None)
+    return RedirectResponse(answer, status_code=302, headers=NO_STORE)
 
 
 def add_routes(app: Any) -> None:
