@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from handlers import pages
 from lev.auth import accounts
 from lev.auth.policy import Principal
-from lev.core import context
+from lev.core import context, pagepolicy
 from lev.core.errors import ApiError, not_signed_in
 from lev.oauth import server as oauth
 from lev.oauth.clients import MAX_REGISTRATION_BYTES, OAuthError, authenticate_client, describe, register
@@ -24,7 +24,7 @@ from store.db import read_session
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 CORS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
         "Access-Control-Allow-Headers": "Authorization, Content-Type, MCP-Protocol-Version"}
-FRAMES = {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'"}
+FRAMES = {"X-Frame-Options": "DENY"}  # and the pages' Content-Security-Policy (frame-ancestors 'none'), see below
 EXPIRY_LABELS = {365: "1 year", 90: "90 days", 30: "30 days", 7: "7 days", 1: "1 day"}
 
 
@@ -150,6 +150,9 @@ async def _consent(request: Request, p: Principal, req: oauth.AuthRequest, param
         room=await oauth.consent_room(p), folders=folders, write_asked=req.write_asked, choice=choice,
         expiry=[(d, EXPIRY_LABELS[d]) for d in oauth.EXPIRY_CHOICES], error=error)
     response.headers.update(FRAMES)
+    # the form's answer redirects to the client: its origin (or native-app scheme) joins form-action
+    response.headers["Content-Security-Policy"] = pagepolicy.content_security_policy(
+        form_action=[pagepolicy.source_of(req.redirect_uri)])
     return response
 
 
