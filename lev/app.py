@@ -364,12 +364,12 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
             task = asyncio.get_running_loop().create_task(worker.async_run())
         try:
             yield
-        finally:
+        finally:  # within LEV_SHUTDOWN_GRACE_SEC of the signal, whatever part is down (lev.supervisor)
             if worker is not None:
-                await stop_gracefully(worker, settings.shutdown_grace_sec)
+                await stop_gracefully(worker, runtime.shutdown_budget(settings.shutdown_grace_sec))
                 task.cancel()
-            await runtime.stop()
-            await asyncio.to_thread(stop_ingest_pool)
+            await runtime.stop(timeout_sec=2.0)
+            await asyncio.to_thread(stop_ingest_pool, 0.5)
             metrics.mark_process_dead()
 
     app = AsyncApp(__name__, lifespan=lifespan)

@@ -17,7 +17,7 @@ from lev.auth.policy import Scope
 from lev.auth.principal_cache import announce_change
 from lev.core.errors import ApiError
 from lev.core.settings import get_settings, settings_table
-from lev.embedded import resolve_database_url, running_redis_url
+from lev.embedded import DataDirBusy, resolve_database_url, running_redis_url
 from lev.library import reads as library
 from lev.ops.backup import BackupError, backup, restore
 from store import activity, db, folders, tokens, users
@@ -240,7 +240,10 @@ def cmd_migrate(_args: argparse.Namespace) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
-    serve.serve(args.host, args.port, workers_inline=args.workers_inline)
+    try:
+        serve.serve(args.host, args.port, workers_inline=args.workers_inline)
+    except DataDirBusy as busy:
+        _die(str(busy))
 
 
 def cmd_worker(_args: argparse.Namespace) -> None:
