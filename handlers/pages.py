@@ -14,16 +14,18 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
+from handlers import deps
 from lev.auth import accounts
 from lev.auth.policy import Principal
 from lev.core import context
 from lev.core.errors import ApiError
-from lev.core.settings import get_settings
 from lev.imports import service as imports
 from lev.library import reads as library
+from lev.limits.tiers import Tiers
 from store import activity as activity_store
 from store import folders as folder_store
 from store import items as item_store
+from store import lifecycle
 from store.db import read_session, transaction
 
 WEB = Path(__file__).resolve().parent.parent / "web"
@@ -32,6 +34,7 @@ PER_PAGE = 25
 ACTIVITY_PER_PAGE = 50
 SIMILAR_SHOWN = 5
 _env = Environment(loader=FileSystemLoader(WEB / "templates"), autoescape=select_autoescape(["html"]))
+_env.globals["life"] = lambda item: lifecycle.of_row(item["status"], item["transcription_status"])
 _STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml", ".txt": "text/plain"}
 
 
@@ -98,7 +101,7 @@ async def signup_page(request: Request) -> Response:
         return RedirectResponse("/", status_code=303)
 
     return _render("login.html", request, mode="signup", next="/",
-                   signup_open=get_settings().signup.strip().lower() == "open")
+                   signup_open=deps().settings.signup.strip().lower() == "open")
 
 
 async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | None) -> dict[str, Any]:
@@ -113,7 +116,7 @@ async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | Non
     names = {f["id"]: f["name"] for f in folders}
     return {"folders": folders, "items": found, "total": total, "page": page,
             "pages": max(1, math.ceil(total / PER_PAGE)), "filters": filters, "names": names,
-            "live": any(i["status"] == "processing" or i["transcription_status"] == "pending" for i in found),
+            "live": any(lifecycle.of_row(i["status"], i["transcription_status"]).moving for i in found),
             "query_string": "&".join(f"{k}={str(v).lower()}" for k, v in filters.items() if v is not None)}
 
 
@@ -125,8 +128,8 @@ async def _library(request: Request, p: Principal, folder: dict[str, Any] | None
     mode = request.query_params.get("mode") or "hybrid"
     if q:
         try:
-            search = await library.search(p, query=q[:2000], mode=mode if mode in ("hybrid", "semantic", "keyword")
-                                          else "hybrid", limit=10, folder_id=folder_id)
+            mode = mode if mode in ("hybrid", "semantic", "keyword") else "hybrid"
+            search = await library.search(deps(), p, query=q[:2000], mode=mode, limit=10, folder_id=folder_id)
         except ApiError as err:
             search = {"error": err.message or err.code, "results": []}
     return _render("library.html", request, p, folder=folder, search=search, q=q, mode=mode, **view)
@@ -171,8 +174,9 @@ async def item_page(request: Request) -> Response:
         return _not_found(request, p)
     async with transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
-    similar = (await library.similar_items(p, uuid.UUID(item["id"]), SIMILAR_SHOWN))["results"] \
-        if item["status"] == "ready" else []
+    ready = lifecycle.of_row(item["status"], item["transcription_status"]).phase is lifecycle.Phase.READY
+    similar = (await library.similar_items(deps(), p, uuid.UUID(item["id"]), SIMILAR_SHOWN))["results"] \
+        if ready else []
     media = item["kind"] in ("audio", "video") and bool(item["metadata"].get("mime"))
     return _render("item.html", request, p, item=item, folders=folders, similar=similar, media=media,
                    names={f["id"]: f["name"] for f in folders})
@@ -193,16 +197,16 @@ async def item_status(request: Request) -> Response:
 
 
 def _state(item: dict[str, Any]) -> str:
-    return f"{item['status']}/{item['transcription_status']}"
+    return lifecycle.phase(item["status"], item["transcription_status"])
 
 
 async def import_page(request: Request) -> Response:
     p = await _principal(request)
     if p is None:
         return _to_login(request)
-    found = await imports.recent(p, 10)
+    found = await imports.recent(deps(), p, 10)
     return _render("import.html", request, p, imports=found, live=any(i["status"] == "running" for i in found),
-                   max_mb=get_settings().import_max_bytes // (1 << 20))
+                   max_mb=deps().settings.import_max_bytes // (1 << 20))
 
 
 async def imports_partial(request: Request) -> Response:
@@ -210,7 +214,7 @@ async def imports_partial(request: Request) -> Response:
     p = await _principal(request)
     if p is None:
         return Response(status_code=401)
-    found = await imports.recent(p, 10)
+    found = await imports.recent(deps(), p, 10)
     return _render("_imports.html", request, p, imports=found, live=any(i["status"] == "running" for i in found))
 
 
@@ -225,7 +229,7 @@ async def integrations_page(request: Request) -> Response:
     return _render("integrations.html", request, p, folders=folders, tokens=tokens,
                    names={f["id"]: f["name"] for f in folders},
                    preset=str(preset) if preset and any(f["id"] == str(preset) for f in folders) else None,
-                   caps=accounts.token_caps())
+                   caps=Tiers.from_settings(deps().settings).tokens)
 
 
 async def activity_page(request: Request) -> Response:

@@ -197,6 +197,7 @@ class LevMiddleware:
     def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
         self.settings = settings
+        self.base_url = (settings.base_url or "").rstrip("/")
         self._policy: str | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -210,7 +211,8 @@ class LevMiddleware:
                    else "rest" if path.startswith("/api/v1") else "web")
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         info = context.RequestInfo(request_id=request_id, surface=surface,
-                                   base_url=context.served_base_url(scope.get("scheme", "http"), scope.get("server")),
+                                   base_url=self.base_url or context.served_base_url(scope.get("scheme", "http"),
+                                                                                     scope.get("server")),
                                    ip=_client_ip(scope, headers, self.settings.trusted_proxies))
         context.set_current(info)
         logs.new_context(request_id=request_id)
@@ -282,11 +284,7 @@ class LevMiddleware:
     def _page_policy(self) -> str:
         """Pages' Content-Security-Policy, with the object store's origin (uploads, media) when it is another."""
         if self._policy is None:
-            try:
-                origin = runtime.get_object_store().browser_origin()
-            except RuntimeError:  # a misconfigured object store: uploads fail on their own, with a message
-                origin = None
-            self._policy = pagepolicy.content_security_policy([origin] if origin else [])
+            self._policy = pagepolicy.content_security_policy(pagepolicy.store_origins(runtime.get_object_store))
         return self._policy
 
     def _body_cap(self, path: str) -> tuple[int, Callable[[], ApiError]]:

@@ -17,6 +17,9 @@ from redis.asyncio import Redis
 from lev.auth import principal_cache as principals
 from lev.core.settings import Settings, get_settings
 from lev.embedded import resolve_urls
+from lev.embedding.embedder import get_embedder
+from lev.ingest.deps import Deps
+from lev.ingest.transcriber import transcriber_from
 from lev.limits.ratelimit import Limiter
 from lev.ops import logs
 from lev.ops.activity import ActivityWriter
@@ -34,6 +37,7 @@ class Runtime:
     limiter: Any = None
     activity: Any = None
     principals: Any = None
+    deps: Deps | None = None
 
 
 _runtime: Runtime | None = None
@@ -43,19 +47,6 @@ CLEANUP_SHARE, CLEANUP_MAX_SEC = 0.4, 3.0
 
 log = logs.get_logger("lev.runtime")
 QUEUE = "lev:queue"  # the arq queue the API enqueues to and the worker reads
-
-
-def job_id(job: str, subject: Any) -> str:
-    """The one arq job id of `job` on `subject` (a content or item id): queueing the same work twice (a retried
-    request, the reconciler) finds the queued job instead of adding a second."""
-    return f"{job}:{subject}"
-
-
-async def enqueue(job: str, *args: Any, **kwargs: Any) -> None:
-    """Queue a background job for the arq worker (jobs on a content or item get their fixed job id)."""
-    if args and "_job_id" not in kwargs:
-        kwargs["_job_id"] = job_id(job, args[0])
-    await get_runtime().arq.enqueue_job(job, *args, **kwargs)
 
 
 async def requeue(job: str, *args: Any, job_id: str) -> bool:
@@ -82,6 +73,13 @@ def get_object_store() -> ObjectStore:
         raise RuntimeError(f"LEV_OBJECT_STORE must be 'local' or 's3', not {settings.object_store!r}")
     data_dir = Path(settings.data_dir)
     return LocalObjectStore(data_dir / "objects", load_or_create_secret(data_dir, settings.upload_secret))
+
+
+def deps() -> Deps:
+    """What ingest, imports and jobs are handed: the process's settings, database, queue, stores and models."""
+    rt = get_runtime()
+    assert rt.deps is not None
+    return rt.deps
 
 
 def get_runtime() -> Runtime:
@@ -113,6 +111,8 @@ async def start(settings: Settings | None = None, *, migrate: bool = True) -> Ru
     principals.install(rt.principals)
     rt.activity.start()
     rt.arq = await create_pool(RedisSettings.from_dsn(redis_url), default_queue_name=QUEUE)
+    rt.deps = Deps(settings=settings, db=db.database(), queue=rt.arq, redis=redis, objects=get_object_store(),
+                   embedder=get_embedder(), transcriber=transcriber_from(settings))
     _runtime = rt
     return rt
 

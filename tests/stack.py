@@ -130,6 +130,32 @@ class Admin:
             self.run_coro(announce_change(self.redis_url))
         return rows
 
+    def job_ctx(self) -> dict[str, Any]:
+        """The ctx a job gets from the worker (`tasks.worker.open_clients`), for running a job in this process."""
+        from lev.core.settings import get_settings
+        from lev.embedding.embedder import get_embedder
+        from lev.ingest.deps import Deps
+        from lev.ingest.transcriber import transcriber_from
+        from lev.runtime import get_object_store
+        from store import db
+
+        if getattr(self, "_pools", None) is None:
+            from arq import create_pool
+            from arq.connections import RedisSettings
+            from redis.asyncio import Redis
+
+            assert self.redis_url is not None
+            url = self.redis_url
+
+            async def pools() -> tuple[Any, Any]:
+                return await create_pool(RedisSettings.from_dsn(url)), Redis.from_url(url)
+
+            self._pools = self.run_coro(pools())
+        queue, redis = self._pools
+        settings = get_settings()
+        return {"deps": Deps(settings=settings, db=db.database(), queue=queue, redis=redis, objects=get_object_store(),
+                             embedder=get_embedder(), transcriber=transcriber_from(settings))}
+
     def close(self) -> None:
         from store import db
 
@@ -155,13 +181,14 @@ class User:
     def token(self, *, write: bool = False, folders: list[str] | None = None, kb_only: bool = True,
               expires_in_days: int = 365, write_cap: int = 0, name: str = "test") -> str:
         from lev.auth.policy import mint
+        from lev.limits.tiers import Tiers
         from store import users
 
         async def go(s: Any) -> str:
             user = await users.by_email(s, self.email)
             tok, _ = await mint(
                 s, user, name, write=write, folder_ids=[uuid.UUID(f) for f in folders or []], kb_only=kb_only,
-                expires_in_days=expires_in_days, write_cap=write_cap, tier_caps={"free": 0, "pro": -1},
+                expires_in_days=expires_in_days, write_cap=write_cap, tiers=Tiers({"free": 0, "pro": -1}, {}),
             )
             return tok
 
@@ -172,7 +199,7 @@ def new_user(admin: Admin, tier: str = "pro") -> User:
     from store import users
 
     email = f"u{uuid.uuid4().hex[:10]}@example.com"
-    uid = admin.run(lambda s: users.create(s, email, tier))
+    uid = admin.run(lambda s: users.create_user(s, email, tier))
     return User(uid, email, admin, tier)
 
 
@@ -184,6 +211,7 @@ def mint_token(database_url: str, email: str, *, name: str = "test", write: bool
     from sqlalchemy.pool import NullPool
 
     from lev.auth.policy import mint
+    from lev.limits.tiers import Tiers
     from store import users
 
     async def go() -> str:
@@ -192,12 +220,13 @@ def mint_token(database_url: str, email: str, *, name: str = "test", write: bool
             async with AsyncSession(engine) as s, s.begin():
                 user = await users.by_email(s, email)
                 if user is None:
-                    await users.create(s, email, tier)
+                    await users.create_user(s, email, tier)
                     user = await users.by_email(s, email)
                 assert user is not None
                 folders = [uuid.UUID(f) for f in folder_ids or []]
+                every = Tiers({"free": -1, "pro": -1}, {})
                 secret, _ = await mint(s, user, name, write=write, folder_ids=folders, kb_only=True,
-                                       expires_in_days=30, write_cap=write_cap, tier_caps={"free": -1, "pro": -1})
+                                       expires_in_days=30, write_cap=write_cap, tiers=every)
                 return secret
         finally:
             await engine.dispose()

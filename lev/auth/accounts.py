@@ -30,6 +30,7 @@ from lev.core.errors import (
 )
 from lev.core.settings import get_settings
 from lev.limits import quota
+from lev.limits.tiers import Tiers
 from lev.runtime import get_runtime
 from store import activity as activity_store
 from store import sessions as session_store
@@ -60,12 +61,12 @@ async def start_session(s: AsyncSession, user_id: uuid.UUID) -> tuple[str, str]:
     """A new session for the user: (cookie value, csrf token). Only the cookie value's hash is stored."""
     value, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
     expires = clock.now() + timedelta(days=get_settings().session_days)
-    await session_store.create(s, _digest(value), user_id, csrf, expires)
+    await session_store.create_session(s, _digest(value), user_id, csrf, expires)
     return value, csrf
 
 
 async def end_session(s: AsyncSession, principal: Principal) -> None:
-    await session_store.end(s, principal_session(principal))
+    await session_store.end_session(s, principal_session(principal))
 
 
 def principal_session(principal: Principal) -> bytes:
@@ -80,7 +81,7 @@ async def authenticate_session(s: AsyncSession, cookie_value: str | None) -> Pri
     or 401 not_signed_in."""
     if not cookie_value or len(cookie_value) > 200:
         raise not_signed_in()
-    row = await session_store.lookup(s, _digest(cookie_value))
+    row = await session_store.lookup_session(s, _digest(cookie_value))
     if row is None:
         raise not_signed_in()
     return Principal(
@@ -143,7 +144,7 @@ async def signup(s: AsyncSession, email: str, password: str, ip: str | None) -> 
     tier = settings.signup_tier if settings.signup_tier in ("free", "pro") else "free"
     if await user_store.none_yet(s):
         tier = "pro"
-    user_id = await user_store.create(s, email, tier, password)
+    user_id = await user_store.create_user(s, email, tier, password)
     if user_id is None:
         raise ApiError("email_taken", "An account with this email exists; sign in instead.")
     return {"id": user_id, "email": email, "tier": tier}
@@ -153,7 +154,7 @@ async def create_user(s: AsyncSession, email: str, tier: str, password: str | No
     """A new user (`lev user create`); 409 email_taken when the address, in any case, is taken."""
     if password is not None:
         check_new_password(password)
-    user_id = await user_store.create(s, email, tier, password)
+    user_id = await user_store.create_user(s, email, tier, password)
     if user_id is None:
         raise ApiError("email_taken", f"A user with email {email.strip()} already exists.")
     return user_id
@@ -191,12 +192,6 @@ async def change_password(s: AsyncSession, principal: Principal, current: str, n
     return changed, cookie, csrf
 
 
-def token_caps() -> dict[str, int]:
-    """Tokens a user of each tier may hold at once (-1 = unlimited): the one tier rule for minting."""
-    settings = get_settings()
-    return {"free": settings.tier_free_tokens, "pro": settings.tier_pro_tokens}
-
-
 async def mint_token(s: AsyncSession, user: dict[str, Any], *, name: str, write: bool, folder_ids: list[uuid.UUID],
                      kb_only: bool, expires_in_days: int, write_cap: int | None = None) -> dict[str, Any]:
     """Mint a token (account API, pages and CLI alike): 402 payment_required {tier, cap, used} at the tier's
@@ -205,7 +200,7 @@ async def mint_token(s: AsyncSession, user: dict[str, Any], *, name: str, write:
     cap = settings.default_write_cap if write_cap is None else write_cap
     token, token_id = await mint(
         s, user, name, write=write, folder_ids=folder_ids, kb_only=kb_only, expires_in_days=expires_in_days,
-        write_cap=cap, tier_caps=token_caps(),
+        write_cap=cap, tiers=Tiers.from_settings(settings),
     )
     row = next(t for t in await token_store.list_for_user(s, user["id"]) if t["id"] == token_id)
     return {"token": token, **shape_token(row)}
@@ -241,7 +236,7 @@ async def revoke_token(s: AsyncSession, user_id: uuid.UUID, token_id: uuid.UUID)
     if row is None:
         raise not_found("No such token.")
     if row["revoked_at"] is None:
-        await token_store.revoke(s, token_id)
+        await token_store.revoke_token(s, token_id)
         row = next(t for t in await token_store.list_for_user(s, user_id) if t["id"] == token_id)
     return {"id": str(token_id), "revoked_at": row["revoked_at"].isoformat()}
 
@@ -252,7 +247,7 @@ async def account_view(s: AsyncSession, principal: Principal) -> dict[str, Any]:
         "user_id": str(principal.user_id), "email": principal.extra.get("email"), "tier": principal.tier,
         "csrf_token": principal.extra.get("csrf_token"),
         "usage": {"month": clock.month_key(), "transcription_minutes_used": round(used / 60, 1),
-                  "transcription_minutes_cap": quota.cap_minutes(principal.tier)},
+                  "transcription_minutes_cap": Tiers.from_settings(get_settings()).minute_cap(principal.tier)},
     }
 
 

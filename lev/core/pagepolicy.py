@@ -8,7 +8,8 @@ own (the consent page names its client's redirect origin in `form-action`; the R
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 
@@ -21,6 +22,16 @@ def content_security_policy(origins: Iterable[str] = (), form_action: Iterable[s
     return ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
             f"connect-src 'self'{more}; media-src 'self'{more}; object-src 'none'; base-uri 'none'; "
             f"form-action {forms}; frame-ancestors 'none'")
+
+
+def store_origins(object_store: Callable[[], Any]) -> list[str]:
+    """The object store's own origin when browsers talk to it directly (S3), else none; none either when the store
+    is misconfigured (uploads then fail on their own, with a message)."""
+    try:
+        origin = object_store().browser_origin()
+    except RuntimeError:
+        return []
+    return [origin] if origin else []
 
 
 def source_of(url: str) -> str:

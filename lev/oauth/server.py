@@ -20,13 +20,13 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from lev.auth import accounts
 from lev.auth import principal_cache as principals
-from lev.auth.policy import OAuthBinding, Principal, hash_token, mint, new_token, parse_bearer, tier_room
+from lev.auth.policy import OAuthBinding, Principal, hash_token, mint, new_token, parse_bearer
 from lev.core import clock, context, jsonguard
 from lev.core.contract import mcp_tools
 from lev.core.errors import ApiError, capability_denied, invalid_body, jsonrpc_response, not_signed_in
 from lev.core.settings import get_settings
+from lev.limits.tiers import Tiers, token_room
 from lev.oauth.clients import SCOPES, Client, OAuthError, load_client, redirect_matches
 from store import oauth as oauth_store
 from store import sessions as session_store
@@ -277,7 +277,7 @@ async def exchange_code(client: Client, form: dict[str, str]) -> dict[str, Any]:
             raise OAuthError("invalid_grant", "The authorization code is unknown.")
         if row["used_at"] is not None:
             if row["token_id"] is not None:
-                await token_store.revoke(s, row["token_id"])
+                await token_store.revoke_token(s, row["token_id"])
             failure = OAuthError("invalid_grant", "The authorization code was already used; its grant is revoked.")
         elif row["expires_at"] <= clock.now():
             raise OAuthError("invalid_grant", "The authorization code has expired (or a password change voided "
@@ -306,7 +306,7 @@ async def _mint_grant(s: Any, client: Client, row: dict[str, Any]) -> dict[str, 
             s, user, choice.get("client_name") or client.name, write=choice["write"],
             folder_ids=[uuid.UUID(f) for f in choice["folder_ids"]], kb_only=choice["kb_only"],
             expires_in_days=choice["expires_in_days"], write_cap=get_settings().default_write_cap,
-            tier_caps=accounts.token_caps(),
+            tiers=Tiers.from_settings(get_settings()),
             oauth=OAuthBinding(client_id=client.client_id, resource=row["resource"], access_expires_at=access_expires),
         )
     except ApiError as err:  # the tier changed, or a chosen folder was deleted, since the user allowed it
@@ -328,7 +328,7 @@ async def refresh_grant(client: Client, form: dict[str, str]) -> dict[str, Any]:
         if row is None or row["client_id"] != client.client_id:
             raise OAuthError("invalid_grant", "The refresh token is unknown.")
         if row["rotated_at"] is not None:
-            await token_store.revoke(s, row["token_id"])
+            await token_store.revoke_token(s, row["token_id"])
             failure = OAuthError("invalid_grant", "The refresh token was already used; the grant is revoked.")
         elif row["revoked_at"] is not None or row["expires_at"] <= clock.now():
             raise OAuthError("invalid_grant", "The grant was revoked or has expired.")
@@ -358,7 +358,7 @@ async def revoke(client: Client, form: dict[str, str]) -> None:
     async with transaction() as s:
         grant = await oauth_store.grant_of(s, client.client_id, hash_token(token))
         if grant is not None:
-            await token_store.revoke(s, grant)
+            await token_store.revoke_token(s, grant)
     if grant is not None:
         await principals.invalidate()
 
@@ -366,5 +366,6 @@ async def revoke(client: Client, form: dict[str, str]) -> None:
 async def consent_room(principal: Principal) -> dict[str, Any]:
     """The tier figures the consent page shows (the 402's tier, cap, used); `allowed` is false at the cap."""
     async with read_session() as s:
-        cap, used = await tier_room(s, {"id": principal.user_id, "tier": principal.tier}, accounts.token_caps())
-    return {"tier": principal.tier, "cap": cap, "used": used, "allowed": cap < 0 or used < cap}
+        user = {"id": principal.user_id, "tier": principal.tier}
+        room = await token_room(s, Tiers.from_settings(get_settings()), user)
+    return {"tier": room.tier, "cap": room.cap, "used": room.used, "allowed": room.allowed}

@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from lev.auth.accounts import safe_next
+from tests.oauth.test_oauth import CALLBACK, Person, _pkce, mcp_call
 from tests.stack import ROOT, Admin, LiveServer
-from tests.test_oauth import CALLBACK, Person, _pkce, mcp_call
 
 PASSWORD = "a long enough password"
 BURST = 30

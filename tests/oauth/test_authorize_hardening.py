@@ -11,8 +11,8 @@ from urllib.parse import urlencode
 import httpx
 
 from tests.cimd_site import ClientSite
+from tests.oauth.test_oauth import CALLBACK, Person, _pkce, site  # noqa: F401 (the metadata site fixture)
 from tests.stack import Admin, LiveServer
-from tests.test_oauth import CALLBACK, Person, _pkce, site  # noqa: F401 (the metadata site fixture)
 
 EVIL = "http://127.0.0.1:9/attacker"  # an attacker's client may register any redirect URI it likes
 

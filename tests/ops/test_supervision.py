@@ -22,9 +22,9 @@ import pytest
 
 from lev.embedded import postgres_running, redis_running
 from tests import fixtures_media as fm
+from tests.ingest.test_uploads import upload
+from tests.ops.test_crash import Stack, big_text, wait_ready
 from tests.stack import ROOT, free_port
-from tests.test_crash import Stack, big_text, wait_ready
-from tests.test_uploads import upload
 from tests.transcribe_stub import TranscribeStub
 
 GRACE_SEC = 6.0

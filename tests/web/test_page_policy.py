@@ -14,9 +14,9 @@ import httpx
 
 from lev.library.reads import create_folder
 from tests.npm_cache import npm_package
+from tests.oauth.test_oauth import CALLBACK, _pkce
 from tests.stack import Admin, LiveServer
-from tests.test_oauth import CALLBACK, _pkce
-from tests.test_web import PASSWORD, browser, page, pytestmark, sign_up  # noqa: F401 (fixtures)
+from tests.web.test_web import PASSWORD, browser, page, pytestmark, sign_up  # noqa: F401 (fixtures)
 
 AXE = "axe-core@4.14.1"
 WCAG_21_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
