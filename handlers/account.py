@@ -32,7 +32,7 @@ def _signed_in(user: dict[str, Any], cookie: str, csrf: str, status: int) -> Res
 
 async def sign_up(body: dict[str, Any]) -> Response:
     async with transaction() as s:
-        user = await accounts.signup(s, body["email"], body["password"])
+        user = await accounts.signup(s, body["email"], body["password"], _client_ip())
         cookie, csrf = await accounts.start_session(s, user["id"])
     context.note_user(user["id"])
     return _signed_in(user, cookie, csrf, 201)
@@ -59,11 +59,14 @@ async def get_account(token_info: dict[str, Any]) -> dict[str, Any]:
         return await accounts.account_view(s, p)
 
 
-async def change_password(body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
+async def change_password(body: dict[str, Any], token_info: dict[str, Any]) -> Response:
+    """Every token, grant, session and pending code of the user ends; this browser gets a fresh session."""
     p = principal(token_info)
     async with changing_auth() as s:
-        revoked = await accounts.change_password(s, p, body["current_password"], body["new_password"], _client_ip())
-    return {"revoked_tokens": revoked}
+        changed, cookie, csrf = await accounts.change_password(s, p, body["current_password"], body["new_password"],
+                                                               _client_ip())
+    body = {"revoked_tokens": changed.revoked_tokens, "ended_sessions": changed.ended_sessions, "csrf_token": csrf}
+    return body, 200, {"Set-Cookie": accounts.cookie_header(cookie)}
 
 
 async def list_tokens(token_info: dict[str, Any]) -> dict[str, Any]:

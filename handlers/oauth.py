@@ -13,10 +13,10 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from handlers import pages
 from lev.auth import accounts
 from lev.auth.policy import Principal
-from lev.core import context
+from lev.core import context, pagepolicy
 from lev.core.errors import ApiError, not_signed_in
 from lev.oauth import server as oauth
-from lev.oauth.clients import OAuthError, authenticate_client, describe, register
+from lev.oauth.clients import MAX_REGISTRATION_BYTES, OAuthError, authenticate_client, describe, register
 from lev.runtime import get_runtime
 from store import folders as folder_store
 from store.db import read_session
@@ -24,7 +24,7 @@ from store.db import read_session
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 CORS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
         "Access-Control-Allow-Headers": "Authorization, Content-Type, MCP-Protocol-Version"}
-FRAMES = {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'"}
+FRAMES = {"X-Frame-Options": "DENY"}  # and the pages' Content-Security-Policy (frame-ancestors 'none'), see below
 EXPIRY_LABELS = {365: "1 year", 90: "90 days", 30: "30 days", 7: "7 days", 1: "1 day"}
 
 
@@ -110,9 +110,19 @@ async def register_client(request: Request) -> Response:
         body = {"error": "rate_limited", "error_description": err.message or err.code}
         return _json(body, err.status, err.headers)
     try:
-        return _json(await register(await request.body()), 201)
+        return _json(await register(await _body(request, MAX_REGISTRATION_BYTES)), 201)
     except OAuthError as err:
         return _oauth_error(err)
+
+
+async def _body(request: Request, cap: int) -> bytes:
+    """The request body, read no further than one byte past `cap` (register() refuses what is longer)."""
+    body = b""
+    async for part in request.stream():
+        body += part
+        if len(body) > cap:
+            break
+    return body
 
 
 # ------------------------------------------------------------------------------------------------ consent
@@ -147,6 +157,9 @@ async def _consent(request: Request, p: Principal, req: oauth.AuthRequest, param
         room=await oauth.consent_room(p), folders=folders, write_asked=req.write_asked, choice=choice,
         expiry=[(d, EXPIRY_LABELS[d]) for d in oauth.EXPIRY_CHOICES], error=error)
     response.headers.update(FRAMES)
+    # the form's answer redirects to the client: its origin (or native-app scheme) joins form-action
+    response.headers["Content-Security-Policy"] = pagepolicy.content_security_policy(
+        form_action=[pagepolicy.source_of(req.redirect_uri)])
     return response
 
 
@@ -164,8 +177,6 @@ async def authorize(request: Request) -> Response:
         req = await oauth.check_request(params, _base(request))
     except oauth.PageError as err:
         return _page_error(request, err, p)
-    except oauth.RedirectError as err:
-        return RedirectResponse(err.url, status_code=302, headers=NO_STORE)
     if p is None:
         if request.method == "POST":
             return _page_error(request, not_signed_in(), None)
@@ -193,7 +204,11 @@ async def authorize(request: Request) -> Response:
         choice = oauth.consent_choice(fields, req, owned)
     except ApiError as err:
         return await _consent(request, p, req, params, shown, error=err.message, status=400)
-    return RedirectResponse(await oauth.issue_code(p.user_id, req, choice), status_code=302, headers=NO_STORE)
+    try:
+        answer = await oauth.issue_code(p.user_id, accounts.principal_session(p), req, choice)
+    except ApiError as err:  # the session ended meanwhile (a password change)
+        return _page_error(request, err, None)
+    return RedirectResponse(answer, status_code=302, headers=NO_STORE)
 
 
 def add_routes(app: Any) -> None:

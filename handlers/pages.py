@@ -8,6 +8,7 @@ import math
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
@@ -60,7 +61,7 @@ async def _principal(request: Request) -> Principal | None:
 
 
 def _to_login(request: Request) -> Response:
-    return RedirectResponse(f"/login?next={request.url.path}", status_code=303)
+    return RedirectResponse(f"/login?next={quote(request.url.path, safe='/')}", status_code=303)
 
 
 def _uuid(value: str | None) -> uuid.UUID | None:
@@ -96,8 +97,7 @@ async def login_page(request: Request) -> Response:
     p = await _principal(request)
     if p is not None:
         return RedirectResponse("/", status_code=303)
-    nxt = request.query_params.get("next", "/")
-    return _render("login.html", request, mode="login", next=nxt if nxt.startswith("/") and "//" not in nxt else "/")
+    return _render("login.html", request, mode="login", next=accounts.safe_next(request.query_params.get("next")))
 
 
 async def signup_page(request: Request) -> Response:

@@ -27,7 +27,7 @@ from handlers import spec as spec_handler
 from lev import runtime
 from lev.auth import accounts
 from lev.auth import principal_cache as principals
-from lev.core import clock, context
+from lev.core import clock, context, pagepolicy
 from lev.core.contract import OperationResolver, connexion_spec, operations, security_map, validator_map
 from lev.core.errors import ApiError, file_too_large, not_signed_in, rest_body, rest_headers, to_api_error
 from lev.core.settings import Settings, get_settings
@@ -203,6 +203,7 @@ class LevMiddleware:
         self.app = app
         self.settings = settings
         self.base_url = (settings.base_url or "").rstrip("/")
+        self._policy: str | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -228,6 +229,8 @@ class LevMiddleware:
                 status_holder["status"] = message["status"]
                 status_holder["started"] = True
                 raw = list(message.get("headers", []))
+                html = any(k.lower() == b"content-type" and v.startswith(b"text/html") for k, v in raw)
+                raw = pagepolicy.add_headers(raw, page=surface == "web" or html, policy=self._page_policy())
                 raw.append((b"x-request-id", request_id.encode()))
                 for k, v in info.headers.items():
                     if not any(h[0].lower() == k.lower().encode() for h in raw):
@@ -282,6 +285,12 @@ class LevMiddleware:
                 await self._send_error(to_api_error(exc), send_wrapper)
         finally:
             self._log(scope, headers, info, status_holder["status"], started)
+
+    def _page_policy(self) -> str:
+        """Pages' Content-Security-Policy, with the object store's origin (uploads, media) when it is another."""
+        if self._policy is None:
+            self._policy = pagepolicy.content_security_policy(pagepolicy.store_origins(runtime.get_object_store))
+        return self._policy
 
     def _body_cap(self, path: str) -> tuple[int, Callable[[], ApiError]]:
         """The body-size cap of a path and the 413 past it (an import file and a captured page have their own, larger
@@ -363,12 +372,12 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
             task = asyncio.get_running_loop().create_task(worker.async_run())
         try:
             yield
-        finally:
+        finally:  # within LEV_SHUTDOWN_GRACE_SEC of the signal, whatever part is down (lev.supervisor)
             if worker is not None:
-                await stop_gracefully(worker, settings.shutdown_grace_sec)
+                await stop_gracefully(worker, runtime.shutdown_budget(settings.shutdown_grace_sec))
                 task.cancel()
-            await runtime.stop()
-            await asyncio.to_thread(stop_ingest_pool)
+            await runtime.stop(timeout_sec=2.0)
+            await asyncio.to_thread(stop_ingest_pool, 0.5)
             metrics.mark_process_dead()
 
     app = AsyncApp(__name__, lifespan=lifespan)

@@ -12,11 +12,12 @@ from typing import Any
 
 from lev import serve
 from lev.auth.accounts import create_user, mint_token
+from lev.auth.passwords import PasswordChanged, set_password
 from lev.auth.policy import Scope
 from lev.auth.principal_cache import announce_change
 from lev.core.errors import ApiError
 from lev.core.settings import get_settings, settings_table
-from lev.embedded import resolve_database_url, running_redis_url
+from lev.embedded import DataDirBusy, resolve_database_url, running_redis_url
 from lev.library import reads as library
 from lev.limits.tiers import Tiers
 from lev.ops.backup import BackupError, backup, restore
@@ -95,14 +96,14 @@ def cmd_user_set_password(args: argparse.Namespace) -> None:
     password = _read_password(args)
     assert password is not None
 
-    async def go(s: Any) -> int:
+    async def go(s: Any) -> PasswordChanged:
         user = await _user(s, args.email)
-        await users.set_password(s, user["id"], password)
-        return await tokens.revoke_all(s, user["id"])
+        return await set_password(s, user["id"], password)
 
-    n = _run(go)
+    changed: PasswordChanged = _run(go)
     _announce_auth_change()
-    print(f"password changed; {n} token(s) revoked", file=sys.stderr)
+    print(f"password changed; {changed.revoked_tokens} token(s) and grant(s) revoked, {changed.ended_sessions} "
+          f"browser session(s) ended", file=sys.stderr)
 
 
 def cmd_user_set_tier(args: argparse.Namespace) -> None:
@@ -239,7 +240,10 @@ def cmd_migrate(_args: argparse.Namespace) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
-    serve.serve(args.host, args.port, workers_inline=args.workers_inline)
+    try:
+        serve.serve(args.host, args.port, workers_inline=args.workers_inline)
+    except DataDirBusy as busy:
+        _die(str(busy))
 
 
 def cmd_worker(_args: argparse.Namespace) -> None:
@@ -284,7 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--password-stdin", action="store_true", help="read a password for the web pages from stdin")
     u.set_defaults(fn=cmd_user_create)
     command(user, "list", "list users with their tier and active token count").set_defaults(fn=cmd_user_list)
-    u = command(user, "set-password", "set a user's password from stdin; revokes all the user's tokens")
+    u = command(user, "set-password", "set a user's password from stdin (8 to 1000 characters); revokes all the "
+                "user's tokens and grants and ends their browser sessions")
     u.add_argument("email", help="the user's email address")
     u.add_argument("--password-stdin", action="store_true", required=True, help="read the password from stdin")
     u.set_defaults(fn=cmd_user_set_password)

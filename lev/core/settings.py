@@ -122,6 +122,8 @@ class Settings(BaseSettings):
     """Failed sign-ins allowed per email."""
     limit_sign_in_ip: str = "50/15 minutes"
     """Failed sign-ins allowed per source address."""
+    limit_sign_up_ip: str = "20/hour"
+    """Sign-up attempts (successful or not) allowed per source address."""
     limit_client_registration_ip: str = "20/hour"
     """OAuth dynamic client registrations (POST /oauth/register) allowed per source address."""
 

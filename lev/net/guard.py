@@ -1,9 +1,10 @@
 """SSRF-guarded outbound HTTP: the address rule, the guarded client, redirects re-checked hop by hop.
 
 Every TCP connection, including each redirect hop, goes through `_GuardedBackend`: it resolves the
-host, refuses private/loopback/link-local/metadata addresses (unless LEV_ALLOW_PRIVATE_URLS) and
-then connects to the very IP it checked, so DNS rebinding between check and connect is not possible.
-TLS SNI and the Host header still carry the URL's host name (httpcore takes both from the URL).
+host, refuses private/loopback/link-local addresses (unless LEV_ALLOW_PRIVATE_URLS or the allowlist lets them
+through) and cloud metadata services (always, however they are spelled), then connects to the very IP it
+checked, so DNS rebinding between check and connect is not possible. TLS SNI and the Host header still carry
+the URL's host name (httpcore takes both from the URL).
 """
 
 from __future__ import annotations
@@ -31,7 +32,21 @@ USER_AGENT = (
 REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215 local-use prefix (RFC 6052 /48 layout)
 _IPV4_COMPAT = ipaddress.ip_network("::/96")
+
+# Cloud instance metadata services (they hand out credentials): refused whatever LEV_ALLOW_PRIVATE_URLS and
+# LEV_PRIVATE_URL_ALLOWLIST say, in every spelling (the resolver turns decimal, octal and hex IPv4 forms into these;
+# IPv4 inside IPv6 is unwrapped below).
+METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
+    "169.254.169.254",  # AWS, Google Cloud, Azure, Oracle, DigitalOcean, OpenStack, ...
+    "169.254.170.2",  # AWS ECS task metadata and credentials
+    "169.254.170.23",  # AWS EKS Pod Identity
+    "fd00:ec2::254",  # AWS IMDS over IPv6
+    "fd00:ec2::23",  # AWS EKS Pod Identity over IPv6
+    "100.100.100.200",  # Alibaba Cloud
+))
+METADATA_HOSTS = frozenset({"metadata.google.internal", "metadata.goog", "instance-data", "instance-data.ec2.internal"})
 
 
 def _blocked_ipv4(ip: ipaddress.IPv4Address) -> bool:
@@ -41,11 +56,8 @@ def _blocked_ipv4(ip: ipaddress.IPv4Address) -> bool:
     )
 
 
-def is_blocked_address(address: str) -> bool:
-    """True for any address URL ingest must never reach (including IPv4 hidden inside IPv6)."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv4Address):
-        return _blocked_ipv4(ip)
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries: mapped, compatible, 6to4, Teredo, NAT64 (/96 and /48)."""
     embedded: list[ipaddress.IPv4Address] = []
     if ip.ipv4_mapped is not None:
         embedded.append(ip.ipv4_mapped)
@@ -55,7 +67,26 @@ def is_blocked_address(address: str) -> bool:
         embedded.extend(ip.teredo)
     if ip in _NAT64 or ip in _IPV4_COMPAT:
         embedded.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
-    if any(_blocked_ipv4(v4) for v4 in embedded):
+    if ip in _NAT64_LOCAL:  # bits 48-63 hold the first two octets, bits 72-87 the last two
+        raw = int(ip)
+        embedded.append(ipaddress.IPv4Address((((raw >> 64) & 0xFFFF) << 16) | ((raw >> 40) & 0xFFFF)))
+    return embedded
+
+
+def is_metadata_address(address: str) -> bool:
+    """True for a cloud metadata service's address, also when it is wrapped in an IPv6 address."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if ip in METADATA_ADDRESSES:
+        return True
+    return isinstance(ip, ipaddress.IPv6Address) and any(v4 in METADATA_ADDRESSES for v4 in _embedded_ipv4(ip))
+
+
+def is_blocked_address(address: str) -> bool:
+    """True for any address URL ingest must never reach (including IPv4 hidden inside IPv6)."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv4Address):
+        return _blocked_ipv4(ip)
+    if any(_blocked_ipv4(v4) for v4 in _embedded_ipv4(ip)):
         return True
     return (
         ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_site_local or ip.is_multicast
@@ -76,10 +107,13 @@ def _allowlisted(address: str, networks: tuple[ipaddress.IPv4Network | ipaddress
 async def check_host(host: str, port: int) -> list[str]:
     """Resolve `host` and return its addresses; refuse if any of them is non-public.
 
-    With LEV_ALLOW_PRIVATE_URLS set the addresses are returned unchecked; addresses inside a
+    A cloud metadata service (by name or by any address) is always refused. Otherwise, with
+    LEV_ALLOW_PRIVATE_URLS set the addresses are returned unchecked; addresses inside a
     LEV_PRIVATE_URL_ALLOWLIST network pass.
     """
     host = host.strip("[]")
+    if host.lower().rstrip(".") in METADATA_HOSTS:
+        raise ingest_failed(f"refusing to fetch {host!r}: it is a cloud metadata service")
     loop = asyncio.get_running_loop()
     try:
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -88,6 +122,9 @@ async def check_host(host: str, port: int) -> list[str]:
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not addresses:
         raise ingest_failed(f"could not resolve host {host!r} (no addresses)")
+    for addr in addresses:
+        if is_metadata_address(addr):
+            raise ingest_failed(f"refusing to fetch {host!r}: it resolves to a cloud metadata service ({addr})")
     settings = get_settings()
     if settings.allow_private_urls:
         return addresses

@@ -24,11 +24,12 @@ from lev.auth import principal_cache as principals
 from lev.auth.policy import OAuthBinding, Principal, hash_token, mint, new_token, parse_bearer
 from lev.core import clock, context, jsonguard
 from lev.core.contract import mcp_tools
-from lev.core.errors import ApiError, capability_denied, invalid_body, jsonrpc_response
+from lev.core.errors import ApiError, capability_denied, invalid_body, jsonrpc_response, not_signed_in
 from lev.core.settings import get_settings
 from lev.limits.tiers import Tiers, token_room
 from lev.oauth.clients import SCOPES, Client, OAuthError, load_client, redirect_matches
 from store import oauth as oauth_store
+from store import sessions as session_store
 from store import tokens as token_store
 from store.db import read_session, transaction
 
@@ -144,7 +145,10 @@ def transport_scope_refusal(principal: Principal, headers: Any, body: bytes, bas
 
 
 class PageError(Exception):
-    """An authorization request the user must be told about and that must not redirect (RFC 6749 4.1.2.1)."""
+    """An authorization request that is not valid: shown to the user on Lev's own page, never answered by redirecting
+    (RFC 9700 section 4.11.2: the redirect URI of a dynamically registered or metadata-document client is unvetted;
+    redirecting errors to it would make Lev an open redirector). Only a valid request of a signed-in user ever
+    redirects, with a code or access_denied."""
 
     def __init__(self, error: str, description: str) -> None:
         super().__init__(description)
@@ -175,17 +179,11 @@ class AuthRequest:
         return {k: params[k] for k in keys if k in params}
 
 
-class RedirectError(Exception):
-    """An authorization error answered by redirecting to the client (with state and iss)."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
-        self.url = url
+MAX_STATE_CHARS = 2000
 
 
 async def check_request(params: dict[str, str], base: str) -> AuthRequest:
-    """Validate an authorization request. An unknown client or a redirect URI not registered for it is a
-    `PageError`; anything else wrong is a `RedirectError` back to the client."""
+    """Validate an authorization request for its client; anything wrong is a `PageError` (see there)."""
     try:
         client = await load_client(params.get("client_id"), fresh=True)
     except OAuthError as err:
@@ -196,20 +194,18 @@ async def check_request(params: dict[str, str], base: str) -> AuthRequest:
     req = AuthRequest(client=client, redirect_uri=redirect_uri, state=params.get("state"),
                       code_challenge=params.get("code_challenge", ""), resource=params.get("resource", ""),
                       write_asked=WRITE in params.get("scope", " ".join(SCOPES)).split(), issuer=base)
-
-    def fail(error: str, description: str) -> RedirectError:
-        return RedirectError(req.redirect(error=error, error_description=description))
-
     if params.get("response_type") != "code":
-        raise fail("unsupported_response_type", "response_type must be code.")
+        raise PageError("unsupported_response_type", "response_type must be code.")
     if params.get("code_challenge_method") != "S256" or not _CHALLENGE.match(req.code_challenge):
-        raise fail("invalid_request", "PKCE is required: code_challenge (43 characters) with code_challenge_method "
-                                      "S256.")
+        raise PageError("invalid_request", "PKCE is required: code_challenge (43 characters) with "
+                                           "code_challenge_method S256.")
     if not req.resource:
-        raise fail("invalid_request", f"resource is required (RFC 8707): {resource_url(base)}.")
+        raise PageError("invalid_request", f"resource is required (RFC 8707): {resource_url(base)}.")
     if req.resource.rstrip("/") not in (resource_url(base), resource_url(base, REST_PATH)):
-        raise fail("invalid_target", f"This server issues tokens only for {resource_url(base)} (MCP) and "
-                                     f"{resource_url(base, REST_PATH)} (REST).")
+        raise PageError("invalid_target", f"This server issues tokens only for {resource_url(base)} (MCP) and "
+                                          f"{resource_url(base, REST_PATH)} (REST).")
+    if req.state is not None and len(req.state) > MAX_STATE_CHARS:
+        raise PageError("invalid_request", f"state is longer than {MAX_STATE_CHARS} characters.")
     return req
 
 
@@ -232,10 +228,14 @@ def consent_choice(form: dict[str, Any], req: AuthRequest, folder_ids: set[str])
             "expires_in_days": int(days), "client_name": req.client.name}
 
 
-async def issue_code(user_id: uuid.UUID, req: AuthRequest, choice: dict[str, Any]) -> str:
-    """Store a one-time code (its hash) for the user's choice; the URL to send the browser back to."""
+async def issue_code(user_id: uuid.UUID, session: bytes, req: AuthRequest, choice: dict[str, Any]) -> str:
+    """Store a one-time code (its hash) for the user's choice; the URL to send the browser back to. The browser
+    session that allowed it is locked meanwhile: a password change ending it either waits for the code (and then
+    voids it) or has ended it already (401 not_signed_in)."""
     code = secrets.token_urlsafe(32)
     async with transaction() as s:
+        if not await session_store.lock_live(s, session):
+            raise not_signed_in()
         await oauth_store.insert_code(s, code_hash=hash_token(code), user_id=user_id, client_id=req.client.client_id,
                                       redirect_uri=req.redirect_uri, code_challenge=req.code_challenge,
                                       resource=req.resource.rstrip("/"), choice=choice,
@@ -284,7 +284,8 @@ async def exchange_code(client: Client, form: dict[str, str]) -> dict[str, Any]:
                 await token_store.revoke_token(s, row["token_id"])
             failure = OAuthError("invalid_grant", "The authorization code was already used; its grant is revoked.")
         elif row["expires_at"] <= clock.now():
-            raise OAuthError("invalid_grant", "The authorization code has expired.")
+            raise OAuthError("invalid_grant", "The authorization code has expired (or a password change voided "
+                                              "it).")
         elif redirect_uri != row["redirect_uri"]:
             raise OAuthError("invalid_grant", "redirect_uri differs from the authorization request's.")
         elif not pkce_matches(verifier, row["code_challenge"]):

@@ -16,6 +16,11 @@
     return { ok: res.ok, status: res.status, data };
   }
 
+  // Only ever navigate within Lev: the browser's own URL parser decides (it reads "\\" as "/", drops tabs, ...).
+  function sameOrigin(target) {
+    try { const u = new URL(target, location.href); return u.origin === location.origin ? u.href : "/"; } catch (e) { return "/"; }
+  }
+
   function words(r) {
     const d = r.data || {};
     switch (d.error) {
@@ -60,7 +65,7 @@
   async function then(how, r, scope) {
     const d = r.data || {};
     if (how === "reload") location.reload();
-    else if (how.startsWith("go:")) location.assign(how.slice(3));
+    else if (how.startsWith("go:")) location.assign(sameOrigin(how.slice(3)));
     else if (how === "go-item") {
       if (scope.dataset.folder) await api("POST", `/api/v1/items/${d.user_item_id}/folders`, { folder_ids: [scope.dataset.folder] });
       location.assign(`/items/${d.user_item_id}`);
@@ -87,6 +92,7 @@
       if (scope.tagName === "FORM") scope.reset();
     } else if (how === "password") {
       const ok = scope.querySelector('[role="status"]');
+      if (d.csrf_token) document.querySelector('meta[name="csrf-token"]').content = d.csrf_token; // the fresh session's
       ok.textContent = `Password changed. ${d.revoked_tokens} token(s) were revoked; mint new ones for your agents.`;
       ok.hidden = false;
       scope.reset();
