@@ -10,7 +10,7 @@ from urllib.parse import quote, urlsplit
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from handlers import pages
+from handlers import deps, pages
 from lev.auth import accounts
 from lev.auth.policy import Principal
 from lev.core import context, pagepolicy
@@ -29,7 +29,7 @@ EXPIRY_LABELS = {365: "1 year", 90: "90 days", 30: "30 days", 7: "7 days", 1: "1
 
 
 def _base(request: Request) -> str:
-    return oauth.public_base(request.headers.get("host"))
+    return oauth.public_base(deps().settings, request.headers.get("host"))
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -79,10 +79,10 @@ async def token(request: Request) -> Response:
     """The token endpoint: authorization_code and refresh_token grants."""
     try:
         form = await _form(request)
-        client = await authenticate_client(form, request.headers.get("authorization"))
+        client = await authenticate_client(deps().outbound, form, request.headers.get("authorization"))
         grant_type = form.get("grant_type")
         if grant_type == "authorization_code":
-            return _json(await oauth.exchange_code(client, form))
+            return _json(await oauth.exchange_code(deps().settings, client, form))
         if grant_type == "refresh_token":
             return _json(await oauth.refresh_grant(client, form))
         raise OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token.")
@@ -94,7 +94,7 @@ async def revoke(request: Request) -> Response:
     """RFC 7009 revocation: the whole grant goes; 200 whether or not the token was known."""
     try:
         form = await _form(request)
-        client = await authenticate_client(form, request.headers.get("authorization"))
+        client = await authenticate_client(deps().outbound, form, request.headers.get("authorization"))
         await oauth.revoke(client, form)
     except OAuthError as err:
         return _oauth_error(err)
@@ -154,7 +154,7 @@ async def _consent(request: Request, p: Principal, req: oauth.AuthRequest, param
         resource=req.resource.rstrip("/"), rest=req.resource.rstrip("/") == oauth.resource_url(req.issuer,
                                                                                                oauth.REST_PATH),
         redirect_host=f"{redirect.scheme}://{redirect.netloc}",
-        room=await oauth.consent_room(p), folders=folders, write_asked=req.write_asked, choice=choice,
+        room=await oauth.consent_room(deps().settings, p), folders=folders, write_asked=req.write_asked, choice=choice,
         expiry=[(d, EXPIRY_LABELS[d]) for d in oauth.EXPIRY_CHOICES], error=error)
     response.headers.update(FRAMES)
     # the form's answer redirects to the client: its origin (or native-app scheme) joins form-action
@@ -174,7 +174,7 @@ async def authorize(request: Request) -> Response:
     else:
         params = dict(request.query_params)
     try:
-        req = await oauth.check_request(params, _base(request))
+        req = await oauth.check_request(deps().outbound, params, _base(request))
     except oauth.PageError as err:
         return _page_error(request, err, p)
     if p is None:
@@ -194,7 +194,7 @@ async def authorize(request: Request) -> Response:
                                 status_code=302, headers=NO_STORE)
     shown = {**default, "access": fields.get("access"), "folder_ids": fields["folder_ids"],
              "write": "write" in fields, "kb_only": "kb_only" in fields}
-    room = await oauth.consent_room(p)
+    room = await oauth.consent_room(deps().settings, p)
     if not room["allowed"]:
         return await _consent(request, p, req, params, shown, status=402,
                               error=f"payment_required: tier {room['tier']}, cap {room['cap']}, used {room['used']}.")

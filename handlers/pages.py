@@ -265,7 +265,7 @@ async def account_page(request: Request) -> Response:
     if p is None:
         return _to_login(request)
     async with transaction() as s:
-        account = await accounts.account_view(s, p)
+        account = await accounts.account_view(s, deps().settings, p)
         tokens = await accounts.list_tokens(s, p.user_id)
     active = [t for t in tokens if t["revoked_at"] is None]
     return _render("account.html", request, p, account=account, tokens=tokens, active=active)

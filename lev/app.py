@@ -63,7 +63,7 @@ async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
     operation's rate-limit class."""
     host = request.headers.get("host") if request is not None else None
     principal = await principals.authenticate_bearer(
-        token, audience=oauth.resource_url(oauth.public_base(host), oauth.REST_PATH))
+        token, audience=oauth.resource_url(oauth.public_base(runtime.deps().settings, host), oauth.REST_PATH))
     info = context.current()
     if info is not None:
         info.principal = principal

@@ -21,7 +21,9 @@ from lev.embedded import DataDirBusy, resolve_database_url, running_redis_url
 from lev.library import reads as library
 from lev.limits.tiers import Tiers
 from lev.ops.backup import BackupError, backup, restore
+from lev.runtime import get_object_store
 from store import activity, db, folders, tokens, users
+from store.objects import ObjectStore
 
 
 def _die(message: str, code: int = 1) -> None:
@@ -124,7 +126,7 @@ def cmd_token_create(args: argparse.Namespace) -> None:
 
     async def go(s: Any) -> str:
         user = await _user(s, args.user)
-        minted = await mint_token(s, user, name=args.name, write=args.write, folder_ids=folder_ids,
+        minted = await mint_token(s, get_settings(), user, name=args.name, write=args.write, folder_ids=folder_ids,
                                   kb_only=args.kb_only, expires_in_days=args.expires_in_days,
                                   write_cap=args.write_cap)
         return str(minted["token"])
@@ -202,10 +204,10 @@ async def _with_url(fn: Callable[[str], Awaitable[Any]]) -> Any:
         await db.dispose_engine()
 
 
-def _with_backup(op: Callable[[Path, str], Awaitable[dict[str, Any]]], path: str) -> dict[str, Any]:
+def _with_backup(op: Callable[[ObjectStore, Path, str], Awaitable[dict[str, Any]]], path: str) -> dict[str, Any]:
     """Run `lev backup` or `lev restore` on `path`; a refusal is the command's error message."""
     try:
-        return asyncio.run(_with_url(lambda url: op(Path(path), url)))
+        return asyncio.run(_with_url(lambda url: op(get_object_store(), Path(path), url)))
     except BackupError as exc:
         _die(str(exc))
         raise

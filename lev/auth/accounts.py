@@ -28,10 +28,10 @@ from lev.core.errors import (
     not_signed_in,
     signup_closed,
 )
-from lev.core.settings import get_settings
+from lev.core.settings import Settings
 from lev.limits import quota
+from lev.limits.ratelimit import Limiter
 from lev.limits.tiers import Tiers
-from lev.runtime import get_runtime
 from store import activity as activity_store
 from store import sessions as session_store
 from store import tokens as token_store
@@ -48,19 +48,18 @@ def _digest(value: str) -> bytes:
     return hashlib.sha256(value.encode()).digest()
 
 
-def cookie_header(value: str | None) -> str:
+def cookie_header(settings: Settings, value: str | None) -> str:
     """The Set-Cookie value that starts (or, with None, ends) a browser session."""
-    settings = get_settings()
     secure = "; Secure" if context.base_url().lower().startswith("https://") else ""
     if value is None:
         return f"{COOKIE_NAME}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax{secure}"
     return f"{COOKIE_NAME}={value}; Path=/; Max-Age={settings.session_days * 86400}; HttpOnly; SameSite=Lax{secure}"
 
 
-async def start_session(s: AsyncSession, user_id: uuid.UUID) -> tuple[str, str]:
+async def start_session(s: AsyncSession, settings: Settings, user_id: uuid.UUID) -> tuple[str, str]:
     """A new session for the user: (cookie value, csrf token). Only the cookie value's hash is stored."""
     value, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
-    expires = clock.now() + timedelta(days=get_settings().session_days)
+    expires = clock.now() + timedelta(days=settings.session_days)
     await session_store.create_session(s, _digest(value), user_id, csrf, expires)
     return value, csrf
 
@@ -129,18 +128,18 @@ def safe_next(value: str | None) -> str:
     return value
 
 
-async def signup(s: AsyncSession, email: str, password: str, ip: str | None) -> dict[str, Any]:
+async def signup(s: AsyncSession, settings: Settings, limiter: Limiter, email: str, password: str,
+                 ip: str | None) -> dict[str, Any]:
     """Create a user (tier LEV_SIGNUP_TIER; the first account of an empty instance is its owner's and gets `pro`);
     403 signup_closed when LEV_SIGNUP=closed, 429 past the source address's sign-up budget, 409 email_taken (the
     person learns to sign in instead; the password is hashed either way, so both answers take the same time)."""
-    settings = get_settings()
     if settings.signup.strip().lower() != "open":
         raise signup_closed()
     email = email.strip()
     if "@" not in email[1:-1] or any(c.isspace() for c in email):
         raise invalid_body("email must be an email address.")
     check_new_password(password)
-    await get_runtime().limiter.check_sign_up(ip)
+    await limiter.check_sign_up(ip)
     tier = settings.signup_tier if settings.signup_tier in ("free", "pro") else "free"
     if await user_store.none_yet(s):
         tier = "pro"
@@ -160,11 +159,11 @@ async def create_user(s: AsyncSession, email: str, tier: str, password: str | No
     return user_id
 
 
-async def login(s: AsyncSession, email: str, password: str, ip: str | None) -> dict[str, Any]:
+async def login(s: AsyncSession, limiter: Limiter, email: str, password: str, ip: str | None) -> dict[str, Any]:
     """The user with these credentials, or 401 invalid_credentials (never saying which part is wrong); 429 while the
     email or the source address has used up its failed attempts. The attempt is reserved before the password is
     checked and handed back when it succeeds, so a parallel burst checks no more passwords than the budget."""
-    held = await get_runtime().limiter.reserve_sign_in(email, ip)
+    held = await limiter.reserve_sign_in(email, ip)
     failed = False
     try:
         user = await user_store.by_email(s, email)
@@ -180,23 +179,23 @@ async def login(s: AsyncSession, email: str, password: str, ip: str | None) -> d
     return user
 
 
-async def change_password(s: AsyncSession, principal: Principal, current: str, new: str,
-                          ip: str | None) -> tuple[PasswordChanged, str, str]:
+async def change_password(s: AsyncSession, settings: Settings, limiter: Limiter, principal: Principal, current: str,
+                          new: str, ip: str | None) -> tuple[PasswordChanged, str, str]:
     """The account API's and the account page's password change: the current password is checked (throttled like a
     sign-in), then `passwords.set_password` ends every token, grant, session and pending code of the user. The
     caller's session ends too and a fresh one replaces it: (what ended, cookie value, csrf token)."""
     check_new_password(new)
-    user = await login(s, str(principal.extra.get("email") or ""), current, ip)
+    user = await login(s, limiter, str(principal.extra.get("email") or ""), current, ip)
     changed = await set_password(s, user["id"], new)
-    cookie, csrf = await start_session(s, user["id"])
+    cookie, csrf = await start_session(s, settings, user["id"])
     return changed, cookie, csrf
 
 
-async def mint_token(s: AsyncSession, user: dict[str, Any], *, name: str, write: bool, folder_ids: list[uuid.UUID],
-                     kb_only: bool, expires_in_days: int, write_cap: int | None = None) -> dict[str, Any]:
+async def mint_token(s: AsyncSession, settings: Settings, user: dict[str, Any], *, name: str, write: bool,
+                     folder_ids: list[uuid.UUID], kb_only: bool, expires_in_days: int,
+                     write_cap: int | None = None) -> dict[str, Any]:
     """Mint a token (account API, pages and CLI alike): 402 payment_required {tier, cap, used} at the tier's
     cap. Returns the shown-once token with its settings."""
-    settings = get_settings()
     cap = settings.default_write_cap if write_cap is None else write_cap
     token, token_id = await mint(
         s, user, name, write=write, folder_ids=folder_ids, kb_only=kb_only, expires_in_days=expires_in_days,
@@ -241,13 +240,13 @@ async def revoke_token(s: AsyncSession, user_id: uuid.UUID, token_id: uuid.UUID)
     return {"id": str(token_id), "revoked_at": row["revoked_at"].isoformat()}
 
 
-async def account_view(s: AsyncSession, principal: Principal) -> dict[str, Any]:
+async def account_view(s: AsyncSession, settings: Settings, principal: Principal) -> dict[str, Any]:
     used = await quota.used_seconds(s, principal.user_id)
     return {
         "user_id": str(principal.user_id), "email": principal.extra.get("email"), "tier": principal.tier,
         "csrf_token": principal.extra.get("csrf_token"),
         "usage": {"month": clock.month_key(), "transcription_minutes_used": round(used / 60, 1),
-                  "transcription_minutes_cap": Tiers.from_settings(get_settings()).minute_cap(principal.tier)},
+                  "transcription_minutes_cap": Tiers.from_settings(settings).minute_cap(principal.tier)},
     }
 
 

@@ -17,7 +17,7 @@ import feedparser
 import httpx
 
 from lev.core.errors import ApiError, not_a_feed
-from lev.net.guard import open_url, shared_client
+from lev.net.guard import Outbound, open_url, shared_client
 
 MAX_FEED_BYTES = 10 * 1024 * 1024
 READ_TIMEOUT_SEC = 15.0
@@ -71,7 +71,7 @@ async def _read(resp: httpx.Response) -> bytes:
     return bytes(buf)
 
 
-async def fetch(url: str, etag: str | None = None, last_modified: str | None = None) -> Fetched:
+async def fetch(outbound: Outbound, url: str, etag: str | None = None, last_modified: str | None = None) -> Fetched:
     """GET `url` through the guard (at most 5 redirects, 10 MB, 30 s) with the validators of the last fetch.
     Raises a descriptive ApiError (the guard's `ingest_failed`, or `not_a_feed` past the size)."""
     headers = {"Accept": ACCEPT}
@@ -79,7 +79,7 @@ async def fetch(url: str, etag: str | None = None, last_modified: str | None = N
         headers["If-None-Match"] = etag
     if last_modified:
         headers["If-Modified-Since"] = last_modified
-    client = shared_client(READ_TIMEOUT_SEC)
+    client = shared_client(outbound, READ_TIMEOUT_SEC)
     try:
         async with asyncio.timeout(TOTAL_TIMEOUT_SEC):
             async with open_url(client, url, headers=headers, not_modified=bool(etag or last_modified)) as resp:
@@ -217,10 +217,10 @@ def why_not(fetched: Fetched) -> str:
     return f"this document is not an RSS, Atom or JSON Feed{detail}"[:500]
 
 
-async def discover(url: str) -> tuple[Fetched, Feed]:
+async def discover(outbound: Outbound, url: str) -> tuple[Fetched, Feed]:
     """The feed at `url`, or the one its page names: (its fetch, its parse). 400 not_a_feed saying why not."""
     try:
-        fetched = await fetch(url)
+        fetched = await fetch(outbound, url)
     except ApiError as exc:
         raise not_a_feed(f"The feed cannot be fetched: {exc.message or exc.code}.") from None
     feed = await asyncio.to_thread(parse, fetched.body, fetched.content_type, fetched.url)
@@ -230,7 +230,7 @@ async def discover(url: str) -> tuple[Fetched, Feed]:
     if not named:
         raise not_a_feed(f"Not a feed: {why_not(fetched)}.")
     try:
-        linked = await fetch(named[0])
+        linked = await fetch(outbound, named[0])
     except ApiError as exc:
         raise not_a_feed(f"The page names the feed {named[0]}, but it cannot be fetched: "
                          f"{exc.message or exc.code}.") from None

@@ -117,7 +117,7 @@ async def check(deps: Deps, feed: dict[str, Any]) -> None:
     parsed: Feed | None = None
     values: dict[str, Any] = {}
     try:
-        fetched = await parse.fetch(feed["url"], feed["etag"], feed["last_modified"])
+        fetched = await parse.fetch(deps.outbound, feed["url"], feed["etag"], feed["last_modified"])
         if fetched.status == 200:
             parsed = await asyncio.to_thread(parse.parse, fetched.body, fetched.content_type, fetched.url)
             if parsed is None:

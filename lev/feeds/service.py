@@ -78,7 +78,7 @@ async def follow(deps: Deps, p: Principal, url: str, folder_id: uuid.UUID | None
     if used >= cap:
         raise limit_reached(f"You follow {used} feeds, the most one account may follow ({cap}); unfollow one "
                             "first.", cap=cap, used=used)
-    fetched, feed = await parse.discover(url)
+    fetched, feed = await parse.discover(deps.outbound, url)
     async with deps.db.transaction() as s:
         await feed_store.lock_user(s, p.user_id)
         existing = await feed_store.by_url(s, p.user_id, [url, fetched.url])

@@ -118,7 +118,7 @@ async def acquire(deps: Deps, r: Resolved) -> Acquired:
     if r.kind != "url":
         return await _downloaded(deps, r, r.kind)
     try:
-        page = await fetch_page(r.url)
+        page = await fetch_page(deps.outbound, r.url)
     except UnsupportedMedia as exc:  # the link said page, the server said PDF, audio or video
         if exc.kind in ("audio", "video") and deps.transcriber is None:
             raise transcription_unavailable() from None
@@ -143,7 +143,7 @@ async def _downloaded(deps: Deps, r: Resolved, kind: str) -> Acquired:
     """A PDF, audio or video link: downloaded, checked against the quota, put in the object store, then read as
     a file (its object is queued for deletion if anything after the put fails)."""
     assert r.url is not None
-    local, mime, final_url = await download(r.url, kind)
+    local, mime, final_url = await download(deps.outbound, r.url, kind)
     try:
         filename = PurePosixPath(urlsplit(final_url).path).name or f"download{local.suffix}"
         if media_class(mime) in ("audio", "video"):

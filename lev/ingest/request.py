@@ -168,7 +168,7 @@ async def _resolve_url(deps: Deps, principal: Principal, url: str, title: str | 
         # yt-dlp does its own networking and cannot use the guarded transport: at least the YouTube host itself
         # must resolve to public addresses (the URL was already matched against YouTube's hosts).
         parts = urlsplit(url)
-        await check_host(parts.hostname or "www.youtube.com", parts.port or 443)
+        await check_host(deps.outbound, parts.hostname or "www.youtube.com", parts.port or 443)
         canonical = youtube.canonical_url(url)
         return Resolved(principal, kind, title, in_kb, auto_transform, url=canonical, canonical=canonical)
     if kind in TRANSCRIBED and deps.transcriber is None:

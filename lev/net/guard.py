@@ -15,14 +15,16 @@ import socket
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import httpcore
 import httpx
 
 from lev.core.errors import ApiError, ingest_failed
-from lev.core.settings import get_settings
+from lev.core.settings import Settings
 
 MAX_REDIRECTS = 5
 USER_AGENT = (
@@ -94,6 +96,21 @@ def is_blocked_address(address: str) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class Outbound:
+    """What the guard lets through besides public addresses: every private address (LEV_ALLOW_PRIVATE_URLS), the
+    networks of LEV_PRIVATE_URL_ALLOWLIST; and the extra CA outgoing TLS trusts (LEV_OUTBOUND_CA_FILE). Cloud
+    metadata services are refused whatever it says."""
+
+    allow_private: bool = False
+    allowlist: tuple[str, ...] = ()
+    ca_file: Path | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Outbound:
+        return cls(settings.allow_private_urls, tuple(settings.private_url_allowlist), settings.outbound_ca_file)
+
+
 @lru_cache(maxsize=8)
 def _allowlist(networks: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
     return tuple(ipaddress.ip_network(n.strip(), strict=False) for n in networks if n.strip())
@@ -104,7 +121,7 @@ def _allowlisted(address: str, networks: tuple[ipaddress.IPv4Network | ipaddress
     return any(ip in net for net in networks)
 
 
-async def check_host(host: str, port: int) -> list[str]:
+async def check_host(outbound: Outbound, host: str, port: int) -> list[str]:
     """Resolve `host` and return its addresses; refuse if any of them is non-public.
 
     A cloud metadata service (by name or by any address) is always refused. Otherwise, with
@@ -125,10 +142,9 @@ async def check_host(host: str, port: int) -> list[str]:
     for addr in addresses:
         if is_metadata_address(addr):
             raise ingest_failed(f"refusing to fetch {host!r}: it resolves to a cloud metadata service ({addr})")
-    settings = get_settings()
-    if settings.allow_private_urls:
+    if outbound.allow_private:
         return addresses
-    allowed = _allowlist(tuple(settings.private_url_allowlist))
+    allowed = _allowlist(outbound.allowlist)
     for addr in addresses:
         if is_blocked_address(addr) and not _allowlisted(addr, allowed):
             raise ingest_failed(
@@ -141,8 +157,9 @@ async def check_host(host: str, port: int) -> list[str]:
 class _GuardedBackend(httpcore.AsyncNetworkBackend):
     """Resolves and checks each host, then connects to one of the checked IPs."""
 
-    def __init__(self) -> None:
+    def __init__(self, outbound: Outbound) -> None:
         self._inner = httpcore.AnyIOBackend()
+        self._outbound = outbound
 
     async def connect_tcp(
         self,
@@ -152,7 +169,7 @@ class _GuardedBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Any = None,
     ) -> httpcore.AsyncNetworkStream:
-        addresses = await check_host(host, port)
+        addresses = await check_host(self._outbound, host, port)
         last: Exception | None = None
         for addr in addresses:
             try:
@@ -173,31 +190,30 @@ class _GuardedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-def ssl_context() -> ssl.SSLContext:
+def ssl_context(outbound: Outbound) -> ssl.SSLContext:
     """The TLS context of Lev's outgoing requests: the public CAs, plus LEV_OUTBOUND_CA_FILE when set."""
     ctx = httpx.create_ssl_context(trust_env=False)
-    extra = get_settings().outbound_ca_file
-    if extra is not None:
-        ctx.load_verify_locations(cafile=str(extra))
+    if outbound.ca_file is not None:
+        ctx.load_verify_locations(cafile=str(outbound.ca_file))
     return ctx
 
 
 class _GuardedTransport(httpx.AsyncHTTPTransport):
     """httpx transport whose connection pool uses `_GuardedBackend` (no proxies, no env)."""
 
-    def __init__(self) -> None:
+    def __init__(self, outbound: Outbound) -> None:
         super().__init__(trust_env=False)
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context(),
+            ssl_context=ssl_context(outbound),
             max_connections=10,
             max_keepalive_connections=0,
-            network_backend=_GuardedBackend(),
+            network_backend=_GuardedBackend(outbound),
         )
 
 
-def guarded_client(timeout: httpx.Timeout, headers: dict[str, str]) -> httpx.AsyncClient:
+def guarded_client(outbound: Outbound, timeout: httpx.Timeout, headers: dict[str, str]) -> httpx.AsyncClient:
     """An httpx client whose every connection is checked (redirects are followed by `open_url`, not httpx)."""
-    return httpx.AsyncClient(transport=_GuardedTransport(), timeout=timeout, headers=headers,
+    return httpx.AsyncClient(transport=_GuardedTransport(outbound), timeout=timeout, headers=headers,
                              follow_redirects=False, trust_env=False)
 
 
@@ -283,15 +299,15 @@ async def open_url(client: httpx.AsyncClient, url: str, *, headers: dict[str, st
             await resp.aclose()
 
 
-_shared: dict[tuple[int, float, str], httpx.AsyncClient] = {}
+_shared: dict[tuple[int, Outbound, float, str], httpx.AsyncClient] = {}
 
 
-def shared_client(timeout: float, user_agent: str = USER_AGENT) -> httpx.AsyncClient:
+def shared_client(outbound: Outbound, timeout: float, user_agent: str = USER_AGENT) -> httpx.AsyncClient:
     """One guarded client per event loop for frequent small requests (feed checks, webhook deliveries): its TLS
     context is built once (about 19 ms of CPU each time otherwise). Connections are still checked one by one and
     never kept alive; per-request headers go with each request."""
-    key = (id(asyncio.get_running_loop()), timeout, user_agent)
+    key = (id(asyncio.get_running_loop()), outbound, timeout, user_agent)
     client = _shared.get(key)
     if client is None or client.is_closed:
-        client = _shared[key] = guarded_client(httpx.Timeout(timeout), {"User-Agent": user_agent})
+        client = _shared[key] = guarded_client(outbound, httpx.Timeout(timeout), {"User-Agent": user_agent})
     return client

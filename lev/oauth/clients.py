@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from lev.core import clock, jsonguard
 from lev.core.errors import ApiError
-from lev.net.guard import guarded_client
+from lev.net.guard import Outbound, guarded_client
 from store import oauth as oauth_store
 from store.db import transaction
 
@@ -188,7 +188,7 @@ def _client(row: dict[str, Any]) -> Client:
                   secret_hash=row["secret_hash"])
 
 
-async def load_client(client_id: str | None, *, fresh: bool) -> Client:
+async def load_client(outbound: Outbound, client_id: str | None, *, fresh: bool) -> Client:
     """The registered client, fetching a metadata document when the client_id is one and (with `fresh`) its cached
     copy is missing or stale; 400 invalid_client (`OAuthError`) when there is no such client."""
     if not client_id or len(client_id) > 2000 or _CONTROL.search(client_id):
@@ -200,7 +200,7 @@ async def load_client(client_id: str | None, *, fresh: bool) -> Client:
         return _client(row)
     if not cimd:
         raise OAuthError("invalid_client", f"Unknown client_id {client_id!r}: register the client first.", 401)
-    document, max_age = await fetch_metadata_document(client_id)
+    document, max_age = await fetch_metadata_document(outbound, client_id)
     values = validate_metadata_document(client_id, document)
     async with transaction() as s:
         await oauth_store.save_client(s, client_id=client_id, kind="cimd", metadata=document, secret_hash=None,
@@ -218,15 +218,15 @@ def _max_age(cache_control: str) -> int:
     return max(CACHE_MIN_SEC, min(CACHE_MAX_SEC, seconds))
 
 
-async def fetch_metadata_document(url: str) -> tuple[dict[str, Any], int]:
+async def fetch_metadata_document(outbound: Outbound, url: str) -> tuple[dict[str, Any], int]:
     """GET a client ID metadata document through the SSRF guard: 200 only (no redirects), a JSON content type, not
     compressed, at most 5 KiB, within 5 s in all. Returns the document and how long to cache it, in seconds."""
     def refuse(why: str) -> OAuthError:
         return OAuthError("invalid_client", f"Could not use the client metadata document at {url}: {why}.", 401)
 
     try:
-        async with asyncio.timeout(FETCH_DEADLINE_SEC), guarded_client(FETCH_TIMEOUT, FETCH_HEADERS) as client, \
-                client.stream("GET", url) as resp:
+        async with asyncio.timeout(FETCH_DEADLINE_SEC), \
+                guarded_client(outbound, FETCH_TIMEOUT, FETCH_HEADERS) as client, client.stream("GET", url) as resp:
             if resp.status_code != 200:
                 raise refuse(f"HTTP {resp.status_code}")
             ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -356,7 +356,7 @@ def _basic_credentials(authorization: str | None) -> tuple[str, str] | None:
     return unquote(user), unquote(password)
 
 
-async def authenticate_client(form: dict[str, str], authorization: str | None) -> Client:
+async def authenticate_client(outbound: Outbound, form: dict[str, str], authorization: str | None) -> Client:
     """The client a token or revocation request comes from: a public client names itself with client_id; a
     confidential one proves its secret (HTTP Basic or client_secret in the body). 401 invalid_client otherwise."""
     basic = _basic_credentials(authorization)
@@ -366,7 +366,7 @@ async def authenticate_client(form: dict[str, str], authorization: str | None) -
         if client_id and client_id != basic[0]:
             raise OAuthError("invalid_client", "client_id differs from the Basic credentials.", 401)
         client_id, secret = basic
-    client = await load_client(client_id, fresh=False)
+    client = await load_client(outbound, client_id, fresh=False)
     if client.secret_hash is not None:
         if not secret or not hmac.compare_digest(_digest(secret), client.secret_hash):
             raise OAuthError("invalid_client", "The client secret is missing or wrong.", 401)

@@ -25,8 +25,9 @@ from lev.auth.policy import OAuthBinding, Principal, hash_token, mint, new_token
 from lev.core import clock, context, jsonguard
 from lev.core.contract import mcp_tools
 from lev.core.errors import ApiError, capability_denied, invalid_body, jsonrpc_response, not_signed_in
-from lev.core.settings import get_settings
+from lev.core.settings import Settings
 from lev.limits.tiers import Tiers, token_room
+from lev.net.guard import Outbound
 from lev.oauth.clients import SCOPES, Client, OAuthError, load_client, redirect_matches
 from store import oauth as oauth_store
 from store import sessions as session_store
@@ -48,11 +49,11 @@ _CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 _VERIFIER = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
 
 
-def public_base(host_header: str | None) -> str:
+def public_base(settings: Settings, host_header: str | None) -> str:
     """The base URL clients see: LEV_BASE_URL, else the address served (`localhost` when the client said so on a
     loopback listener, so a client that was given http://localhost:PORT/api/mcp finds its resource)."""
     base = context.base_url()
-    if get_settings().base_url or not host_header:
+    if settings.base_url or not host_header:
         return base
     parts = urlsplit(base)
     try:
@@ -182,10 +183,10 @@ class AuthRequest:
 MAX_STATE_CHARS = 2000
 
 
-async def check_request(params: dict[str, str], base: str) -> AuthRequest:
+async def check_request(outbound: Outbound, params: dict[str, str], base: str) -> AuthRequest:
     """Validate an authorization request for its client; anything wrong is a `PageError` (see there)."""
     try:
-        client = await load_client(params.get("client_id"), fresh=True)
+        client = await load_client(outbound, params.get("client_id"), fresh=True)
     except OAuthError as err:
         raise PageError("invalid_request", err.description) from None
     redirect_uri = params.get("redirect_uri", "")
@@ -268,7 +269,7 @@ def _check_resource(form: dict[str, str], resource: str) -> None:
         raise OAuthError("invalid_target", f"The grant is for {resource}, not {asked}.")
 
 
-async def exchange_code(client: Client, form: dict[str, str]) -> dict[str, Any]:
+async def exchange_code(settings: Settings, client: Client, form: dict[str, str]) -> dict[str, Any]:
     """authorization_code grant: one use per code; a second use revokes what the first produced (RFC 6749
     4.1.2). Every refusal is invalid_grant or invalid_target and creates nothing."""
     code, verifier, redirect_uri = form.get("code"), form.get("code_verifier"), form.get("redirect_uri")
@@ -292,7 +293,7 @@ async def exchange_code(client: Client, form: dict[str, str]) -> dict[str, Any]:
             raise OAuthError("invalid_grant", "code_verifier does not match the code_challenge.")
         else:
             _check_resource(form, row["resource"])
-            out = await _mint_grant(s, client, row)
+            out = await _mint_grant(s, settings, client, row)
             await oauth_store.mark_code_used(s, row["code_hash"], out.pop("token_id"))
     if failure is not None:
         await principals.invalidate()  # the revoked grant's access token may be cached in any process
@@ -301,7 +302,7 @@ async def exchange_code(client: Client, form: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-async def _mint_grant(s: Any, client: Client, row: dict[str, Any]) -> dict[str, Any]:
+async def _mint_grant(s: Any, settings: Settings, client: Client, row: dict[str, Any]) -> dict[str, Any]:
     choice = row["choice"]
     user = {"id": row["user_id"], "tier": row["tier"], "email": row["email"]}
     access_expires = clock.now() + timedelta(seconds=ACCESS_TTL_SEC)
@@ -309,8 +310,8 @@ async def _mint_grant(s: Any, client: Client, row: dict[str, Any]) -> dict[str, 
         access, token_id = await mint(
             s, user, choice.get("client_name") or client.name, write=choice["write"],
             folder_ids=[uuid.UUID(f) for f in choice["folder_ids"]], kb_only=choice["kb_only"],
-            expires_in_days=choice["expires_in_days"], write_cap=get_settings().default_write_cap,
-            tiers=Tiers.from_settings(get_settings()),
+            expires_in_days=choice["expires_in_days"], write_cap=settings.default_write_cap,
+            tiers=Tiers.from_settings(settings),
             oauth=OAuthBinding(client_id=client.client_id, resource=row["resource"], access_expires_at=access_expires),
         )
     except ApiError as err:  # the tier changed, or a chosen folder was deleted, since the user allowed it
@@ -367,9 +368,9 @@ async def revoke(client: Client, form: dict[str, str]) -> None:
         await principals.invalidate()
 
 
-async def consent_room(principal: Principal) -> dict[str, Any]:
+async def consent_room(settings: Settings, principal: Principal) -> dict[str, Any]:
     """The tier figures the consent page shows (the 402's tier, cap, used); `allowed` is false at the cap."""
     async with read_session() as s:
         user = {"id": principal.user_id, "tier": principal.tier}
-        room = await token_room(s, Tiers.from_settings(get_settings()), user)
+        room = await token_room(s, Tiers.from_settings(settings), user)
     return {"tier": room.tier, "cap": room.cap, "used": room.used, "allowed": room.allowed}

@@ -23,7 +23,7 @@ from lev.core import clock
 from lev.core.errors import ApiError
 from lev.ingest.deps import Deps
 from lev.ingest.followups import requeue
-from lev.net.guard import shared_client
+from lev.net.guard import Outbound, shared_client
 from lev.webhooks import events
 from store import webhooks as webhook_store
 
@@ -50,11 +50,12 @@ def signed_headers(delivery: dict[str, Any], body: str, at: datetime) -> dict[st
                                                                                           body)}
 
 
-async def post(url: str, body: str, headers: dict[str, str]) -> tuple[int | None, str | None, str | None]:
+async def post(outbound: Outbound, url: str, body: str,
+               headers: dict[str, str]) -> tuple[int | None, str | None, str | None]:
     """POST once: (status code, error in words, at most 1 KB of the answer)."""
     try:
         async with asyncio.timeout(TIMEOUT_SEC):
-            client = shared_client(TIMEOUT_SEC, USER_AGENT)
+            client = shared_client(outbound, TIMEOUT_SEC, USER_AGENT)
             async with client.stream("POST", url, content=body.encode(), headers=headers) as resp:
                 kept = bytearray()
                 async for piece in resp.aiter_bytes():
@@ -91,7 +92,7 @@ async def attempt(deps: Deps, delivery_id: uuid.UUID) -> str | None:
     body = json.dumps(delivery["payload"], separators=(",", ":"), ensure_ascii=False)
     at = clock.now()
     started = time.perf_counter()
-    code, error, answer = await post(delivery["url"], body, signed_headers(delivery, body, at))
+    code, error, answer = await post(deps.outbound, delivery["url"], body, signed_headers(delivery, body, at))
     duration_ms = int((time.perf_counter() - started) * 1000)
     made = int(delivery["attempts"]) + 1
     delay: float | None = None

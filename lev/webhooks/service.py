@@ -17,7 +17,7 @@ from lev.auth.policy import Principal, require, require_whole_library
 from lev.core import clock
 from lev.core.errors import ApiError, invalid_body, limit_reached, not_found
 from lev.ingest.deps import Deps
-from lev.net.guard import check_host
+from lev.net.guard import Outbound, check_host
 from lev.webhooks import events
 from store import webhooks as webhook_store
 
@@ -52,7 +52,7 @@ def shape_attempt(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def check_url(url: str) -> str:
+async def check_url(outbound: Outbound, url: str) -> str:
     """The endpoint URL when it is http(s) and its host resolves to addresses deliveries may reach; else 400
     invalid_body saying why. (Each delivery checks the address again when it connects.)"""
     url = url.strip()
@@ -65,7 +65,7 @@ async def check_url(url: str) -> str:
     if not parsed.host:
         raise invalid_body("url has no host.")
     try:
-        await check_host(parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80))
+        await check_host(outbound, parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80))
     except ApiError as exc:
         raise invalid_body(f"url is refused: {exc.message or exc.code}.") from None
     return url
@@ -93,7 +93,7 @@ async def create(deps: Deps, p: Principal, body: dict[str, Any]) -> dict[str, An
     """A new endpoint, with its secret (shown only in this answer)."""
     _manage(p)
     wanted = _events(body["events"])
-    url = await check_url(body["url"])
+    url = await check_url(deps.outbound, body["url"])
     cap = deps.settings.webhook_max_per_user
     secret = new_secret()
     async with deps.db.transaction() as s:

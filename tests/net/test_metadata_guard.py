@@ -5,24 +5,20 @@ numeric forms here, and no connection is ever attempted."""
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator
 
 import pytest
 
 from lev.core.errors import ApiError
-from lev.core.settings import get_settings
-from lev.net.guard import check_host, is_metadata_address
+from lev.core.settings import Settings
+from lev.net.guard import Outbound, check_host, is_metadata_address
+
+# Private URLs allowed and an allowlist that covers every address there is.
+EVERYTHING = Outbound(allow_private=True, allowlist=("0.0.0.0/0", "::/0"))
 
 
-@pytest.fixture
-def everything_allowed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Private URLs allowed and an allowlist that covers every address there is."""
-    monkeypatch.setenv("LEV_ALLOW_PRIVATE_URLS", "true")
-    monkeypatch.setenv("LEV_PRIVATE_URL_ALLOWLIST", '["0.0.0.0/0", "::/0"]')
-    get_settings.cache_clear()
-    assert get_settings().allow_private_urls
-    yield
-    get_settings.cache_clear()
+def test_the_settings_say_what_the_guard_lets_through() -> None:
+    out = Outbound.from_settings(Settings(allow_private_urls=True, private_url_allowlist=["10.0.0.0/8"]))
+    assert out.allow_private and out.allowlist == ("10.0.0.0/8",)
 
 
 def _v4_spellings(dotted: str) -> list[str]:
@@ -51,28 +47,27 @@ SPELLINGS = [s for a in METADATA_V4 for s in _v4_spellings(a)] + \
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("host", SPELLINGS)
-async def test_metadata_addresses_are_refused_even_with_private_urls_allowed(everything_allowed: None,
-                                                                            host: str) -> None:
+async def test_metadata_addresses_are_refused_even_with_private_urls_allowed(host: str) -> None:
     with pytest.raises(ApiError) as info:
-        await check_host(host, 80)
+        await check_host(EVERYTHING, host, 80)
     assert info.value.code == "ingest_failed" and info.value.status == 400
     assert "cloud metadata service" in (info.value.message or ""), info.value.message
 
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("host", ["metadata.google.internal", "METADATA.GOOGLE.INTERNAL.", "metadata.goog"])
-async def test_metadata_host_names_are_refused_before_any_lookup(everything_allowed: None, host: str) -> None:
+async def test_metadata_host_names_are_refused_before_any_lookup(host: str) -> None:
     with pytest.raises(ApiError) as info:
-        await check_host(host, 80)
+        await check_host(EVERYTHING, host, 80)
     assert "cloud metadata service" in (info.value.message or "")
 
 
 @pytest.mark.asyncio
-async def test_other_private_addresses_still_follow_the_settings(everything_allowed: None) -> None:
+async def test_other_private_addresses_still_follow_the_settings() -> None:
     """Only the metadata services are fixed: loopback, link-local and private neighbours pass when allowed."""
     for host in ("127.0.0.1", "169.254.169.253", "169.254.1.1", "100.100.100.201", "10.0.0.1", "[::1]",
                  "[fd00:ec2::253]"):
-        assert await check_host(host, 80) == [host.strip("[]")]
+        assert await check_host(EVERYTHING, host, 80) == [host.strip("[]")]
 
 
 def test_the_decision_unwraps_every_ipv6_form() -> None:

@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 from mcp.shared.exceptions import MCPError
 
+from lev.net.guard import Outbound
 from lev.oauth.clients import (
     OAuthError,
     fetch_metadata_document,
@@ -468,7 +469,7 @@ def test_redirect_and_client_id_rules_and_the_ssrf_guard(site) -> None:  # type:
     # this test process runs with private addresses refused (the production default): the document on loopback is
     # not fetched at all
     with pytest.raises(OAuthError) as err:
-        asyncio.run(fetch_metadata_document(site.url + "/c/ok.json"))
+        asyncio.run(fetch_metadata_document(Outbound(), site.url + "/c/ok.json"))
     assert err.value.error == "invalid_client" and "private" in err.value.description
 
 
