@@ -7,7 +7,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 PORT ?= 8080
 export HF_HUB_OFFLINE := 1
 
-.PHONY: cluster test-cluster cluster-deps browser-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster clean
+.PHONY: cluster test-cluster cluster-deps browser-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation clean
 
 PIP := $(BIN)/pip install --disable-pip-version-check --progress-bar on
 
@@ -70,9 +70,9 @@ contract: $(DEV_STAMP)
 fuzz: $(DEV_STAMP)
 	LEV_FUZZ_EXAMPLES=2000 $(BIN)/pytest -q contract_tests -p no:cacheprovider
 
-bench: bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster
+bench: bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation
 
-bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile: $(DEV_STAMP)
+bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-automation: $(DEV_STAMP)
 	$(BIN)/python -m bench.run $(subst bench-,,$@)
 
 bench-cluster: $(DEV_STAMP) cluster-deps

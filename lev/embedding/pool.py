@@ -158,7 +158,8 @@ class IngestProcess:
                     raise
         raise AssertionError("unreachable")
 
-    def close(self) -> None:
+    def close(self, wait_sec: float = 10.0) -> None:
+        """EOF to the child, which exits; killed if it has not after `wait_sec` (it holds nothing worth waiting for)."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
@@ -168,7 +169,7 @@ class IngestProcess:
             except OSError:
                 pass
         try:
-            proc.wait(10)
+            proc.wait(wait_sec)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -215,9 +216,9 @@ class IngestPool:
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes if p.pid is not None]
 
-    def close(self) -> None:
+    def close(self, wait_sec: float = 10.0) -> None:
         for p in self.processes:
-            p.close()
+            p.close(wait_sec)
 
 
 _ingest_pool: IngestPool | None = None
@@ -235,12 +236,12 @@ def use_ingest_pool(processes: int, nice: int, threads: int) -> IngestPool | Non
     return _ingest_pool
 
 
-def stop_ingest_pool() -> None:
+def stop_ingest_pool(wait_sec: float = 10.0) -> None:
     global _ingest_pool
     pool, _ingest_pool = _ingest_pool, None
     send_batches_to(None)
     if pool is not None:
-        pool.close()
+        pool.close(wait_sec)
 
 
 def _configured_embedder_cached() -> Embedder:

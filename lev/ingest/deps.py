@@ -10,6 +10,7 @@ from lev.core.settings import Settings
 from lev.embedding.embedder import Embedder
 from lev.ingest.progress import Redis
 from lev.ingest.transcriber import Transcriber
+from lev.net.guard import Outbound
 from store.db import Database
 from store.objects import ObjectStore
 
@@ -33,3 +34,8 @@ class Deps:
     objects: ObjectStore
     embedder: Embedder
     transcriber: Transcriber | None
+
+    @property
+    def outbound(self) -> Outbound:
+        """What the SSRF guard lets through, from the settings."""
+        return Outbound.from_settings(self.settings)

@@ -13,14 +13,13 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Protocol
 
 import httpx
 import numpy as np
 
 from lev.core.retry import async_retrying
-from lev.core.settings import get_settings
+from lev.core.settings import Settings
 from lev.embedding.embedder import Embedder, get_embedder
 from lev.transforms.stopwords import ENGLISH_STOP_WORDS
 
@@ -240,10 +239,8 @@ class OpenAIChatTransformer:
         return outputs
 
 
-@lru_cache(maxsize=1)
-def get_transformer() -> Transformer:
+def transformer_from(s: Settings) -> Transformer:
     """The chat adapter when LEV_LLM_URL is set, else the local extractive transformer."""
-    s = get_settings()
     if s.llm_url:
         return OpenAIChatTransformer(s.llm_url, s.llm_api_key, s.llm_model)
     return LocalTransformer()
