@@ -141,7 +141,7 @@ async def tools_call(ctx: dict[str, Any], name: Any = None, arguments: Any = Non
 
 
 async def _search(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
-    return await library.search(p, query=args["query"], mode=args.get("mode", "hybrid"),
+    return await library.search(p, runtime.query_batcher(), query=args["query"], mode=args.get("mode", "hybrid"),
                                 limit=args.get("limit", 10))
 
 

@@ -13,6 +13,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
+from lev import runtime
 from lev.auth import accounts
 from lev.auth.policy import Principal
 from lev.core import context
@@ -125,8 +126,9 @@ async def _library(request: Request, p: Principal, folder: dict[str, Any] | None
     mode = request.query_params.get("mode") or "hybrid"
     if q:
         try:
-            search = await library.search(p, query=q[:2000], mode=mode if mode in ("hybrid", "semantic", "keyword")
-                                          else "hybrid", limit=10, folder_id=folder_id)
+            search = await library.search(p, runtime.query_batcher(), query=q[:2000],
+                                          mode=mode if mode in ("hybrid", "semantic", "keyword") else "hybrid",
+                                          limit=10, folder_id=folder_id)
         except ApiError as err:
             search = {"error": err.message or err.code, "results": []}
     return _render("library.html", request, p, folder=folder, search=search, q=q, mode=mode, **view)

@@ -31,8 +31,6 @@ from lev.core import clock, context
 from lev.core.contract import OperationResolver, connexion_spec, operations, security_map, validator_map
 from lev.core.errors import ApiError, file_too_large, not_signed_in, rest_body, rest_headers, to_api_error
 from lev.core.settings import Settings, get_settings
-from lev.embedding.embedder import check_dimension, get_embedder
-from lev.embedding.pool import stop_ingest_pool, use_ingest_pool
 from lev.oauth import server as oauth
 from lev.ops import logs, metrics
 from store.db import read_session
@@ -335,16 +333,9 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
-        # Ingest batches are embedded in low-priority child processes, never beside the searches' embeddings; the
-        # first child also hands this process its query graph.
-        pool = use_ingest_pool(settings.ingest_embed_processes, settings.ingest_embed_nice,
-                               settings.ingest_embed_threads)
-        if pool is not None:
-            await asyncio.to_thread(pool.start)
-        # Loads the model once per process and refuses to start on a vector-size mismatch.
-        await asyncio.to_thread(check_dimension, get_embedder(), settings.embed_dim)
+        # Ingest batches are embedded in low-priority child processes, never beside the searches' embeddings.
         metrics.configure(settings)
-        rt = await runtime.start(settings)
+        rt = await runtime.start(settings, ingest_processes=settings.ingest_embed_processes)
         worker = None
         if settings.workers_inline:
             worker = make_worker(rt.redis_url, own_runtime=False)
@@ -356,7 +347,6 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
                 await stop_gracefully(worker, settings.shutdown_grace_sec)
                 task.cancel()
             await runtime.stop()
-            await asyncio.to_thread(stop_ingest_pool)
             metrics.mark_process_dead()
 
     app = AsyncApp(__name__, lifespan=lifespan)

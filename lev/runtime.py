@@ -1,4 +1,5 @@
-"""Process-wide resources: database engine, Redis, job queue, limiter, activity writer, object store."""
+"""Process-wide resources: database engine, Redis, job queue, limiter, activity writer, object store, and the
+embedder with its query batcher (built here, once per process, and handed to whoever embeds)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from redis.asyncio import Redis
 from lev.auth import principal_cache as principals
 from lev.core.settings import Settings, get_settings
 from lev.embedded import resolve_urls
+from lev.embedding.embedder import Embedder, build_embedder, check_dimension
+from lev.embedding.pool import QueryBatcher
 from lev.limits.ratelimit import Limiter
 from lev.ops import logs
 from lev.ops.activity import ActivityWriter
@@ -32,6 +35,8 @@ class Runtime:
     limiter: Any = None
     activity: Any = None
     principals: Any = None
+    embedder: Embedder | None = None
+    queries: QueryBatcher | None = None  # search queries' embeddings, batched on their own thread
 
 
 _runtime: Runtime | None = None
@@ -85,23 +90,52 @@ def get_runtime() -> Runtime:
     return _runtime
 
 
-async def start(settings: Settings | None = None, *, migrate: bool = True) -> Runtime:
-    """Open every shared resource (idempotent within a process)."""
+def embedder() -> Embedder:
+    """The process's embedder (for callers that are not handed it yet)."""
+    rt = get_runtime()
+    assert rt.embedder is not None
+    return rt.embedder
+
+
+def query_batcher() -> QueryBatcher:
+    """The process's search-query batcher (for handlers, which Connexion calls without it)."""
+    rt = get_runtime()
+    assert rt.queries is not None
+    return rt.queries
+
+
+async def start(settings: Settings | None = None, *, migrate: bool = True, ingest_processes: int = 0) -> Runtime:
+    """Open every shared resource (idempotent within a process). The embedder sends its batches to
+    `ingest_processes` low-priority child processes (0: computes them here); it starts (model loaded, children
+    up) while the embedded servers start, and its vector size is checked against the database column."""
     global _runtime
     if _runtime is not None:
         return _runtime
     settings = settings or get_settings()
-    db_url, redis_url = await asyncio.to_thread(
-        resolve_urls, settings.database_url, settings.redis_url, settings.data_dir
-    )
-    if migrate:
-        newer = await asyncio.to_thread(db.migrate, db_url)
-        if newer is not None:
-            log.warning("the database is at a newer release's migration; running on it as it is",
-                        database=newer, this_release=db.head_revision_cached())
+    emb = build_embedder(settings, ingest_processes)
+    try:
+        loaded, urls = await asyncio.gather(asyncio.to_thread(emb.start),
+                                            asyncio.to_thread(resolve_urls, settings.database_url,
+                                                              settings.redis_url, settings.data_dir),
+                                            return_exceptions=True)
+        if isinstance(loaded, BaseException):
+            raise loaded
+        if isinstance(urls, BaseException):
+            raise urls
+        db_url, redis_url = urls
+        await asyncio.to_thread(check_dimension, emb)  # refuses to start on a vector-size mismatch
+        if migrate:
+            newer = await asyncio.to_thread(db.migrate, db_url)
+            if newer is not None:
+                log.warning("the database is at a newer release's migration; running on it as it is",
+                            database=newer, this_release=db.head_revision_cached())
+    except BaseException:
+        await asyncio.to_thread(emb.close)
+        raise
     db.init_engine(db_url, settings.db_pool_size, generic_plans=settings.db_generic_plans)
     redis = Redis.from_url(redis_url)
-    rt = Runtime(settings=settings, database_url=db_url, redis_url=redis_url, redis=redis)
+    rt = Runtime(settings=settings, database_url=db_url, redis_url=redis_url, redis=redis, embedder=emb,
+                 queries=QueryBatcher(emb.embed_queries, max(1, settings.query_batch_max)))
     rt.limiter = Limiter(settings, redis_url, redis)
     rt.activity = ActivityWriter()
     rt.principals = principals.PrincipalCache(redis, settings.principal_cache_sec)
@@ -123,4 +157,6 @@ async def stop() -> None:
         await rt.arq.aclose()
     await rt.redis.aclose()
     await db.dispose_engine()
+    if rt.embedder is not None:
+        await asyncio.to_thread(rt.embedder.close)
     _runtime = None

@@ -32,7 +32,7 @@ def test_searches_answer_while_the_ingest_embedding_process_is_stopped(server: L
     child = children[0]
     parent_nice = psutil.Process(server.proc.pid).nice()  # type: ignore[union-attr]
     threads = [t.id for t in child.threads()]
-    assert len(threads) > 1  # torch's pool is up: every one of its threads runs at the lower CPU priority
+    assert len(threads) > 1  # ONNX Runtime's pool is up: every one of its threads runs at the lower CPU priority
     assert all(os.getpriority(os.PRIO_PROCESS, tid) > parent_nice for tid in threads)
 
     child.suspend()
@@ -71,8 +71,9 @@ def test_a_killed_ingest_embedding_process_is_replaced(server: LiveServer, user:
     assert [p.pid for p in _ingest_processes(server)] != [old.pid]
 
 
-def test_the_api_process_embeds_queries_without_torch(server: LiveServer, user: User) -> None:
-    """Its query graph comes from the ingest process as ONNX: torch (about 220 MiB) is never mapped into it."""
+def test_both_processes_embed_with_onnx_runtime_and_without_torch(server: LiveServer, user: User) -> None:
+    """The API process (queries) and its ingest process (batches) both run the bundled ONNX model: torch is
+    mapped into neither (tests/embedding/test_no_torch.py shows they never even try to import it)."""
     api = Api(server.url, user.token(write=True))
     assert api.post("/api/v1/ingest", json={"kind": "text", "text": BEES}).status_code == 200
     assert api.get("/api/v1/search", params={"q": "insect dance", "mode": "semantic"}).json()["results"]
@@ -81,7 +82,9 @@ def test_the_api_process_embeds_queries_without_torch(server: LiveServer, user: 
     assert any(name.startswith("libonnxruntime") for name in libraries), sorted(libraries)
     assert not any(name.startswith("libtorch") for name in libraries), sorted(libraries)
     child = _ingest_processes(server)[0]
-    assert any(m.path.rsplit("/", 1)[-1].startswith("libtorch") for m in child.memory_maps())
+    libraries = {m.path.rsplit("/", 1)[-1] for m in child.memory_maps()}
+    assert any(name.startswith("libonnxruntime") for name in libraries), sorted(libraries)
+    assert not any(name.startswith("libtorch") for name in libraries), sorted(libraries)
 
 
 def test_queries_that_arrive_together_are_embedded_in_one_batch() -> None:

@@ -77,8 +77,6 @@ class Settings(BaseSettings):
     """API key for the embeddings service."""
     embed_model: str = "text-embedding-3-small"
     """Embedding model name (with LEV_EMBEDDER=openai)."""
-    embed_dim: int = 384
-    """Vector size; must match the database (Lev refuses to start on a mismatch)."""
     ingest_embed_processes: int = 1
     """Child processes per API process embedding ingested text with the local model (0: in the API process)."""
     ingest_embed_nice: int = 4

@@ -1,25 +1,19 @@
 """Where embeddings run in an API process: query embeddings on their own thread, batched under concurrency
-(`QueryBatcher`, `embed_query`), and ingest batches in low-priority child processes (`IngestPool`, running
-`lev.embedding.child`), so a search never queues behind an ingest."""
+(`QueryBatcher`), and ingest batches in low-priority child processes (`IngestPool`, running `lev.embedding.child`),
+so a search never queues behind an ingest. Both are owned by whoever builds them: the runtime's `QueryBatcher`,
+the `LocalEmbedder`'s pool."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import queue
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
-
-from lev.core.settings import get_settings
-from lev.embedding import query_graph
-from lev.embedding.embedder import Embedder, LocalEmbedder, TimedEmbedder, get_embedder, send_batches_to
 
 READY = b"LEV-EMBED-READY\n"  # the child's first line once its model is loaded
 
@@ -85,26 +79,6 @@ class QueryBatcher:
         self._next_batch(loop)
 
 
-_batcher: QueryBatcher | None = None
-_batcher_loop: asyncio.AbstractEventLoop | None = None
-
-
-def query_batcher() -> QueryBatcher:
-    """The process's query batcher (one per event loop)."""
-    global _batcher, _batcher_loop
-    loop = asyncio.get_running_loop()
-    if _batcher is None or _batcher_loop is not loop:
-        _batcher = QueryBatcher(get_embedder().embed_queries, max(1, get_settings().query_batch_max))
-        _batcher_loop = loop
-    return _batcher
-
-
-def embed_query(query: str) -> asyncio.Future[list[float]]:
-    """The future vector of a search query, from the query thread (batched with concurrent queries); its
-    embedding starts before this returns when the thread is idle."""
-    return query_batcher().submit(query)
-
-
 class IngestProcess:
     """One `lev.embedding.child` child: embeds ingest batches at lower CPU priority, one batch at a time,
     restarted when it dies."""
@@ -118,12 +92,9 @@ class IngestProcess:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
-    def start(self, graph: Path | None = None) -> None:
-        # A background process on a busy machine: its OpenMP threads sleep instead of spinning while they wait.
-        env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+    def start(self) -> None:
         args = [sys.executable, "-m", "lev.embedding.child", str(self.nice), str(self.threads)]
-        proc = subprocess.Popen(args + ([str(graph)] if graph else []), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                env=env)
+        proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert proc.stdout is not None
         if proc.stdout.readline() != READY:
             proc.kill()
@@ -185,23 +156,11 @@ class IngestPool:
             self._free.put(p)
 
     def start(self) -> None:
-        """Start every process (blocking); callers that come meanwhile wait for a started one. The first also
-        writes the query graph this process then loads (so it never loads the eager model itself)."""
-        for i in range(len(self.processes)):
+        """Start every process (blocking); callers that come meanwhile wait for a started one."""
+        for _ in range(len(self.processes)):
             p = self._free.get()
             try:
-                if i == 0:
-                    fd, name = tempfile.mkstemp(prefix="lev-query-graph-", suffix=".onnx")
-                    os.close(fd)
-                    graph = Path(name)
-                    try:
-                        p.start(graph)
-                        query_graph.use_query_graph(graph)
-                        query_graph.load()  # now, while the file exists
-                    finally:
-                        graph.unlink(missing_ok=True)
-                else:
-                    p.start()
+                p.start()
             finally:
                 self._free.put(p)
 
@@ -218,31 +177,3 @@ class IngestPool:
     def close(self) -> None:
         for p in self.processes:
             p.close()
-
-
-_ingest_pool: IngestPool | None = None
-
-
-def use_ingest_pool(processes: int, nice: int, threads: int) -> IngestPool | None:
-    """Send this process's ingest (batch) embedding to `processes` children at CPU priority +`nice` from now on
-    (local model only; 0 processes: embed in this process). They start with `IngestPool.start`; batches that
-    come before wait for them."""
-    global _ingest_pool
-    if processes <= 0 or not isinstance(_configured_embedder_cached(), LocalEmbedder):
-        return None
-    _ingest_pool = IngestPool(processes, nice, threads)
-    send_batches_to(_ingest_pool.embed)
-    return _ingest_pool
-
-
-def stop_ingest_pool() -> None:
-    global _ingest_pool
-    pool, _ingest_pool = _ingest_pool, None
-    send_batches_to(None)
-    if pool is not None:
-        pool.close()
-
-
-def _configured_embedder_cached() -> Embedder:
-    emb = get_embedder()
-    return emb.inner if isinstance(emb, TimedEmbedder) else emb

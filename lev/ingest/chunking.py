@@ -16,7 +16,7 @@ import asyncio
 import re
 from typing import Any
 
-from lev.embedding.embedder import get_embedder
+from lev.embedding.embedder import Embedder
 from lev.embedding.minilm import LOCAL_MAX_SEQ_LENGTH, tokenizer
 
 CHUNK_TOKENS = 200  # budget for title + chunk; leaves margin under the 256-token model window
@@ -182,9 +182,9 @@ def embed_input(title: str | None, chunk: str) -> str:
     return f"{title}\n\n{chunk}" if title else chunk
 
 
-async def embed_chunks(title: str | None, bodies: list[str]) -> list[list[float]]:
+async def embed_chunks(embedder: Embedder, title: str | None, bodies: list[str]) -> list[list[float]]:
     """The vectors of a content's chunks (each embedded as `embed_input`), computed in a worker thread."""
-    return await asyncio.to_thread(get_embedder().embed, [embed_input(title, b) for b in bodies])
+    return await asyncio.to_thread(embedder.embed, [embed_input(title, b) for b in bodies])
 
 
 def max_model_tokens() -> int:

@@ -47,13 +47,13 @@ async def prepare(title: str | None, body: str, *, inline_limit: int | None = No
     bodies = await asyncio.to_thread(chunk_text, body, title) if body.strip() else []
     if inline_limit is not None and len(bodies) > inline_limit:
         return Chunks(bodies)
-    return Chunks(bodies, await embed_chunks(title, bodies) if bodies else [])
+    return Chunks(bodies, await embed_chunks(runtime.embedder(), title, bodies) if bodies else [])
 
 
 async def prepare_timed(title: str | None, segments: list[dict[str, Any]]) -> Chunks:
     """Chunk and embed a transcript given as timed segments; each chunk keeps its start and end seconds."""
     bodies, times = await asyncio.to_thread(timed_chunks, segments, title)
-    return Chunks(bodies, await embed_chunks(title, bodies) if bodies else [], times)
+    return Chunks(bodies, await embed_chunks(runtime.embedder(), title, bodies) if bodies else [], times)
 
 
 @dataclass
@@ -218,7 +218,7 @@ async def finish_content(content_id: uuid.UUID, title: str | None, body: str, *,
     bodies = chunks.bodies
     for start in range(0, len(bodies), EMBED_BATCH):  # batches, so GET /items/{id} can show how far it is
         await progress.report(content_id, "embedding", start, len(bodies))
-        chunks.vectors += await embed_chunks(title, bodies[start:start + EMBED_BATCH])
+        chunks.vectors += await embed_chunks(runtime.embedder(), title, bodies[start:start + EMBED_BATCH])
     await progress.report(content_id, "storing", len(bodies), len(bodies))
     async with transaction() as s:
         if not await content_store.lock_unfinished(s, content_id):

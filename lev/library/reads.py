@@ -12,7 +12,7 @@ from lev.auth.policy import Principal, folder_name, folder_visible
 from lev.core import context
 from lev.core.errors import invalid_body, name_taken, not_found
 from lev.core.settings import get_settings
-from lev.embedding.pool import embed_query
+from lev.embedding.pool import QueryBatcher
 from lev.ingest import progress
 from lev.runtime import get_object_store
 from store import folders as folder_store
@@ -30,9 +30,9 @@ def search_params() -> search_store.SearchParams:
                                      ef_search=s.hnsw_ef_search, exact_scan_max_chunks=s.search_exact_scan_max_chunks)
 
 
-async def search(principal: Principal, *, query: str, mode: str = "hybrid", limit: int = 10,
+async def search(principal: Principal, queries: QueryBatcher, *, query: str, mode: str = "hybrid", limit: int = 10,
                  folder_id: uuid.UUID | None = None) -> dict[str, Any]:
-    """Top chunks for `query` within the token's scope (and optionally one folder in it)."""
+    """Top chunks for `query` within the token's scope (and optionally one folder in it); `queries` embeds it."""
     query = (query or "").strip()
     if not query:
         raise invalid_body("The search query must not be empty.")
@@ -45,7 +45,7 @@ async def search(principal: Principal, *, query: str, mode: str = "hybrid", limi
     if folder_id is not None and not folder_visible(principal.scope, folder_id):
         raise not_found()
     # The query is embedded in a worker thread while the database plans and finds keyword candidates.
-    vector = embed_query(query) if mode != "keyword" else None
+    vector = queries.submit(query) if mode != "keyword" else None
     try:
         async with read_session() as s:  # reads only: no BEGIN and COMMIT round trips
             if folder_id is not None and not await folder_store.owned_ids(s, principal.user_id, [folder_id]):
