@@ -214,6 +214,7 @@ def hnsw_recall(lev: Lev, queries: list[str], limit: int) -> dict[str, Any]:
     from sqlalchemy import text
 
     from lev.auth.policy import Scope
+    from lev.core.settings import get_settings
     from lev.embedding.embedder import LocalEmbedder
     from lev.library.reads import search_params
     from store import scoped_sql
@@ -221,7 +222,7 @@ def hnsw_recall(lev: Lev, queries: list[str], limit: int) -> dict[str, Any]:
 
     emb = LocalEmbedder()
     scope = Scope(lev.user_id, None, kb_only=True)
-    p = search_params()
+    p = search_params(get_settings())
     recalls, efs, ms_h, ms_e = [], set(), [], []
 
     async def one(s: Any, q: str, vec: list[float]) -> tuple[list[Any], list[Any], int, float, float]:
@@ -317,7 +318,7 @@ def main() -> str:
         f"{C16_THREADS} threads x {C16_PER_THREAD}, test then train claims), limit {LIMIT}, each thread its own "
         "httpx keep-alive client, 3 warm-up requests per client not timed. REST = `GET /api/v1/search`; MCP = "
         "`POST /api/mcp` `tools/call search_knowledge_base` (stateless JSON). Floor = the same store function "
-        "in-process (`store.search.search` with `search_params()` through `Lev.admin`) plus one "
+        "in-process (`store.search.search` with `search_params(get_settings())` through `Lev.admin`) plus one "
         "`LocalEmbedder.embed_query` (not for keyword), each timed, c=1.",
         "",
         "| mode | surface | c | p50 / p95 / p99 ms | req/s |",

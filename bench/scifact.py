@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from bench.common import Lev
+from lev.core.settings import get_settings
 from lev.library.reads import search_params
 from store import search as search_store
 from store.scope import Scope
@@ -84,4 +85,4 @@ def store_search(lev: Lev, query: str, vector: list[float] | None, mode: str, li
     """The server's search SQL (store.search.search with lev.library.reads.search_params()), run in-process."""
     scope = Scope(lev.user_id, None, kb_only=True)  # what the bench token (whole library, kb_only) sees
     return lev.admin.run(lambda s: search_store.search(s, scope, query=query, query_vector=vector, mode=mode,
-                                                       limit=limit, params=search_params()))
+                                                       limit=limit, params=search_params(get_settings())))

@@ -28,6 +28,7 @@ def main() -> None:
     from pgvector.psycopg import register_vector
     from sqlalchemy import text
 
+    from lev.core.settings import get_settings
     from lev.embedding.embedder import LocalEmbedder
     from lev.library.reads import search_params
     from store import scoped_sql
@@ -55,7 +56,7 @@ def main() -> None:
 
     emb = LocalEmbedder()
     scope = Scope(small_id, None, kb_only=True)
-    p = search_params()
+    p = search_params(get_settings())
     timings: dict[str, list[float]] = {k: [] for k in ("embed", "plan", "kw_cand", "hybrid_sql", "search", "rest")}
 
     async def pieces(s: Any, q: str, vec: list[float]) -> None:

@@ -138,7 +138,7 @@ class ScopeMachine(RuleBasedStateMachine):
         candidates = [t for t in self.live() if t is not self.owner(t.user)]
         tok = data.draw(st.sampled_from(candidates))
         assert self.admin is not None
-        assert self.admin.run(lambda s: tokens.revoke(s, tok.id))
+        assert self.admin.run(lambda s: tokens.revoke_token(s, tok.id))
         tok.revoked = True
 
     @rule(data=st.data(), in_kb=st.booleans())

@@ -8,11 +8,10 @@ from typing import Any
 from starlette.datastructures import UploadFile
 from starlette.responses import StreamingResponse
 
-from handlers import principal
+from handlers import deps, principal
 from lev.auth.policy import parse_uuid
 from lev.core import clock, context
 from lev.core.errors import file_too_large, invalid_body
-from lev.core.settings import get_settings
 from lev.imports import service as imports
 from lev.library import export as library_export
 
@@ -21,24 +20,25 @@ async def create_import(token_info: dict[str, Any], file: Any = None) -> tuple[d
     p = principal(token_info)
     if not isinstance(file, UploadFile):
         raise invalid_body("Send the file as the multipart/form-data field `file`.")
-    cap = get_settings().import_max_bytes
+    d = deps()
+    cap = d.settings.import_max_bytes
     data = await file.read(cap + 1)
     if len(data) > cap:
         raise file_too_large(f"Import files are limited to {cap} bytes ({cap // (1 << 20)} MiB).", cap)
-    result = await imports.start(p, data, file.filename)
+    result = await imports.start(d, p, data, file.filename)
     context.note_results(result["total"])
     return result, 202
 
 
 async def get_import(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
-    result = await imports.status(p, parse_uuid(id_))
+    result = await imports.status(deps(), p, parse_uuid(id_))
     context.note_results(1)
     return result
 
 
 async def list_imports(token_info: dict[str, Any]) -> dict[str, Any]:
-    found = await imports.recent(principal(token_info))
+    found = await imports.recent(deps(), principal(token_info))
     context.note_results(len(found))
     return {"imports": found}
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers import principal
+from handlers import deps, principal
 from lev.auth.policy import parse_uuid_field
+from lev.ingest.request import IngestRequest
 from lev.ingest.service import ingest as run_ingest
 
 
 async def ingest(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    p = principal(token_info)
-    result = await run_ingest(
-        p, kind=body["kind"], url=body.get("url"), text=body.get("text"), title=body.get("title"),
+    req = IngestRequest(
+        body["kind"], url=body.get("url"), text=body.get("text"), title=body.get("title"),
         in_kb=body.get("in_kb", True), auto_transform=body.get("auto_transform", True),
         folder_id=parse_uuid_field(body.get("folder_id"), "folder_id"),
     )
-    return result, 200
+    return (await run_ingest(deps(), principal(token_info), req)).answer(), 200

@@ -17,7 +17,7 @@ async def introspect_token(token_info: dict[str, Any]) -> dict[str, Any]:
         raise not_found("This request is signed in with a browser session, not a bearer token; the account's "
                         "tokens are listed at /api/account/tokens.")
     async with transaction() as s:
-        record = await token_store.describe(s, p.token_id)
+        record = await token_store.describe_token(s, p.token_id)
     if record is None:  # the user was deleted after the token was authenticated
         raise invalid_token()
     usage = await runtime.get_runtime().limiter.status(p)

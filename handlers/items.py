@@ -7,7 +7,7 @@ from typing import Any
 
 from starlette.responses import FileResponse, RedirectResponse, Response
 
-from handlers import principal
+from handlers import deps, principal
 from lev.auth.policy import (
     check_membership_targets,
     folder_visible,
@@ -49,7 +49,7 @@ async def list_items(
 async def get_item(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     item_id = parse_uuid(id_)
-    return await library.get_item(p, item_id)
+    return await library.get_item(deps(), p, item_id)
 
 
 async def delete_item(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
@@ -130,13 +130,13 @@ async def remove_item_from_folder(id_: str, folder_id: str, token_info: dict[str
 
 async def similar_items(id_: str, token_info: dict[str, Any], limit: int = 10) -> dict[str, Any]:
     p = principal(token_info)
-    return await library.similar_items(p, parse_uuid(id_), limit)
+    return await library.similar_items(deps(), p, parse_uuid(id_), limit)
 
 
 async def get_item_media(id_: str, token_info: dict[str, Any]) -> Response:
     """The item's stored file (audio, video, PDF, image), with byte ranges so players can seek (`#t=`)."""
     p = principal(token_info)
-    where, mime, filename = await library.stored_file(p, parse_uuid(id_))
+    where, mime, filename = await library.stored_file(deps(), p, parse_uuid(id_))
     if isinstance(where, Path):
         if not where.is_file():
             raise not_found("The item's stored file is gone.")

@@ -20,6 +20,7 @@ from jsonschema.exceptions import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
+from handlers import deps
 from lev import runtime
 from lev.auth.policy import Principal, parse_uuid_field, require
 from lev.core import context, jsonguard
@@ -40,6 +41,7 @@ from lev.core.errors import (
     transport_error,
 )
 from lev.core.settings import get_settings
+from lev.ingest.request import IngestRequest
 from lev.ingest.service import ingest
 from lev.library import reads as library
 from lev.mcp import revision
@@ -141,29 +143,30 @@ async def tools_call(ctx: dict[str, Any], name: Any = None, arguments: Any = Non
 
 
 async def _search(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
-    return await library.search(p, runtime.query_batcher(), query=args["query"], mode=args.get("mode", "hybrid"),
+    return await library.search(deps(), p, query=args["query"], mode=args.get("mode", "hybrid"),
                                 limit=args.get("limit", 10))
 
 
 async def _get_item(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
     item_id = parse_uuid_field(args["item_id"], "item_id")
     assert item_id is not None
-    return await library.get_item(p, item_id)
+    return await library.get_item(deps(), p, item_id)
 
 
 async def _list_recent(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
-    return {"items": await library.list_recent(p, args.get("limit", 20))}
+    return {"items": await library.list_recent(deps(), p, args.get("limit", 20))}
 
 
 async def _add(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
     has_url, has_text = "url" in args, "text" in args
     if has_url == has_text:
         raise invalid_body("Give exactly one of url or text.")
-    result = await ingest(
-        p, kind="url" if has_url else "text", url=args.get("url"), text=args.get("text"), title=args.get("title"),
+    req = IngestRequest(
+        "url" if has_url else "text", url=args.get("url"), text=args.get("text"), title=args.get("title"),
         in_kb=args.get("in_kb", True), auto_transform=args.get("auto_transform", False),
         folder_id=parse_uuid_field(args.get("folder_id"), "folder_id"),
     )
+    result = (await ingest(deps(), p, req)).answer()
     return {"status": result["status"], "item_id": result["user_item_id"], **result}
 
 

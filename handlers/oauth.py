@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from lev.oauth.clients import OAuthError, authenticate_client, describe, register
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
@@ -17,6 +16,7 @@ from lev.auth.policy import Principal
 from lev.core import context
 from lev.core.errors import ApiError, not_signed_in
 from lev.oauth import server as oauth
+from lev.oauth.clients import OAuthError, authenticate_client, describe, register
 from lev.runtime import get_runtime
 from store import folders as folder_store
 from store.db import read_session

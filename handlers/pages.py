@@ -13,7 +13,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from lev import runtime
+from handlers import deps
 from lev.auth import accounts
 from lev.auth.policy import Principal
 from lev.core import context
@@ -126,9 +126,8 @@ async def _library(request: Request, p: Principal, folder: dict[str, Any] | None
     mode = request.query_params.get("mode") or "hybrid"
     if q:
         try:
-            search = await library.search(p, runtime.query_batcher(), query=q[:2000],
-                                          mode=mode if mode in ("hybrid", "semantic", "keyword") else "hybrid",
-                                          limit=10, folder_id=folder_id)
+            mode = mode if mode in ("hybrid", "semantic", "keyword") else "hybrid"
+            search = await library.search(deps(), p, query=q[:2000], mode=mode, limit=10, folder_id=folder_id)
         except ApiError as err:
             search = {"error": err.message or err.code, "results": []}
     return _render("library.html", request, p, folder=folder, search=search, q=q, mode=mode, **view)
@@ -173,7 +172,7 @@ async def item_page(request: Request) -> Response:
         return _not_found(request, p)
     async with transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
-    similar = (await library.similar_items(p, uuid.UUID(item["id"]), SIMILAR_SHOWN))["results"] \
+    similar = (await library.similar_items(deps(), p, uuid.UUID(item["id"]), SIMILAR_SHOWN))["results"] \
         if item["status"] == "ready" else []
     media = item["kind"] in ("audio", "video") and bool(item["metadata"].get("mime"))
     return _render("item.html", request, p, item=item, folders=folders, similar=similar, media=media,
@@ -202,7 +201,7 @@ async def import_page(request: Request) -> Response:
     p = await _principal(request)
     if p is None:
         return _to_login(request)
-    found = await imports.recent(p, 10)
+    found = await imports.recent(deps(), p, 10)
     return _render("import.html", request, p, imports=found, live=any(i["status"] == "running" for i in found),
                    max_mb=get_settings().import_max_bytes // (1 << 20))
 
@@ -212,7 +211,7 @@ async def imports_partial(request: Request) -> Response:
     p = await _principal(request)
     if p is None:
         return Response(status_code=401)
-    found = await imports.recent(p, 10)
+    found = await imports.recent(deps(), p, 10)
     return _render("_imports.html", request, p, imports=found, live=any(i["status"] == "running" for i in found))
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers import principal
-from lev import runtime
+from handlers import deps, principal
 from lev.auth.policy import parse_uuid_field
 from lev.library.reads import search as run_search
 
@@ -13,5 +12,5 @@ from lev.library.reads import search as run_search
 async def search_knowledge_base(token_info: dict[str, Any], q: str, mode: str = "hybrid", limit: int = 10,
                  folder_id: str | None = None) -> dict[str, Any]:
     p = principal(token_info)
-    return await run_search(p, runtime.query_batcher(), query=q, mode=mode, limit=limit,
-                            folder_id=parse_uuid_field(folder_id, "folder_id"))
+    folder = parse_uuid_field(folder_id, "folder_id")
+    return await run_search(deps(), p, query=q, mode=mode, limit=limit, folder_id=folder)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers import principal
+from handlers import deps, principal
 from lev.ingest import uploads
 
 
 async def create_upload_url(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
     p = principal(token_info)
-    result = await uploads.signed_url(p, mime=body["mime"], size=int(body["size"]), filename=body["filename"])
+    result = await uploads.signed_url(deps(), p, mime=body["mime"], size=int(body["size"]), filename=body["filename"])
     return result, 200
 
 
@@ -24,16 +24,18 @@ async def put_upload_object(path: str, expires: str | None = None, size: str | N
     from connexion import request
 
     result = await uploads.receive_upload(
-        path, expires=expires, size=size, mime=mime, sig=sig, content_type=request.headers.get("content-type"),
+        deps(), path, expires=expires, size=size, mime=mime, sig=sig, content_type=request.headers.get("content-type"),
         content_length=request.headers.get("content-length"), chunks=request.stream(),
     )
     return result, 200
 
 
 async def finalize_media_upload(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    return await uploads.finalize(principal(token_info), {**body, "size": int(body["size"])}, "finalize"), 200
+    stored = await uploads.finalize(deps(), principal(token_info), {**body, "size": int(body["size"])}, "finalize")
+    return stored.answer(), 200
 
 
 async def finalize_document_upload(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    return await uploads.finalize(principal(token_info), {**body, "size": int(body["size"])},
-                                       "finalize-document"), 200
+    stored = await uploads.finalize(deps(), principal(token_info), {**body, "size": int(body["size"])},
+                                    "finalize-document")
+    return stored.answer(), 200

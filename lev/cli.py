@@ -153,7 +153,7 @@ def cmd_token_revoke(args: argparse.Namespace) -> None:
     except ValueError:
         _die("TOKEN_ID must be a UUID (see `lev token list`)")
         return
-    if not _run(lambda s: tokens.revoke(s, token_id)):
+    if not _run(lambda s: tokens.revoke_token(s, token_id)):
         _die("no active token with that id")
     _announce_auth_change()
     print("revoked", file=sys.stderr)

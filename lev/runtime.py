@@ -1,5 +1,5 @@
 """Process-wide resources: database engine, Redis, job queue, limiter, activity writer, object store, and the
-embedder with its query batcher (built here, once per process, and handed to whoever embeds)."""
+embedder with its query batcher (built here, once per process, and handed on in `Deps`)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ from redis.asyncio import Redis
 from lev.auth import principal_cache as principals
 from lev.core.settings import Settings, get_settings
 from lev.embedded import resolve_urls
-from lev.embedding.embedder import Embedder, build_embedder, check_dimension
+from lev.embedding.embedder import build_embedder, check_dimension
 from lev.embedding.pool import QueryBatcher
+from lev.ingest.deps import Deps
+from lev.ingest.transcriber import get_transcriber
 from lev.limits.ratelimit import Limiter
 from lev.ops import logs
 from lev.ops.activity import ActivityWriter
@@ -35,27 +37,13 @@ class Runtime:
     limiter: Any = None
     activity: Any = None
     principals: Any = None
-    embedder: Embedder | None = None
-    queries: QueryBatcher | None = None  # search queries' embeddings, batched on their own thread
+    deps: Deps | None = None
 
 
 _runtime: Runtime | None = None
 
 log = logs.get_logger("lev.runtime")
 QUEUE = "lev:queue"  # the arq queue the API enqueues to and the worker reads
-
-
-def job_id(job: str, subject: Any) -> str:
-    """The one arq job id of `job` on `subject` (a content or item id): queueing the same work twice (a retried
-    request, the reconciler) finds the queued job instead of adding a second."""
-    return f"{job}:{subject}"
-
-
-async def enqueue(job: str, *args: Any, **kwargs: Any) -> None:
-    """Queue a background job for the arq worker (jobs on a content or item get their fixed job id)."""
-    if args and "_job_id" not in kwargs:
-        kwargs["_job_id"] = job_id(job, args[0])
-    await get_runtime().arq.enqueue_job(job, *args, **kwargs)
 
 
 async def requeue(job: str, *args: Any, job_id: str) -> bool:
@@ -84,24 +72,17 @@ def get_object_store() -> ObjectStore:
     return LocalObjectStore(data_dir / "objects", load_or_create_secret(data_dir, settings.upload_secret))
 
 
+def deps() -> Deps:
+    """What ingest, imports and jobs are handed: the process's settings, database, queue, stores and models."""
+    rt = get_runtime()
+    assert rt.deps is not None
+    return rt.deps
+
+
 def get_runtime() -> Runtime:
     if _runtime is None:
         raise RuntimeError("runtime not started")
     return _runtime
-
-
-def embedder() -> Embedder:
-    """The process's embedder (for callers that are not handed it yet)."""
-    rt = get_runtime()
-    assert rt.embedder is not None
-    return rt.embedder
-
-
-def query_batcher() -> QueryBatcher:
-    """The process's search-query batcher (for handlers, which Connexion calls without it)."""
-    rt = get_runtime()
-    assert rt.queries is not None
-    return rt.queries
 
 
 async def start(settings: Settings | None = None, *, migrate: bool = True, ingest_processes: int = 0) -> Runtime:
@@ -134,14 +115,16 @@ async def start(settings: Settings | None = None, *, migrate: bool = True, inges
         raise
     db.init_engine(db_url, settings.db_pool_size, generic_plans=settings.db_generic_plans)
     redis = Redis.from_url(redis_url)
-    rt = Runtime(settings=settings, database_url=db_url, redis_url=redis_url, redis=redis, embedder=emb,
-                 queries=QueryBatcher(emb.embed_queries, max(1, settings.query_batch_max)))
+    rt = Runtime(settings=settings, database_url=db_url, redis_url=redis_url, redis=redis)
     rt.limiter = Limiter(settings, redis_url, redis)
     rt.activity = ActivityWriter()
     rt.principals = principals.PrincipalCache(redis, settings.principal_cache_sec)
     principals.install(rt.principals)
     rt.activity.start()
     rt.arq = await create_pool(RedisSettings.from_dsn(redis_url), default_queue_name=QUEUE)
+    rt.deps = Deps(settings=settings, db=db.database(), queue=rt.arq, redis=redis, objects=get_object_store(),
+                   embedder=emb, queries=QueryBatcher(emb.embed_queries, max(1, settings.query_batch_max)),
+                   transcriber=get_transcriber())
     _runtime = rt
     return rt
 
@@ -157,6 +140,6 @@ async def stop() -> None:
         await rt.arq.aclose()
     await rt.redis.aclose()
     await db.dispose_engine()
-    if rt.embedder is not None:
-        await asyncio.to_thread(rt.embedder.close)
+    if rt.deps is not None:
+        await asyncio.to_thread(rt.deps.embedder.close)
     _runtime = None

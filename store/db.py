@@ -13,9 +13,68 @@ from sqlalchemy.exc import DisconnectionError, ProgrammingError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 _engine: AsyncEngine | None = None
-_sessions: async_sessionmaker[AsyncSession] | None = None
 _url: str | None = None
 CONNECT_TIMEOUT_SEC = 5
+
+
+class Database:
+    """The sessions of one engine, handed to whoever needs them (a request's handlers, a job through its ctx)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncSession]:
+        """One session and transaction: committed on success, rolled back on error."""
+        async with self._sessions() as session, session.begin():
+            yield session
+
+    @asynccontextmanager
+    async def read_session(self) -> AsyncIterator[AsyncSession]:
+        """A session for reads that need no transaction (authentication, searches, lists, an item): autocommit,
+        so no BEGIN and COMMIT round trips. Each statement sees its own snapshot, as it would in a READ COMMITTED
+        transaction; a read that needs one snapshot for several statements uses `read_snapshot`."""
+        async with self.engine.connect() as conn:
+            auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            async with AsyncSession(bind=auto) as session:
+                yield session
+
+    @asynccontextmanager
+    async def read_snapshot(self) -> AsyncIterator[AsyncSession]:
+        """A read-only REPEATABLE READ transaction: every statement sees the same snapshot (a consistent export)."""
+        async with self.engine.connect() as conn:
+            snap = await conn.execution_options(isolation_level="REPEATABLE READ")
+            async with AsyncSession(bind=snap) as session, session.begin():
+                await session.execute(text("SET TRANSACTION READ ONLY"))
+                yield session
+
+    @asynccontextmanager
+    async def try_advisory_lock(self, key: int) -> AsyncIterator[bool]:
+        """Hold a session-level advisory lock on `key` while the block runs, if no one else holds it (yields whether
+        it was taken). It lives on a connection of its own, so a process that dies releases it with its
+        connection."""
+        async with self.engine.connect() as conn:
+            auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            held = bool((await auto.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key})).scalar())
+            try:
+                yield held
+            finally:
+                if held:
+                    try:
+                        await auto.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                    except Exception:  # the connection is gone, and the lock with it; never hand it back held
+                        await conn.invalidate()
+
+
+_database: Database | None = None
+
+
+def database() -> Database:
+    """The process's database (opened by `init_engine`)."""
+    if _database is None:
+        raise RuntimeError("database engine not initialised")
+    return _database
 
 
 def init_engine(url: str, pool_size: int = 20, *, generic_plans: bool = False) -> AsyncEngine:
@@ -24,7 +83,7 @@ def init_engine(url: str, pool_size: int = 20, *, generic_plans: bool = False) -
     Connections beyond it are opened for a burst and closed when returned: each costs PostgreSQL a new backend
     and the statements prepared on it, so the kept pool should cover the usual concurrency. With
     `generic_plans`, a statement psycopg has prepared on a connection (after 5 executions) is planned once."""
-    global _engine, _sessions, _url
+    global _engine, _url, _database
     if _engine is not None and _url == url:
         return _engine
     # connect_timeout and pool_timeout make an unreachable database fail fast (503) instead of hanging a request.
@@ -33,7 +92,7 @@ def init_engine(url: str, pool_size: int = 20, *, generic_plans: bool = False) -
     if generic_plans:
         _plan_once(_engine)
     _ping_idle_connections(_engine)
-    _sessions = async_sessionmaker(_engine, expire_on_commit=False)
+    _database = Database(_engine)
     _url = url
     return _engine
 
@@ -80,10 +139,10 @@ def _ping_idle_connections(engine: AsyncEngine) -> None:
 
 
 async def dispose_engine() -> None:
-    global _engine, _sessions, _url
+    global _engine, _url, _database
     if _engine is not None:
         await _engine.dispose()
-    _engine, _sessions, _url = None, None, None
+    _engine, _url, _database = None, None, None
 
 
 def engine() -> AsyncEngine:
@@ -94,49 +153,23 @@ def engine() -> AsyncEngine:
 
 @asynccontextmanager
 async def transaction() -> AsyncIterator[AsyncSession]:
-    """One session and transaction: committed on success, rolled back on error."""
-    if _sessions is None:
-        raise RuntimeError("database engine not initialised")
-    async with _sessions() as session, session.begin():
+    """`Database.transaction` of the process's database."""
+    async with database().transaction() as session:
         yield session
 
 
 @asynccontextmanager
 async def read_session() -> AsyncIterator[AsyncSession]:
-    """A session for reads that need no transaction (authentication, searches, lists, an item): autocommit, so
-    no BEGIN and COMMIT round trips. Each statement sees its own snapshot, as it would in a READ COMMITTED
-    transaction; a read that needs one snapshot for several statements uses `read_snapshot`."""
-    async with engine().connect() as conn:
-        auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
-        async with AsyncSession(bind=auto) as session:
-            yield session
-
-
-@asynccontextmanager
-async def try_advisory_lock(key: int) -> AsyncIterator[bool]:
-    """Hold a session-level advisory lock on `key` while the block runs, if no one else holds it (yields whether
-    it was taken). It lives on a connection of its own, so a process that dies releases it with its connection."""
-    async with engine().connect() as conn:
-        auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
-        held = bool((await auto.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key})).scalar())
-        try:
-            yield held
-        finally:
-            if held:
-                try:
-                    await auto.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-                except Exception:  # the connection is gone, and the lock with it; never hand it back held
-                    await conn.invalidate()
+    """`Database.read_session` of the process's database."""
+    async with database().read_session() as session:
+        yield session
 
 
 @asynccontextmanager
 async def read_snapshot() -> AsyncIterator[AsyncSession]:
-    """A read-only REPEATABLE READ transaction: every statement sees the same snapshot (a consistent export)."""
-    async with engine().connect() as conn:
-        snap = await conn.execution_options(isolation_level="REPEATABLE READ")
-        async with AsyncSession(bind=snap) as session, session.begin():
-            await session.execute(text("SET TRANSACTION READ ONLY"))
-            yield session
+    """`Database.read_snapshot` of the process's database."""
+    async with database().read_snapshot() as session:
+        yield session
 
 
 def migrate(url: str) -> str | None:

@@ -37,7 +37,7 @@ async def list_visible(session: AsyncSession, scope: Scope) -> list[dict[str, An
     return [_shape(r) for r in await session.execute(q)]
 
 
-async def create(session: AsyncSession, user_id: uuid.UUID, name: str) -> dict[str, Any] | None:
+async def create_folder(session: AsyncSession, user_id: uuid.UUID, name: str) -> dict[str, Any] | None:
     """Insert a folder named `name` (already validated); None when the user has a folder of that name."""
     folder_id = uuid.uuid4()
     try:
@@ -51,7 +51,7 @@ async def create(session: AsyncSession, user_id: uuid.UUID, name: str) -> dict[s
     return {"id": str(row.id), "name": row.name, "item_count": 0, "created_at": row.created_at.isoformat()}
 
 
-async def rename(session: AsyncSession, scope: Scope, folder_id: uuid.UUID, name: str) -> dict[str, Any] | None:
+async def rename_folder(session: AsyncSession, scope: Scope, folder_id: uuid.UUID, name: str) -> dict[str, Any] | None:
     """Rename the user's folder (known to exist) to `name` (already validated) and return it with its item count;
     None when the user has another folder of that name."""
     try:

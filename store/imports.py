@@ -34,7 +34,7 @@ async def ensure_folders(session: AsyncSession, user_id: uuid.UUID,
     return found, sum(1 for f in found.values() if f in fresh_ids)
 
 
-async def create(session: AsyncSession, *, user_id: uuid.UUID, token_id: uuid.UUID | None, fmt: str,
+async def create_import(session: AsyncSession, *, user_id: uuid.UUID, token_id: uuid.UUID | None, fmt: str,
                  filename: str | None, size_bytes: int, folder_ids: list[uuid.UUID], folders_created: int,
                  skipped: list[dict[str, Any]], entries: list[dict[str, Any]]) -> uuid.UUID:
     """Record an import and all its entries (each `pending`) in the caller's transaction."""
@@ -53,7 +53,7 @@ def _shape(row: Any) -> dict[str, Any]:
     return dict(row._mapping)
 
 
-async def get(session: AsyncSession, user_id: uuid.UUID, import_id: uuid.UUID) -> dict[str, Any] | None:
+async def get_import(session: AsyncSession, user_id: uuid.UUID, import_id: uuid.UUID) -> dict[str, Any] | None:
     """The user's import with its entry counts, or None (another user's import is None too)."""
     counts = (select(
         func.count().label("total"),
@@ -68,7 +68,7 @@ async def get(session: AsyncSession, user_id: uuid.UUID, import_id: uuid.UUID) -
     return _shape(row) if row else None
 
 
-async def row(session: AsyncSession, import_id: uuid.UUID) -> dict[str, Any] | None:
+async def import_row(session: AsyncSession, import_id: uuid.UUID) -> dict[str, Any] | None:
     """The import record alone (the job's view), or None once it is deleted."""
     found = (await session.execute(select(imports).where(imports.c.id == import_id))).first()
     return _shape(found) if found else None

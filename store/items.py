@@ -1,4 +1,5 @@
-"""User items: visibility under a scope, listing, reading, deleting, folder memberships."""
+"""User items: creating them, their state, visibility under a scope, listing, reading, deleting, folder
+memberships."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from sqlalchemy import (
     delete,
     exists,
     func,
+    insert,
     literal,
     or_,
     select,
@@ -19,8 +21,49 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.models import contents, item_folders, object_deletions, outputs, user_items
+from store.lifecycle import Status, Transcription
+from store.models import contents, folders, item_folders, object_deletions, outputs, user_items
 from store.scope import Scope
+
+
+async def create_item(
+    session: AsyncSession, *, user_id: uuid.UUID, content_id: uuid.UUID, kind: str, title: str | None,
+    url: str | None, in_kb: bool, auto_transform: bool, status: str = Status.READY.value,
+    transcription_status: str = Transcription.NOT_REQUIRED.value, folder_id: uuid.UUID | None = None,
+    created_by: uuid.UUID | None = None,
+) -> uuid.UUID | None:
+    """A new user item (filed into `folder_id`); None when that folder was deleted while the request ran."""
+    if folder_id is not None and not await lock_folder(session, user_id, folder_id):
+        return None
+    item_id = uuid.uuid4()
+    await session.execute(insert(user_items).values(
+        id=item_id, user_id=user_id, content_id=content_id, kind=kind, title=title, url=url, in_kb=in_kb,
+        archived=False, status=status, transcription_status=transcription_status, auto_transform=auto_transform,
+        created_by_token=created_by,
+    ))
+    if folder_id is not None:
+        await session.execute(insert(item_folders).values(item_id=item_id, folder_id=folder_id))
+    return item_id
+
+
+async def lock_folder(session: AsyncSession, user_id: uuid.UUID, folder_id: uuid.UUID) -> bool:
+    """Whether the user's folder exists; it then cannot be deleted before the transaction ends."""
+    return (await session.execute(
+        select(folders.c.id).where(folders.c.id == folder_id, folders.c.user_id == user_id)
+        .with_for_update(read=True, key_share=True)
+    )).first() is not None
+
+
+async def set_items_of_content(session: AsyncSession, content_id: uuid.UUID, **values: Any) -> None:
+    """Set columns (state, error) of every item of a content: their state follows the content's."""
+    await session.execute(update(user_items).where(user_items.c.content_id == content_id)
+                          .values(updated_at=func.now(), **values))
+
+
+async def auto_transform_items(session: AsyncSession, content_id: uuid.UUID) -> list[uuid.UUID]:
+    """The content's items that asked for AI transforms."""
+    q = select(user_items.c.id).where(user_items.c.content_id == content_id, user_items.c.auto_transform.is_(True))
+    return list((await session.execute(q)).scalars())
 
 
 def visible(scope: Scope) -> ColumnElement[bool]:

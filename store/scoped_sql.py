@@ -14,6 +14,7 @@ from sqlalchemy.dialects.postgresql import psycopg2
 from sqlalchemy.engine.interfaces import BindTyping
 
 from store.items import visible
+from store.lifecycle import Status
 from store.models import contents, item_folders, user_items
 from store.scope import Scope
 
@@ -69,7 +70,7 @@ def probe_sql(scope: Scope, folder_id: uuid.UUID | None, content_col: str) -> Bo
 
 def visible_where(scope: Scope, folder_id: uuid.UUID | None) -> list[Any]:
     """The conditions 'this user item is searchable by the caller': visible, in the KB, ready (and in the folder)."""
-    conds: list[Any] = [visible(scope), user_items.c.in_kb.is_(True), user_items.c.status == "ready"]
+    conds: list[Any] = [visible(scope), user_items.c.in_kb.is_(True), user_items.c.status == Status.READY.value]
     if folder_id is not None:
         conds.append(exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id == folder_id))
     return conds

@@ -15,13 +15,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from store.models import sessions, users
 
 
-async def create(session: AsyncSession, id_hash: bytes, user_id: uuid.UUID, csrf_token: str,
+async def create_session(session: AsyncSession, id_hash: bytes, user_id: uuid.UUID, csrf_token: str,
                  expires_at: datetime) -> None:
     await session.execute(insert(sessions).values(id_hash=id_hash, user_id=user_id, csrf_token=csrf_token,
                                                   expires_at=expires_at))
 
 
-async def lookup(session: AsyncSession, id_hash: bytes) -> dict[str, Any] | None:
+async def lookup_session(session: AsyncSession, id_hash: bytes) -> dict[str, Any] | None:
     """The live session with its user's email and tier, or None (unknown or expired)."""
     q = (
         select(sessions.c.user_id, sessions.c.csrf_token, sessions.c.expires_at, users.c.email, users.c.tier)
@@ -32,7 +32,7 @@ async def lookup(session: AsyncSession, id_hash: bytes) -> dict[str, Any] | None
     return dict(row._mapping) if row else None
 
 
-async def end(session: AsyncSession, id_hash: bytes) -> None:
+async def end_session(session: AsyncSession, id_hash: bytes) -> None:
     await session.execute(delete(sessions).where(sessions.c.id_hash == id_hash))
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from store.models import folders, token_folders, token_monthly_writes, tokens, users
 
 
-async def lookup(session: AsyncSession, digest: bytes) -> dict[str, Any] | None:
+async def lookup_token(session: AsyncSession, digest: bytes) -> dict[str, Any] | None:
     """The token row with its owner's tier and its folder ids, by SHA-256 digest."""
     folder_ids = (
         select(func.array_agg(token_folders.c.folder_id))
@@ -79,7 +79,7 @@ async def replace_access(session: AsyncSession, token_id: uuid.UUID, digest: byt
         token_hash=digest, prefix=prefix, access_expires_at=access_expires_at))
 
 
-async def revoke(session: AsyncSession, token_id: uuid.UUID) -> bool:
+async def revoke_token(session: AsyncSession, token_id: uuid.UUID) -> bool:
     res = await session.execute(
         update(tokens).where(tokens.c.id == token_id, tokens.c.revoked_at.is_(None)).values(revoked_at=func.now())
     )
@@ -165,7 +165,7 @@ async def delete_for_user(session: AsyncSession, user_id: uuid.UUID) -> None:
     await session.execute(delete(tokens).where(tokens.c.user_id == user_id))
 
 
-async def describe(session: AsyncSession, token_id: uuid.UUID) -> dict[str, Any] | None:
+async def describe_token(session: AsyncSession, token_id: uuid.UUID) -> dict[str, Any] | None:
     """A token's own record for introspection: expiry, creation and its scope folders with their names
     (None once the token is gone)."""
     row = (await session.execute(

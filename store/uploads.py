@@ -13,14 +13,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from store.models import contents, item_folders, object_deletions, uploads, user_items
 
 
-async def create(session: AsyncSession, *, path: str, user_id: uuid.UUID, mime: str, size: int, filename: str,
+async def create_upload(session: AsyncSession, *, path: str, user_id: uuid.UUID, mime: str, size: int, filename: str,
                  created_at: datetime) -> None:
     """Record an upload issued by the signed-URL step."""
     await session.execute(insert(uploads).values(path=path, user_id=user_id, mime=mime, size_bytes=size,
                                                  filename=filename, created_at=created_at))
 
 
-async def get(session: AsyncSession, path: str, *, for_update: bool = False) -> dict[str, Any] | None:
+async def get_upload(session: AsyncSession, path: str, *, for_update: bool = False) -> dict[str, Any] | None:
     q = select(uploads).where(uploads.c.path == path)
     if for_update:
         q = q.with_for_update()

@@ -8,6 +8,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from store.lifecycle import Transcription
 from store.models import contents, usage_monthly, user_items
 
 
@@ -31,7 +32,7 @@ async def pending_seconds(session: AsyncSession, user_id: uuid.UUID) -> float:
     total = (await session.execute(
         select(func.coalesce(func.sum(contents.c.duration_sec), 0.0))
         .select_from(user_items.join(contents, contents.c.id == user_items.c.content_id))
-        .where(user_items.c.user_id == user_id, user_items.c.transcription_status == "pending")
+        .where(user_items.c.user_id == user_id, user_items.c.transcription_status == Transcription.PENDING.value)
     )).scalar_one()
     return float(total or 0.0)
 

@@ -23,7 +23,7 @@ async def none_yet(session: AsyncSession) -> bool:
     return (await session.execute(select(users.c.id).limit(1))).first() is None
 
 
-async def create(session: AsyncSession, email: str, tier: str = "free",
+async def create_user(session: AsyncSession, email: str, tier: str = "free",
                  password: str | None = None) -> uuid.UUID | None:
     """A new user's id; None when the email (any case) is taken."""
     user_id = uuid.uuid4()

@@ -7,17 +7,18 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from lev import runtime
 from lev.core import clock
-from lev.core.settings import get_settings
 from lev.imports.service import slice_job_id
+from lev.ingest.deps import Deps
+from lev.ingest.finish import to_finish
+from lev.ingest.followups import requeue
 from lev.ingest.uploads import UPLOAD_EXPIRY
 from store import activity, sessions
 from store import contents as content_store
 from store import imports as import_store
 from store import oauth as oauth_store
 from store import uploads as upload_store
-from store.db import transaction
+from store.db import Database
 from store.objects import InvalidObjectPath, ObjectStore
 
 log = logging.getLogger("lev.worker")
@@ -27,12 +28,12 @@ RECONCILE_GRACE_SEC = 5  # work younger than this may still be between its commi
 
 async def drain_object_deletions(ctx: dict[str, Any]) -> int:
     """Delete stored objects queued by item deletes and expired uploads; failures stay queued with attempts + 1."""
-    return await _drain(ctx["object_store"])
+    return await _drain(ctx["deps"].db, ctx["deps"].objects)
 
 
-async def _drain(store: ObjectStore) -> int:
+async def _drain(db: Database, store: ObjectStore) -> int:
     done = 0
-    async with transaction() as s:
+    async with db.transaction() as s:
         for row in await upload_store.pending_deletions(s):
             path = row["path"]
             if await upload_store.still_referenced(s, path):
@@ -53,37 +54,39 @@ async def _drain(store: ObjectStore) -> int:
 
 async def expire_uploads(ctx: dict[str, Any]) -> int:
     """Forget uploads signed more than 24 h ago whose objects no item uses, and delete those objects."""
-    async with transaction() as s:
+    deps: Deps = ctx["deps"]
+    async with deps.db.transaction() as s:
         paths = await upload_store.expire_before(s, clock.now() - UPLOAD_EXPIRY)
     if paths:
-        await _drain(ctx["object_store"])
+        await _drain(deps.db, deps.objects)
     return len(paths)
 
 
-async def reconcile_unfinished(_ctx: dict[str, Any]) -> int:
+async def reconcile_unfinished(ctx: dict[str, Any]) -> int:
     """Re-queue the unfinished work whose job is gone (lost with Redis, or never queued because the process
     died between commit and enqueue): the database, not the queue, is the record of acknowledged work. That is
     contents still processing and imports still running."""
+    deps: Deps = ctx["deps"]
     settled = datetime.now(UTC) - timedelta(seconds=RECONCILE_GRACE_SEC)
-    async with transaction() as s:
-        work = await content_store.unfinished(s, settled)
+    async with deps.db.read_session() as s:
+        contents = await content_store.unfinished(s, settled)
         running = await import_store.running(s, settled_before=settled)
-    work += [{"job": "run_import", "args": [str(r["id"]), r["slice"]], "job_id": slice_job_id(r["id"], r["slice"])}
-             for r in running]
+    work = [(f.job, f.args, f.job_id) for f in map(to_finish, contents)]
+    work += [("run_import", (str(r["id"]), r["slice"]), slice_job_id(r["id"], r["slice"])) for r in running]
     queued = 0
-    for w in work:
-        jid = w.get("job_id") or runtime.job_id(w["job"], w["args"][0])
-        if await runtime.requeue(w["job"], *w["args"], job_id=jid):
+    for job, args, jid in work:
+        if await requeue(deps.queue, job, *args, job_id=jid):
             queued += 1
-            log.warning("re-queued unfinished work: %s %s", w["job"], w["args"][0])
+            log.warning("re-queued unfinished work: %s %s", job, args[0])
     return queued
 
 
-async def purge_activity(_ctx: dict[str, Any]) -> int:
+async def purge_activity(ctx: dict[str, Any]) -> int:
     """Delete activity entries older than the retention setting (90 days by default), expired sessions, OAuth codes
     expired a day ago and self-registered OAuth clients that got no grant within a week."""
-    cutoff = clock.now() - timedelta(days=get_settings().activity_retention_days)
-    async with transaction() as s:
+    deps: Deps = ctx["deps"]
+    cutoff = clock.now() - timedelta(days=deps.settings.activity_retention_days)
+    async with deps.db.transaction() as s:
         n = await activity.purge_before(s, cutoff)
         ended = await sessions.purge_expired(s)
         codes, clients = await oauth_store.purge(s, clock.now() - timedelta(days=1), clock.now() - timedelta(days=7))

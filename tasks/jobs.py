@@ -7,9 +7,11 @@ import uuid
 from dataclasses import asdict
 from typing import Any
 
-from lev.ingest.save import finish_content
+from lev.ingest.deps import Deps
+from lev.ingest.finish import finish_content
 from store import contents as content_store
-from store.db import transaction
+from store import lifecycle
+from store.db import Database
 
 
 def work_bound(*, chars: int = 0, size_bytes: int = 0, media_sec: float = 0.0) -> float:
@@ -19,22 +21,24 @@ def work_bound(*, chars: int = 0, size_bytes: int = 0, media_sec: float = 0.0) -
     return min(seconds, 3500.0)
 
 
-async def process_content(_ctx: dict[str, Any], content_id: str) -> int:
+async def process_content(ctx: dict[str, Any], content_id: str) -> int:
     """Chunk and embed a stored content record, then mark it and its items ready."""
+    deps: Deps = ctx["deps"]
     cid = uuid.UUID(content_id)
-    async with transaction() as s:
-        row = await content_store.get(s, cid)
-    if row is None or row["status"] != "processing":
+    async with deps.db.read_session() as s:
+        row = await content_store.get_content(s, cid)
+    if row is None or row["status"] != lifecycle.Status.PROCESSING:
         return 0  # deleted, or finished by an earlier run of this job
     body = row["transcript"] or row["text"] or ""
     async with asyncio.timeout(work_bound(chars=len(body))):
-        return await finish_content(cid, row["title"], body)
+        return await finish_content(deps, cid, row["title"], body)
 
 
 async def transform_item(ctx: dict[str, Any], item_id: str) -> int:
     """Run the configured Transformer over an item's text and store its outputs."""
     iid = uuid.UUID(item_id)
-    async with transaction() as s:
+    db: Database = ctx["deps"].db
+    async with db.read_session() as s:
         item = await content_store.item_for_transform(s, iid)
     if item is None:
         return 0
@@ -42,7 +46,7 @@ async def transform_item(ctx: dict[str, Any], item_id: str) -> int:
     if not text.strip():
         return 0
     produced = await ctx["transformer"].transform(item["title"], text)
-    async with transaction() as s:
+    async with db.transaction() as s:
         if await content_store.item_for_transform(s, iid, lock=True) is None:
             return 0
         if await content_store.has_outputs(s, iid):

@@ -25,11 +25,11 @@ from typing import Any
 from arq.worker import Retry
 
 from lev.core.errors import infrastructure_error
-from lev.core.settings import get_settings
 from lev.imports import service as imports
+from lev.ingest.deps import Deps
+from lev.ingest.finish import fail_content
+from lev.ingest.followups import EMBED, EXTRACT, TRANSCRIBE
 from lev.ops import health, logs, metrics
-from store import contents as content_store
-from store.db import transaction
 
 log = logs.get_logger("lev.worker")
 
@@ -38,14 +38,14 @@ WORKER_KEY = "lev:worker:"
 CLAIM_KEY = "lev:claim:"
 IN_PROGRESS_KEY = "arq:in-progress:"
 OUTAGE_WAIT_MAX_SEC = 900.0
-CONTENT_JOBS = {"process_content": False, "extract_document": False, "transcribe_content": True}
+CONTENT_JOBS = frozenset({EMBED, EXTRACT, TRANSCRIBE})
 
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
-async def heartbeat(redis: Any, stop: asyncio.Event) -> None:
-    """Refresh this worker's liveness key and rescue dead workers' jobs until `stop` is set."""
-    every = get_settings().worker_heartbeat_sec
+async def heartbeat(redis: Any, stop: asyncio.Event, every: float) -> None:
+    """Refresh this worker's liveness key (every `every` seconds) and rescue dead workers' jobs until `stop` is
+    set."""
     ttl_ms = int(every * HEARTBEATS_TO_DEATH * 1000)
     while not stop.is_set():
         try:
@@ -81,12 +81,12 @@ async def rescue_orphans(redis: Any) -> int:
     return freed
 
 
-async def give_up(job: str, args: tuple[Any, ...], tries: int, error: str | None = None) -> None:
+async def give_up(deps: Deps, job: str, args: tuple[Any, ...], tries: int, error: str | None = None) -> None:
     """Mark the content behind a job that never finished as failed, with the reason (an import: its pending
     links)."""
     if job == "run_import" and args:
         why = f"the import stopped after {tries - 1} failed attempts" + (f", last with {error}" if error else "")
-        failed = await imports.give_up(uuid.UUID(str(args[0])), why)
+        failed = await imports.give_up(deps, uuid.UUID(str(args[0])), why)
         log.error("import abandoned", import_id=str(args[0]), failed=failed, reason=why)
         return
     if job not in CONTENT_JOBS or not args:
@@ -94,10 +94,8 @@ async def give_up(job: str, args: tuple[Any, ...], tries: int, error: str | None
     content_id = uuid.UUID(str(args[0]))
     reason = (f"processing failed {tries - 1} times, last with {error}" if error else
               f"processing was abandoned after {tries - 1} attempts that did not finish (worker crash or timeout)")
-    async with transaction() as s:
-        if not await content_store.mark_failed_if_processing(s, content_id, reason,
-                                                             transcription=CONTENT_JOBS[job]):
-            return
+    if not await fail_content(deps, content_id, reason):
+        return
     log.error("job abandoned", job=job, content_id=str(content_id), reason=reason)
 
 
@@ -111,9 +109,10 @@ def instrumented(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[A
         tries = int(ctx.get("job_try", 1))
         logs.new_context(job_id=job_id, job=name, job_try=tries)
         redis = ctx.get("redis")
-        limit = get_settings().job_max_tries
+        deps: Deps = ctx["deps"]
+        limit = deps.settings.job_max_tries
         if tries > limit:
-            await give_up(name, args, tries)
+            await give_up(deps, name, args, tries)
             metrics.observe_job(name, "abandoned", 0.0)
             return None
         if redis is not None and job_id:
@@ -138,9 +137,9 @@ def instrumented(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[A
             if tries < limit:
                 outcome = "retried"
                 log.warning("job failed; retrying", error=f"{type(exc).__name__}: {exc}"[:300], tries=tries)
-                raise Retry(defer=get_settings().job_retry_delay_sec * tries) from exc
+                raise Retry(defer=deps.settings.job_retry_delay_sec * tries) from exc
             log.exception("job failed on its last try")
-            await give_up(name, args, tries + 1, f"{type(exc).__name__}: {str(exc)[:200]}")
+            await give_up(deps, name, args, tries + 1, f"{type(exc).__name__}: {str(exc)[:200]}")
             return None
         finally:
             metrics.observe_job(name, outcome, time.perf_counter() - started)

@@ -11,29 +11,30 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from lev.core.errors import ApiError
+from lev.ingest.deps import Deps
 from lev.ingest.documents import extract
+from lev.ingest.finish import fail_content, finish_content
 from lev.ingest.media import EXT_MIME, media_duration_seconds
-from lev.ingest.save import fail_content, finish_content
 from lev.ingest.transcriber import Transcript, TranscriptionError
 from lev.ingest.youtube import youtube_audio
 from store import contents as content_store
-from store.db import transaction
+from store import lifecycle
 from tasks.jobs import work_bound
 
 log = logging.getLogger("lev.media")
 
 
-async def _queued(content_id: uuid.UUID) -> dict[str, Any] | None:
+async def _queued(deps: Deps, content_id: uuid.UUID) -> dict[str, Any] | None:
     """The content row while it is still waiting for this job, else None."""
-    async with transaction() as s:
-        row = await content_store.get(s, content_id)
-    return row if row is not None and row["status"] == "processing" else None
+    async with deps.db.read_session() as s:
+        row = await content_store.get_content(s, content_id)
+    return row if row is not None and row["status"] == lifecycle.Status.PROCESSING else None
 
 
 async def extract_document(ctx: dict[str, Any], content_id: str) -> int:
     """Extract (OCR) and embed a queued PDF or image upload, within a time bound from its size."""
     cid = uuid.UUID(content_id)
-    row = await _queued(cid)
+    row = await _queued(ctx["deps"], cid)
     if row is None or not row["object_path"]:
         return 0
     async with asyncio.timeout(work_bound(size_bytes=row["size_bytes"] or 0)):
@@ -41,30 +42,31 @@ async def extract_document(ctx: dict[str, Any], content_id: str) -> int:
 
 
 async def _extract(ctx: dict[str, Any], cid: uuid.UUID, row: dict[str, Any]) -> int:
+    deps: Deps = ctx["deps"]
     try:
-        local = await ctx["object_store"].local_copy(row["object_path"])
+        local = await deps.objects.local_copy(row["object_path"])
     except FileNotFoundError:
-        await fail_content(cid, "the uploaded file is gone", transcription=False)
+        await fail_content(deps, cid, "the uploaded file is gone")
         return 0
     try:
         body, meta = await asyncio.to_thread(extract, local, row["mime"])
     except ApiError as exc:
-        await fail_content(cid, exc.message or exc.code, transcription=False)
+        await fail_content(deps, cid, exc.message or exc.code)
         return 0
     except Exception as exc:
         log.exception("document extraction failed for %s", cid)
-        await fail_content(cid, f"extraction failed: {exc}", transcription=False)
+        await fail_content(deps, cid, f"extraction failed: {exc}")
         return 0
     finally:
         local.unlink(missing_ok=True)
     metadata = {**(row["metadata"] or {}), **meta}
-    return await finish_content(cid, row["title"], body, content_values={"text": body, "metadata": metadata})
+    return await finish_content(deps, cid, row["title"], body, content_values={"text": body, "metadata": metadata})
 
 
 async def _transcribe(ctx: dict[str, Any], row: dict[str, Any], workdir: Path) -> tuple[Transcript, float] | None:
     """Fetch the media (stored object or YouTube audio) and transcribe it; None when there is none."""
     if row["object_path"]:
-        local = await ctx["object_store"].local_copy(row["object_path"])
+        local = await ctx["deps"].objects.local_copy(row["object_path"])
         mime, filename = row["mime"], PurePosixPath(row["object_path"]).name
     elif row["kind"] == "youtube" and row["url"]:
         local = await youtube_audio(row["url"], workdir)
@@ -74,7 +76,7 @@ async def _transcribe(ctx: dict[str, Any], row: dict[str, Any], workdir: Path) -
         return None
     try:
         duration = await asyncio.to_thread(media_duration_seconds, local)
-        return await ctx["transcriber"].transcribe(local, mime, filename), duration
+        return await ctx["deps"].transcriber.transcribe(local, mime, filename), duration
     finally:
         local.unlink(missing_ok=True)
 
@@ -83,7 +85,7 @@ async def transcribe_content(ctx: dict[str, Any], content_id: str, user_id: str)
     """Transcribe queued audio, video or YouTube content, store and embed the transcript, charge the duration;
     within a time bound from the media's size and length."""
     cid = uuid.UUID(content_id)
-    row = await _queued(cid)
+    row = await _queued(ctx["deps"], cid)
     if row is None:
         return 0
     bound = work_bound(size_bytes=row["size_bytes"] or 0, media_sec=row["duration_sec"] or 0.0)
@@ -92,25 +94,26 @@ async def transcribe_content(ctx: dict[str, Any], content_id: str, user_id: str)
 
 
 async def _transcribe_and_finish(ctx: dict[str, Any], cid: uuid.UUID, row: dict[str, Any], user_id: uuid.UUID) -> int:
-    if ctx["transcriber"] is None:
-        await fail_content(cid, "transcription is not configured on this server", transcription=True)
+    deps: Deps = ctx["deps"]
+    if deps.transcriber is None:
+        await fail_content(deps, cid, "transcription is not configured on this server")
         return 0
     workdir = Path(tempfile.mkdtemp(prefix="lev-media-"))
     try:
         done = await _transcribe(ctx, row, workdir)
     except TranscriptionError as exc:
-        return await _failed(cid, str(exc))
+        return await _failed(deps, cid, str(exc))
     except ApiError as exc:
-        return await _failed(cid, exc.message or exc.code)
+        return await _failed(deps, cid, exc.message or exc.code)
     except FileNotFoundError:
-        return await _failed(cid, "the media file is gone")
+        return await _failed(deps, cid, "the media file is gone")
     except Exception as exc:
         log.exception("transcription failed for %s", cid)
-        return await _failed(cid, f"transcription failed: {exc}")
+        return await _failed(deps, cid, f"transcription failed: {exc}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     if done is None:
-        return await _failed(cid, "there is no media to transcribe")
+        return await _failed(deps, cid, "there is no media to transcribe")
     transcript, duration = done
     metadata = {**(row["metadata"] or {}), "duration_sec": round(duration, 3)}
     if transcript.language:
@@ -118,12 +121,12 @@ async def _transcribe_and_finish(ctx: dict[str, Any], cid: uuid.UUID, row: dict[
     if transcript.segments:
         metadata["segments"] = len(transcript.segments)
     return await finish_content(
-        cid, row["title"], transcript.text,
+        deps, cid, row["title"], transcript.text,
         content_values={"transcript": transcript.text, "duration_sec": duration, "metadata": metadata},
-        item_values={"transcription_status": "done"}, charge=(user_id, duration), segments=transcript.segments,
+        charge=(user_id, duration), segments=transcript.segments,
     )
 
 
-async def _failed(content_id: uuid.UUID, message: str) -> int:
-    await fail_content(content_id, message, transcription=True)
+async def _failed(deps: Deps, content_id: uuid.UUID, message: str) -> int:
+    await fail_content(deps, content_id, message)
     return 0

@@ -17,9 +17,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from lev import runtime
 from lev.core.settings import get_settings
 from lev.embedded import resolve_urls
-from lev.ingest.transcriber import get_transcriber
 from lev.ops import logs, metrics
-from lev.runtime import QUEUE, get_object_store
+from lev.runtime import QUEUE
 from lev.transforms.service import get_transformer
 from tasks.housekeeping import drain_object_deletions, expire_uploads, purge_activity, reconcile_unfinished
 from tasks.imports import run_import
@@ -53,14 +52,16 @@ def cron_jobs() -> list[Any]:
 
 
 async def open_clients(ctx: dict[str, Any]) -> None:
-    """The clients jobs share: object store, transcriber (None when unconfigured), transformer; and the
-    heartbeat that lets other workers rescue this one's jobs if it dies."""
-    ctx["object_store"] = get_object_store()
-    ctx["transcriber"] = get_transcriber()
-    ctx["transformer"] = get_transformer(runtime.embedder())
+    """What jobs share, from the process's runtime: `deps` (settings, database, queue, object store, embedder,
+    transcriber), the transformer; and the heartbeat that lets other workers rescue this one's jobs if it dies."""
+    deps = runtime.deps()
+    ctx["deps"] = deps
+    ctx["settings"] = deps.settings
+    ctx["transformer"] = get_transformer(deps.embedder)
     stop = asyncio.Event()
     ctx["heartbeat_stop"] = stop
-    ctx["heartbeat"] = asyncio.get_running_loop().create_task(heartbeat(ctx["redis"], stop))
+    ctx["heartbeat"] = asyncio.get_running_loop().create_task(
+        heartbeat(ctx["redis"], stop, deps.settings.worker_heartbeat_sec))
     ctx["claim_ttl"] = JOB_TIMEOUT_SEC + 100
 
 

@@ -120,6 +120,35 @@ class Admin:
             self.run_coro(announce_change(self.redis_url))
         return rows
 
+    def job_ctx(self) -> dict[str, Any]:
+        """The ctx a job gets from the worker (`tasks.worker.open_clients`), for running a job in this process."""
+        from lev.core.settings import get_settings
+        from lev.embedding.embedder import build_embedder
+        from lev.embedding.pool import QueryBatcher
+        from lev.ingest.deps import Deps
+        from lev.ingest.transcriber import get_transcriber
+        from lev.runtime import get_object_store
+        from store import db
+
+        if getattr(self, "_pools", None) is None:
+            from arq import create_pool
+            from arq.connections import RedisSettings
+            from redis.asyncio import Redis
+
+            assert self.redis_url is not None
+            url = self.redis_url
+
+            async def pools() -> tuple[Any, Any]:
+                return await create_pool(RedisSettings.from_dsn(url)), Redis.from_url(url)
+
+            self._pools = self.run_coro(pools())
+            self._embedder = build_embedder(get_settings())  # batches computed in this process
+        queue, redis = self._pools
+        emb = self._embedder
+        return {"deps": Deps(settings=get_settings(), db=db.database(), queue=queue, redis=redis,
+                             objects=get_object_store(), embedder=emb, queries=QueryBatcher(emb.embed_queries),
+                             transcriber=get_transcriber())}
+
     def close(self) -> None:
         from store import db
 
@@ -162,7 +191,7 @@ def new_user(admin: Admin, tier: str = "pro") -> User:
     from store import users
 
     email = f"u{uuid.uuid4().hex[:10]}@example.com"
-    uid = admin.run(lambda s: users.create(s, email, tier))
+    uid = admin.run(lambda s: users.create_user(s, email, tier))
     return User(uid, email, admin, tier)
 
 
@@ -182,7 +211,7 @@ def mint_token(database_url: str, email: str, *, name: str = "test", write: bool
             async with AsyncSession(engine) as s, s.begin():
                 user = await users.by_email(s, email)
                 if user is None:
-                    await users.create(s, email, tier)
+                    await users.create_user(s, email, tier)
                     user = await users.by_email(s, email)
                 assert user is not None
                 folders = [uuid.UUID(f) for f in folder_ids or []]

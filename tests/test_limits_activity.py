@@ -269,7 +269,7 @@ def test_purge_removes_only_old_rows_and_clear(server, user, admin) -> None:
     admin.sql("INSERT INTO activity (ts, user_id, surface, method, status, latency_ms) VALUES "
               "(now() - interval '91 days', :u, 'rest', 'old', 200, 1), "
               "(now() - interval '89 days', :u, 'rest', 'recent', 200, 1)", u=user.id)
-    admin.run_coro(purge_activity({}))
+    admin.run_coro(purge_activity(admin.job_ctx()))
     methods = {r.method for r in admin.sql("SELECT method FROM activity WHERE user_id = :u", u=user.id)}
     assert "recent" in methods and "old" not in methods
     import subprocess

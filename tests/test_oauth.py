@@ -20,6 +20,12 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 import httpx2
 import pytest
+from mcp import Client, ClientSession
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+from mcp.shared.exceptions import MCPError
+
 from lev.oauth.clients import (
     OAuthError,
     fetch_metadata_document,
@@ -27,12 +33,6 @@ from lev.oauth.clients import (
     redirect_matches,
     redirect_uri_allowed,
 )
-from mcp import Client, ClientSession
-from mcp.client.auth import OAuthClientProvider
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
-from mcp.shared.exceptions import MCPError
-
 from tests.cimd_site import ClientSite, LoopbackCA
 
 PASSWORD = "a long enough password"

@@ -282,7 +282,8 @@ def test_cascading_folder_delete_racing_an_item_delete_never_deadlocks(server, a
 def test_a_job_finishing_a_content_racing_its_item_delete_never_deadlocks(server, admin, user: User) -> None:
     """A job locks the content it finishes and then writes its items; an item delete locks the item and then its
     content. The job now locks the items first, so the delete waits for it instead of deadlocking with it."""
-    from lev.ingest.save import Chunks, index_content
+    from lev.ingest.plan import Chunks
+    from lev.ingest.save import index_content
     from store import contents as content_store
 
     item = make_item(user, title="finishing")
@@ -296,7 +297,7 @@ def test_a_job_finishing_a_content_racing_its_item_delete_never_deadlocks(server
 
         try:
             async with transaction() as s:
-                assert await content_store.lock_unfinished(s, content)
+                assert (await content_store.lock_with_items(s, content) or {}).get("status") == "processing"
                 locked.set()
                 await asyncio.to_thread(finish.wait)
                 vector = [1.0] + [0.0] * 383

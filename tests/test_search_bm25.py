@@ -98,6 +98,7 @@ def test_scope_strategies_agree(server, api, user, admin) -> None:
     from dataclasses import replace
 
     from lev.auth.policy import Scope
+    from lev.core.settings import get_settings
     from lev.embedding.embedder import LocalEmbedder
     from lev.library.reads import search_params
     from store import search as search_store
@@ -132,7 +133,8 @@ def test_scope_strategies_agree(server, api, user, admin) -> None:
                     # always probe the scope per candidate / filter first, reading every sel term per visible
                     # content / filter first, scanning every sel term's posting list
                     for probe_share, per_content in ((0.0, 8.0), (2.0, 0.0), (2.0, 1e12)):
-                        params = replace(search_params(), candidates=candidates, probe_min_share=probe_share,
+                        params = replace(search_params(get_settings()), candidates=candidates,
+                                         probe_min_share=probe_share,
                                          exact_scan_max_chunks=exact_max, per_content_factor=per_content)
                         results.append(admin.run(lambda s, sc=scope, m=mode, p=params, qq=q, v=vec: search_store.search(
                             s, sc, query=qq, query_vector=v, mode=m, limit=5, params=p)))
@@ -238,6 +240,7 @@ def test_hybrid_keyword_ranks_are_exact_bm25_for_every_candidate(server, api, us
     import numpy as np
 
     from lev.auth.policy import Scope
+    from lev.core.settings import get_settings
     from lev.library.reads import search_params
     from store import search as search_store
 
@@ -255,7 +258,7 @@ def test_hybrid_keyword_ranks_are_exact_bm25_for_every_candidate(server, api, us
         assert c.post("/api/v1/ingest", json={"kind": "text", "text": text, "auto_transform": False}).status_code == 200
     query = " ".join(words)
     scope = Scope(user.id, None, kb_only=True)
-    base = replace(search_params(), prune_df=0.0, keep_rarest=3)
+    base = replace(search_params(get_settings()), prune_df=0.0, keep_rarest=3)
     mine = "c.content_id IN (SELECT content_id FROM user_items WHERE user_id = :u)"
     chunks = {r.id: r for r in admin.sql(f"SELECT c.id, c.text, c.embedding::text AS vec FROM chunks c WHERE {mine}",
                                          u=user.id)}
@@ -302,6 +305,7 @@ def test_a_small_scope_reads_only_its_own_postings_of_a_common_term(server, api,
     from sqlalchemy import text
 
     from lev.auth.policy import Scope
+    from lev.core.settings import get_settings
     from lev.library.reads import search_params
     from store import search as search_store
     from tests.stack import new_user
@@ -316,7 +320,7 @@ def test_a_small_scope_reads_only_its_own_postings_of_a_common_term(server, api,
         assert small.post("/api/v1/ingest", json={"kind": "text", "text": f"My note {i} saw one {word} today.",
                                                   "auto_transform": False}).status_code == 200
     scope = Scope(user.id, None, kb_only=True)
-    params = search_params()
+    params = search_params(get_settings())
 
     async def explain(s):  # type: ignore[no-untyped-def]
         # A corpus this small fits in a few pages, which PostgreSQL would rather read whole: the test is about

@@ -56,12 +56,12 @@ async def start_session(s: AsyncSession, user_id: uuid.UUID) -> tuple[str, str]:
     """A new session for the user: (cookie value, csrf token). Only the cookie value's hash is stored."""
     value, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
     expires = clock.now() + timedelta(days=get_settings().session_days)
-    await session_store.create(s, _digest(value), user_id, csrf, expires)
+    await session_store.create_session(s, _digest(value), user_id, csrf, expires)
     return value, csrf
 
 
 async def end_session(s: AsyncSession, principal: Principal) -> None:
-    await session_store.end(s, principal_session(principal))
+    await session_store.end_session(s, principal_session(principal))
 
 
 def principal_session(principal: Principal) -> bytes:
@@ -76,7 +76,7 @@ async def authenticate_session(s: AsyncSession, cookie_value: str | None) -> Pri
     or 401 not_signed_in."""
     if not cookie_value or len(cookie_value) > 200:
         raise not_signed_in()
-    row = await session_store.lookup(s, _digest(cookie_value))
+    row = await session_store.lookup_session(s, _digest(cookie_value))
     if row is None:
         raise not_signed_in()
     return Principal(
@@ -119,7 +119,7 @@ async def signup(s: AsyncSession, email: str, password: str) -> dict[str, Any]:
 
 async def create_user(s: AsyncSession, email: str, tier: str, password: str | None = None) -> uuid.UUID:
     """A new user (sign-up and `lev user create`); 409 email_taken when the address, in any case, is taken."""
-    user_id = await user_store.create(s, email, tier, password)
+    user_id = await user_store.create_user(s, email, tier, password)
     if user_id is None:
         raise email_taken(email.strip())
     return user_id
@@ -201,7 +201,7 @@ async def revoke_token(s: AsyncSession, user_id: uuid.UUID, token_id: uuid.UUID)
     if row is None:
         raise not_found("No such token.")
     if row["revoked_at"] is None:
-        await token_store.revoke(s, token_id)
+        await token_store.revoke_token(s, token_id)
         row = next(t for t in await token_store.list_for_user(s, user_id) if t["id"] == token_id)
     return {"id": str(token_id), "revoked_at": row["revoked_at"].isoformat()}
 
@@ -212,7 +212,7 @@ async def account_view(s: AsyncSession, principal: Principal) -> dict[str, Any]:
         "user_id": str(principal.user_id), "email": principal.extra.get("email"), "tier": principal.tier,
         "csrf_token": principal.extra.get("csrf_token"),
         "usage": {"month": clock.month_key(), "transcription_minutes_used": round(used / 60, 1),
-                  "transcription_minutes_cap": quota.cap_minutes(principal.tier)},
+                  "transcription_minutes_cap": quota.cap_minutes(get_settings(), principal.tier)},
     }
 
 

@@ -155,7 +155,7 @@ async def authenticate(session: AsyncSession, token: str, audience: str | None =
     if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         raise invalid_token()
     digest = hash_token(token)
-    row = await token_store.lookup(session, digest)
+    row = await token_store.lookup_token(session, digest)
     if row is None or not hmac.compare_digest(row["token_hash"], digest):
         raise invalid_token()
     now = datetime.now(UTC)

@@ -18,18 +18,18 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from lev import runtime
 from lev.auth.policy import Principal, require, require_whole_library
 from lev.core.errors import ApiError, file_too_large, infrastructure_error, not_found
-from lev.core.settings import get_settings
 from lev.imports.bookmarks import parse
 from lev.imports.importfile import dedupe_key
-from lev.ingest.save import store_failed
+from lev.ingest.deps import Deps
+from lev.ingest.followups import enqueue_job, job_id, requeue
+from lev.ingest.request import IngestRequest
+from lev.ingest.save import save_failed
 from lev.ingest.service import ingest
 from lev.ingest.urls import classify_media_url
 from store import imports as import_store
 from store import users as user_store
-from store.db import transaction, try_advisory_lock
 
 log = logging.getLogger("lev.imports")
 
@@ -41,22 +41,22 @@ PAGE = 50
 
 def slice_job_id(import_id: uuid.UUID | str, slice_no: int) -> str:
     """The fixed arq job id of one slice of an import."""
-    return runtime.job_id("run_import", f"{import_id}:{slice_no}")
+    return job_id("run_import", f"{import_id}:{slice_no}")
 
 
 def _lock_key(user_id: uuid.UUID) -> int:
     return int.from_bytes(hashlib.sha256(b"lev-import:" + user_id.bytes).digest()[:8], "big", signed=True)
 
 
-async def start(principal: Principal, data: bytes, filename: str | None) -> dict[str, Any]:
+async def start(deps: Deps, principal: Principal, data: bytes, filename: str | None) -> dict[str, Any]:
     """Read the file, create its folders, record its links and queue the import; returns its status."""
     require(principal, "write")
     require_whole_library(principal, "import into the library")
-    cap = get_settings().import_max_bytes
+    cap = deps.settings.import_max_bytes
     if len(data) > cap:
         raise file_too_large(f"Import files are limited to {cap} bytes ({cap // (1 << 20)} MiB).", cap)
     parsed = await asyncio.to_thread(parse, data)
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         ids, created = await import_store.ensure_folders(s, principal.user_id, list(parsed.folders.values()))
         by_key = {key: ids[name.lower()] for key, name in parsed.folders.items()}
         entries = [{
@@ -65,21 +65,21 @@ async def start(principal: Principal, data: bytes, filename: str | None) -> dict
             "in_kb": link.in_kb, "archived": link.archived, "outputs": link.outputs, "status": "pending",
             "existing": False,
         } for link in parsed.links]
-        import_id = await import_store.create(
+        import_id = await import_store.create_import(
             s, user_id=principal.user_id, token_id=principal.token_id, fmt=parsed.format,
             filename=(filename or "")[:300] or None, size_bytes=len(data),
             folder_ids=list(dict.fromkeys(by_key.values())), folders_created=created, skipped=parsed.skipped[:1000],
             entries=entries)
     if entries:
-        await runtime.enqueue("run_import", str(import_id), 0, _job_id=slice_job_id(import_id, 0))
-    return await status(principal, import_id)
+        await enqueue_job(deps.queue, "run_import", str(import_id), 0, job_id=slice_job_id(import_id, 0))
+    return await status(deps, principal, import_id)
 
 
-async def status(principal: Principal, import_id: uuid.UUID) -> dict[str, Any]:
+async def status(deps: Deps, principal: Principal, import_id: uuid.UUID) -> dict[str, Any]:
     """Progress of one of the user's imports: counts, its folders, the failed links with their reasons."""
     require_whole_library(principal, "read imports")
-    async with transaction() as s:
-        row = await import_store.get(s, principal.user_id, import_id)
+    async with deps.db.transaction() as s:
+        row = await import_store.get_import(s, principal.user_id, import_id)
         if row is None:
             raise not_found()
         found = await import_store.live_folders(s, principal.user_id, row["folder_ids"])
@@ -97,21 +97,21 @@ async def status(principal: Principal, import_id: uuid.UUID) -> dict[str, Any]:
     }
 
 
-async def recent(principal: Principal, limit: int = 20) -> list[dict[str, Any]]:
+async def recent(deps: Deps, principal: Principal, limit: int = 20) -> list[dict[str, Any]]:
     require_whole_library(principal, "read imports")
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         ids = await import_store.list_recent(s, principal.user_id, limit)
-    return [await status(principal, i) for i in ids]
+    return [await status(deps, principal, i) for i in ids]
 
 
 # ------------------------------------------------------------------------------------------------ the job
 
 
-async def run_slice(import_id: uuid.UUID, slice_no: int) -> int:
+async def run_slice(deps: Deps, import_id: uuid.UUID, slice_no: int) -> int:
     """One run of the import job: ingest pending links for up to SLICE_SEC, then queue the next slice, or mark the
     import done and start the user's next import. Returns the entries finished."""
-    async with transaction() as s:
-        row = await import_store.row(s, import_id)
+    async with deps.db.transaction() as s:
+        row = await import_store.import_row(s, import_id)
         user = await user_store.by_id(s, row["user_id"]) if row else None
     if row is None or user is None or row["status"] != "running" or row["slice"] != slice_no:
         return 0  # finished, deleted, or a later slice owns it
@@ -121,11 +121,11 @@ async def run_slice(import_id: uuid.UUID, slice_no: int) -> int:
     following: int | None = None
     finished = False
     others: list[dict[str, Any]] = []
-    async with try_advisory_lock(_lock_key(row["user_id"])) as held:
+    async with deps.db.try_advisory_lock(_lock_key(row["user_id"])) as held:
         if not held:
             return 0  # another import of this user is running; it starts this one when it is done
-        count, more = await _work(principal, row)
-        async with transaction() as s:
+        count, more = await _work(deps, principal, row)
+        async with deps.db.transaction() as s:
             if more:
                 following = await import_store.next_slice(s, import_id, slice_no)
             else:
@@ -133,18 +133,20 @@ async def run_slice(import_id: uuid.UUID, slice_no: int) -> int:
                 others = await import_store.running(s, user_id=row["user_id"]) if finished else []
     # queued only after the lock is released, so the next run can take it
     if following is not None:
-        await runtime.enqueue("run_import", str(import_id), following, _job_id=slice_job_id(import_id, following))
+        await enqueue_job(deps.queue, "run_import", str(import_id), following,
+                          job_id=slice_job_id(import_id, following))
     elif finished:
         for other in others:
-            await runtime.requeue("run_import", str(other["id"]), other["slice"],
-                                  job_id=slice_job_id(other["id"], other["slice"]))
+            await requeue(deps.queue, "run_import", str(other["id"]), other["slice"],
+                          job_id=slice_job_id(other["id"], other["slice"]))
     return count
 
 
 class _Pager:
     """Hands out the import's pending entries in file order, a page at a time, to the concurrent workers."""
 
-    def __init__(self, import_id: uuid.UUID) -> None:
+    def __init__(self, deps: Deps, import_id: uuid.UUID) -> None:
+        self.deps = deps
         self.import_id = import_id
         self.buffer: list[dict[str, Any]] = []
         self.after = -1
@@ -154,7 +156,7 @@ class _Pager:
     async def next(self) -> dict[str, Any] | None:
         async with self.lock:
             if not self.buffer and not self.exhausted:
-                async with transaction() as s:
+                async with self.deps.db.transaction() as s:
                     self.buffer = await import_store.pending_page(s, self.import_id, self.after, PAGE)
                 self.exhausted = not self.buffer
             if not self.buffer:
@@ -164,11 +166,11 @@ class _Pager:
             return entry
 
 
-async def _work(principal: Principal, row: dict[str, Any]) -> tuple[int, bool]:
+async def _work(deps: Deps, principal: Principal, row: dict[str, Any]) -> tuple[int, bool]:
     """Run the pending entries with bounded concurrency until none is left or the slice's time is up; returns the
     entries finished and whether some are left."""
     deadline = time.monotonic() + SLICE_SEC
-    pager = _Pager(row["id"])
+    pager = _Pager(deps, row["id"])
     finished = 0
 
     async def worker() -> None:
@@ -177,78 +179,75 @@ async def _work(principal: Principal, row: dict[str, Any]) -> tuple[int, bool]:
             entry = await pager.next()
             if entry is None:
                 return
-            await _run_entry(principal, row["created_at"], entry)
+            await _run_entry(deps, principal, row["created_at"], entry)
             finished += 1
 
     async with asyncio.TaskGroup() as group:
-        for _ in range(max(1, get_settings().import_concurrency)):
+        for _ in range(max(1, deps.settings.import_concurrency)):
             group.create_task(worker())
     return finished, not (pager.exhausted and not pager.buffer)
 
 
-async def _run_entry(principal: Principal, started: datetime, entry: dict[str, Any]) -> None:
+async def _run_entry(deps: Deps, principal: Principal, started: datetime, entry: dict[str, Any]) -> None:
     """Import one entry; anything but an outage of the database or Redis ends as the entry's failure."""
     try:
         async with asyncio.timeout(ENTRY_TIMEOUT_SEC):
-            await _import_entry(principal, started, entry)
+            await _import_entry(deps, principal, started, entry)
     except Exception as exc:
         if infrastructure_error(exc) is not None:
             raise  # the job is retried; the entry is still pending
         reason = (f"gave up after {int(ENTRY_TIMEOUT_SEC)} s" if isinstance(exc, TimeoutError)
                   else f"unexpected error: {type(exc).__name__}: {exc}")
         log.warning("import entry failed", extra={"line": entry["line"], "error": reason[:300]})
-        await _fail(principal, started, entry, reason)
+        await _fail(deps, principal, started, entry, reason)
 
 
-async def _existing(user_id: uuid.UUID, entry: dict[str, Any]) -> dict[str, Any] | None:
-    async with transaction() as s:
+async def _existing(deps: Deps, user_id: uuid.UUID, entry: dict[str, Any]) -> dict[str, Any] | None:
+    async with deps.db.transaction() as s:
         if entry["url"] is not None:
             key = dedupe_key(entry["url"])
             return await import_store.existing_by_url(s, user_id, [entry["url"], key], [key])
         return await import_store.existing_by_text(s, user_id, entry["text"] or "")
 
 
-async def _import_entry(principal: Principal, started: datetime, entry: dict[str, Any]) -> None:
-    found = await _existing(principal.user_id, entry)
+async def _import_entry(deps: Deps, principal: Principal, started: datetime, entry: dict[str, Any]) -> None:
+    found = await _existing(deps, principal.user_id, entry)
     if found is not None:  # already in the library (or stored by an earlier run of this entry): only file it
         ours = found["created_at"] >= started
-        await _finish(entry, found["id"], ours=ours, existing=not ours)
+        await _finish(deps, entry, found["id"], ours=ours, existing=not ours)
         return
     try:
-        if entry["url"] is not None:
-            answer = await ingest(principal, kind="url", url=entry["url"], title=entry["title"],
-                                  in_kb=entry["in_kb"], auto_transform=False)
-        else:
-            answer = await ingest(principal, kind="text", text=entry["text"], title=entry["title"],
-                                  in_kb=entry["in_kb"], auto_transform=False)
+        kind = "url" if entry["url"] is not None else "text"
+        stored = await ingest(deps, principal, IngestRequest(kind, url=entry["url"], text=entry["text"],
+                                                             title=entry["title"], in_kb=entry["in_kb"]))
     except ApiError as exc:
-        await _fail(principal, started, entry, exc.message or exc.code)
+        await _fail(deps, principal, started, entry, exc.message or exc.code)
         return
-    await _finish(entry, uuid.UUID(answer["user_item_id"]), ours=True, existing=False)
+    await _finish(deps, entry, stored.item_id, ours=True, existing=False)
 
 
-async def _finish(entry: dict[str, Any], item_id: uuid.UUID, *, ours: bool, existing: bool,
+async def _finish(deps: Deps, entry: dict[str, Any], item_id: uuid.UUID, *, ours: bool, existing: bool,
                   error: str | None = None) -> None:
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         await import_store.finish_entry(s, entry, item_id, ours=ours, existing=existing, error=error)
 
 
-async def _fail(principal: Principal, started: datetime, entry: dict[str, Any], reason: str) -> None:
+async def _fail(deps: Deps, principal: Principal, started: datetime, entry: dict[str, Any], reason: str) -> None:
     """The entry failed: a link becomes a failed item saying why (filed like the rest); a text that cannot be
     stored fails without an item."""
-    found = await _existing(principal.user_id, entry)
+    found = await _existing(deps, principal.user_id, entry)
     if found is not None:
-        await _finish(entry, found["id"], ours=found["created_at"] >= started, existing=False, error=reason)
+        await _finish(deps, entry, found["id"], ours=found["created_at"] >= started, existing=False, error=reason)
     elif entry["url"] is not None:
-        item_id = await store_failed(principal, kind=classify_media_url(entry["url"]) or "url", url=entry["url"],
-                                     title=entry["title"], error=reason, in_kb=entry["in_kb"])
-        await _finish(entry, item_id, ours=True, existing=False, error=reason)
+        item_id = await save_failed(deps, principal, kind=classify_media_url(entry["url"]) or "url", url=entry["url"],
+                                    title=entry["title"], error=reason, in_kb=entry["in_kb"])
+        await _finish(deps, entry, item_id, ours=True, existing=False, error=reason)
     else:
-        async with transaction() as s:
+        async with deps.db.transaction() as s:
             await import_store.fail_entry(s, entry, reason)
 
 
-async def give_up(import_id: uuid.UUID, reason: str) -> int:
+async def give_up(deps: Deps, import_id: uuid.UUID, reason: str) -> int:
     """A slice that kept failing: its pending entries fail with the reason and the import is done."""
-    async with transaction() as s:
+    async with deps.db.transaction() as s:
         return await import_store.fail_pending(s, import_id, reason)

@@ -8,34 +8,33 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
-
-from lev import runtime
+from typing import Any, Protocol
 
 _KEY = "lev:progress:{}"
 TTL_SEC = 3600
 
 
-async def report(content_id: uuid.UUID, stage: str, done: int, total: int | None) -> None:
+class Redis(Protocol):
+    async def set(self, name: str, value: str, ex: int | None = None) -> Any: ...
+
+    async def get(self, name: str) -> Any: ...
+
+    async def delete(self, *names: str) -> Any: ...
+
+
+async def report(redis: Redis, content_id: uuid.UUID, stage: str, done: int, total: int | None) -> None:
     """Record that `done` of `total` units of `stage` (`embedding`: chunks) are finished."""
-    try:
-        redis = runtime.get_runtime().redis
-    except RuntimeError:
-        return
     value = json.dumps({"stage": stage, "done": done, "total": total})
     await redis.set(_KEY.format(content_id), value, ex=TTL_SEC)
 
 
-async def clear(content_id: uuid.UUID) -> None:
-    try:
-        await runtime.get_runtime().redis.delete(_KEY.format(content_id))
-    except RuntimeError:
-        return
+async def clear(redis: Redis, content_id: uuid.UUID) -> None:
+    await redis.delete(_KEY.format(content_id))
 
 
-async def read(content_id: uuid.UUID) -> dict[str, Any]:
+async def read(redis: Redis, content_id: uuid.UUID) -> dict[str, Any]:
     """The last figure reported for a content still processing; `queued` before the worker starts on it."""
-    raw = await runtime.get_runtime().redis.get(_KEY.format(content_id))
+    raw = await redis.get(_KEY.format(content_id))
     if raw is None:
         return {"stage": "queued", "done": 0, "total": None}
     out: dict[str, Any] = json.loads(raw)

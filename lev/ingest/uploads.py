@@ -1,12 +1,14 @@
 """The upload handshake: signed URLs, the local store's signed PUT, and finalize.
 
 The signed-URL step records a pending upload (`uploads`); the client PUTs the bytes (to Lev itself for the
-local store, to S3 otherwise); finalize checks the stored object (exists, size, magic bytes) and hands the file
-to `lev.ingest.files`. A finalize retried for the same upload answers what the first one did.
+local store, to S3 otherwise); finalize checks the stored object (exists, size, magic bytes), reads it
+(`acquire.file`) and keeps it like any ingest (`service.keep`). A finalize retried for the same upload answers what
+the first one did.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 from lev.auth.policy import Principal, require
 from lev.core import clock, context
 from lev.core.errors import (
+    ApiError,
     file_too_large,
     invalid_body,
     invalid_signature,
@@ -23,14 +26,17 @@ from lev.core.errors import (
     transcription_unavailable,
     unsupported_media_type,
 )
-from lev.ingest.files import discard_upload, ingest_document, ingest_media
+from lev.ingest import acquire
+from lev.ingest.acquire import Source
+from lev.ingest.deps import Deps
 from lev.ingest.media import SNIFF_HEAD, check_signing, finalize_endpoint, media_class, normalize_mime, sniff_matches
-from lev.ingest.save import Source, finalized
-from lev.ingest.transcriber import get_transcriber
-from lev.runtime import get_object_store
+from lev.ingest.request import Resolved
+from lev.ingest.save import Stored, finalized
+from lev.ingest.service import keep
 from store import uploads as upload_store
-from store.db import transaction
 from store.objects import InvalidObjectPath, LocalObjectStore, SignatureError, SizeExceeded, check_path
+
+log = logging.getLogger("lev.uploads")
 
 SIGNED_URL_TTL_SEC = 3600
 UPLOAD_EXPIRY = timedelta(hours=24)
@@ -43,7 +49,7 @@ def _no_nul(**fields: Any) -> None:
             raise invalid_body(f"{name} must not contain NUL characters.")
 
 
-async def signed_url(principal: Principal, *, mime: str, size: int, filename: str) -> dict[str, Any]:
+async def signed_url(deps: Deps, principal: Principal, *, mime: str, size: int, filename: str) -> dict[str, Any]:
     """Issue a signed PUT URL for one upload and record it as pending."""
     require(principal, "write")
     _no_nul(mime=mime, filename=filename)
@@ -51,13 +57,12 @@ async def signed_url(principal: Principal, *, mime: str, size: int, filename: st
     check_signing(mime, size)
     if not filename.strip():
         raise invalid_body("filename must not be blank.")
-    store = get_object_store()
-    path = store.new_path(str(principal.user_id), filename)
-    url = store.signed_put_url(path, size, mime, expires_in=SIGNED_URL_TTL_SEC, base_url=context.base_url())
+    path = deps.objects.new_path(str(principal.user_id), filename)
+    url = deps.objects.signed_put_url(path, size, mime, expires_in=SIGNED_URL_TTL_SEC, base_url=context.base_url())
     now = clock.now()
-    async with transaction() as s:
-        await upload_store.create(s, path=path, user_id=principal.user_id, mime=mime, size=size,
-                                  filename=filename.strip()[:255], created_at=now)
+    async with deps.db.transaction() as s:
+        await upload_store.create_upload(s, path=path, user_id=principal.user_id, mime=mime, size=size,
+                                         filename=filename.strip()[:255], created_at=now)
     return {
         "path": path, "signed_url": url, "finalize_endpoint": finalize_endpoint(mime),
         "method": "PUT", "headers": {"Content-Type": mime},
@@ -65,11 +70,11 @@ async def signed_url(principal: Principal, *, mime: str, size: int, filename: st
     }
 
 
-async def receive_upload(path: str, *, expires: str | None, size: str | None, mime: str | None,
+async def receive_upload(deps: Deps, path: str, *, expires: str | None, size: str | None, mime: str | None,
                          sig: str | None, content_type: str | None, content_length: str | None,
                          chunks: AsyncIterator[bytes]) -> dict[str, Any]:
     """The local store's signed PUT: check the signature, the Content-Type and the byte cap, stream to disk."""
-    store = get_object_store()
+    store = deps.objects
     if not isinstance(store, LocalObjectStore):
         raise not_found("Uploads go straight to object storage on this server.")
     try:
@@ -85,8 +90,8 @@ async def receive_upload(path: str, *, expires: str | None, size: str | None, mi
     too_large = file_too_large(f"This upload was signed for {declared} bytes.", declared)
     if content_length and content_length.strip().isdigit() and int(content_length) > declared:
         raise too_large
-    async with transaction() as s:
-        row = await upload_store.get(s, path)
+    async with deps.db.read_session() as s:
+        row = await upload_store.get_upload(s, path)
     if row is None or row["item_id"] is not None:
         raise invalid_signature("The signed upload URL is no longer valid: the upload was finalized or has expired.")
     try:
@@ -96,7 +101,7 @@ async def receive_upload(path: str, *, expires: str | None, size: str | None, mi
     return {"path": path, "size": written}
 
 
-async def finalize(principal: Principal, body: dict[str, Any], endpoint: str) -> dict[str, Any]:
+async def finalize(deps: Deps, principal: Principal, body: dict[str, Any], endpoint: str) -> Stored:
     """POST /uploads/finalize (audio, video) and /uploads/finalize-document (PDF, images)."""
     require(principal, "write")
     _no_nul(**{k: body.get(k) for k in ("path", "mime", "filename", "title")})
@@ -111,40 +116,55 @@ async def finalize(principal: Principal, body: dict[str, Any], endpoint: str) ->
         check_path(path)
     except InvalidObjectPath:
         raise object_missing() from None
-    async with transaction() as s:
-        row = await upload_store.get(s, path)
+    async with deps.db.read_session() as s:
+        row = await upload_store.get_upload(s, path)
         earlier = await finalized(s, principal, row)
     if earlier is not None:
-        return earlier.answer()
+        return earlier
     if row is None or row["user_id"] != principal.user_id:
         raise object_missing()
     if row["mime"] != mime:
         raise invalid_body(f"mime {mime} differs from the {row['mime']} this upload was signed for.")
     klass = media_class(mime)
-    if klass in ("audio", "video") and get_transcriber() is None:
+    if klass in ("audio", "video") and deps.transcriber is None:
         raise transcription_unavailable()
-    store = get_object_store()
-    stored = await store.stat(path)
+    stored = await deps.objects.stat(path)
     if stored is None:
         raise object_missing()
     if stored != size or size != row["size_bytes"]:
         raise size_mismatch(f"The stored object has {stored} bytes; the upload declared {row['size_bytes']} and "
                             f"this call {size}.")
-    head = await store.read_head(path, SNIFF_HEAD)
+    head = await deps.objects.read_head(path, SNIFF_HEAD)
     if not sniff_matches(mime, head):
-        await discard_upload(path)
+        await discard_upload(deps, path)
         raise unsupported_media_type(
             f"The uploaded bytes are not {mime} (their magic bytes do not match); the upload was discarded.")
     title = (body.get("title") or "").strip() or None
-    opts = {"in_kb": body.get("in_kb", True), "auto_transform": body.get("auto_transform", True)}
+    r = Resolved(principal, klass or "audio", title, body.get("in_kb", True), body.get("auto_transform", True))
     source = Source(filename=row["filename"], path=path, mime=mime, size=size)
     try:
-        local = await store.local_copy(path)
+        local = await deps.objects.local_copy(path)
     except FileNotFoundError:
         raise object_missing() from None
     try:
-        if klass == "document":
-            return (await ingest_document(principal, source, local, title, **opts)).answer()
-        return (await ingest_media(principal, source, local, klass or "audio", title, **opts)).answer()
+        try:
+            acquired = await acquire.file(deps, source, local, title)
+        except ApiError:
+            await discard_upload(deps, path)  # unreadable: it will never become an item
+            raise
+        return await keep(deps, r, acquired)
     finally:
         local.unlink(missing_ok=True)
+
+
+async def discard_upload(deps: Deps, path: str) -> None:
+    """Forget an upload that will never become an item and delete its object (the drain retries failures)."""
+    async with deps.db.transaction() as s:
+        await upload_store.forget(s, path)
+        await upload_store.queue_deletion(s, [path])
+    try:
+        await deps.objects.delete(path)
+        async with deps.db.transaction() as s:
+            await upload_store.deletion_done(s, path)
+    except Exception as exc:  # the drain retries
+        log.warning("could not delete %s now: %s", path, exc)

@@ -1,4 +1,5 @@
-"""Read operations shared by the REST and MCP surfaces: search, get item, recent items."""
+"""Read operations shared by the REST and MCP surfaces, the pages and the CLI: search, an item, its stored file,
+recent items, similar items; and the folder writes they share."""
 
 from __future__ import annotations
 
@@ -11,28 +12,26 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from lev.auth.policy import Principal, folder_name, folder_visible
 from lev.core import context
 from lev.core.errors import invalid_body, name_taken, not_found
-from lev.core.settings import get_settings
-from lev.embedding.pool import QueryBatcher
+from lev.core.settings import Settings
 from lev.ingest import progress
-from lev.runtime import get_object_store
+from lev.ingest.deps import Deps
 from store import folders as folder_store
 from store import items as item_store
+from store import lifecycle
 from store import search as search_store
 from store import similar as similar_store
-from store.db import read_session
 from store.scope import Scope
 
 
-def search_params() -> search_store.SearchParams:
-    s = get_settings()
+def search_params(s: Settings) -> search_store.SearchParams:
     return search_store.SearchParams(candidates=s.search_candidates, semantic_weight=s.search_semantic_weight,
                                      k1=s.search_bm25_k1, b=s.search_bm25_b, prune_df=s.search_bm25_prune_df,
                                      ef_search=s.hnsw_ef_search, exact_scan_max_chunks=s.search_exact_scan_max_chunks)
 
 
-async def search(principal: Principal, queries: QueryBatcher, *, query: str, mode: str = "hybrid", limit: int = 10,
+async def search(deps: Deps, principal: Principal, *, query: str, mode: str = "hybrid", limit: int = 10,
                  folder_id: uuid.UUID | None = None) -> dict[str, Any]:
-    """Top chunks for `query` within the token's scope (and optionally one folder in it); `queries` embeds it."""
+    """Top chunks for `query` within the token's scope (and optionally one folder in it)."""
     query = (query or "").strip()
     if not query:
         raise invalid_body("The search query must not be empty.")
@@ -45,13 +44,13 @@ async def search(principal: Principal, queries: QueryBatcher, *, query: str, mod
     if folder_id is not None and not folder_visible(principal.scope, folder_id):
         raise not_found()
     # The query is embedded in a worker thread while the database plans and finds keyword candidates.
-    vector = queries.submit(query) if mode != "keyword" else None
+    vector = deps.queries.submit(query) if mode != "keyword" else None
     try:
-        async with read_session() as s:  # reads only: no BEGIN and COMMIT round trips
+        async with deps.db.read_session() as s:  # reads only: no BEGIN and COMMIT round trips
             if folder_id is not None and not await folder_store.owned_ids(s, principal.user_id, [folder_id]):
                 raise not_found()
             results = await search_store.search(s, principal.scope, query=query, query_vector=vector, mode=mode,
-                                                limit=limit, folder_id=folder_id, params=search_params())
+                                                limit=limit, folder_id=folder_id, params=search_params(deps.settings))
     finally:
         if vector is not None:
             if not vector.done():
@@ -62,15 +61,12 @@ async def search(principal: Principal, queries: QueryBatcher, *, query: str, mod
     return {"mode": mode, "results": [timed_hit(r) for r in results]}
 
 
-MEDIA_KINDS = frozenset({"audio", "video", "youtube"})
-
-
 def timed_hit(hit: dict[str, Any]) -> dict[str, Any]:
     """A search hit as the contract shows it: a transcript chunk (audio, video, YouTube) carries `start_sec` and
     `end_sec`, and its `url` opens that moment; every other hit is unchanged."""
     kind, stored = hit.pop("kind", None), hit.pop("stored_media", False)
     start, end = hit.pop("start_sec", None), hit.pop("end_sec", None)
-    if start is None or kind not in MEDIA_KINDS:
+    if start is None or kind not in lifecycle.MEDIA_KINDS:
         return hit
     hit["start_sec"], hit["end_sec"] = round(start, 3), round(end if end is not None else start, 3)
     hit["url"] = moment_url(kind, hit["url"], hit["item_id"], start, stored=stored)
@@ -91,7 +87,7 @@ def moment_url(kind: str, url: str | None, item_id: str, start: float, *, stored
 async def create_folder(session: AsyncSession, user_id: uuid.UUID, name: str) -> dict[str, Any]:
     """A new folder for the REST handler and the CLI: 400 for a bad name, 409 name_taken for a used one."""
     clean = folder_name(name)
-    created = await folder_store.create(session, user_id, clean)
+    created = await folder_store.create_folder(session, user_id, clean)
     if created is None:
         raise name_taken(f"A folder named {clean!r} already exists.")
     return created
@@ -102,49 +98,50 @@ async def rename_folder(session: AsyncSession, scope: Scope, folder_id: uuid.UUI
     clean = folder_name(name)
     if not await folder_store.owned_ids(session, scope.user_id, [folder_id], lock=True):
         raise not_found()
-    renamed = await folder_store.rename(session, scope, folder_id, clean)
+    renamed = await folder_store.rename_folder(session, scope, folder_id, clean)
     if renamed is None:
         raise name_taken(f"A folder named {clean!r} already exists.")
     return renamed
 
 
-async def get_item(principal: Principal, item_id: uuid.UUID) -> dict[str, Any]:
-    async with read_session() as s:
+async def get_item(deps: Deps, principal: Principal, item_id: uuid.UUID) -> dict[str, Any]:
+    async with deps.db.read_session() as s:
         item = await item_store.get_visible(s, principal.scope, item_id)
     if item is None:
         raise not_found()
     context.note_results(1)
-    item["progress"] = await progress.read(uuid.UUID(str(item["content_id"]))) if item["status"] == "processing" \
-        else None
+    moving = lifecycle.of_row(item["status"], item["transcription_status"]).moving
+    item["progress"] = await progress.read(deps.redis, uuid.UUID(str(item["content_id"]))) if moving else None
     return item
 
 
-async def stored_file(principal: Principal, item_id: uuid.UUID) -> tuple[Path | str, str, str]:
+async def stored_file(deps: Deps, principal: Principal, item_id: uuid.UUID) -> tuple[Path | str, str, str]:
     """Where the caller reads a visible item's stored file (a local path or a presigned URL), its MIME type and
     file name; 404 when the item is not visible or has no stored file."""
-    async with read_session() as s:
+    async with deps.db.read_session() as s:
         row = await item_store.stored_object(s, principal.scope, item_id)
     if row is None:
         raise not_found("The item does not exist, is outside this token's scope, or has no stored file.")
     context.note_results(1)
     mime = row["mime"] or "application/octet-stream"
-    where = get_object_store().read_location(row["object_path"], mime)
+    where = deps.objects.read_location(row["object_path"], mime)
     return where, mime, PurePosixPath(row["object_path"]).name
 
 
-async def list_recent(principal: Principal, limit: int) -> list[dict[str, Any]]:
-    async with read_session() as s:
+async def list_recent(deps: Deps, principal: Principal, limit: int) -> list[dict[str, Any]]:
+    async with deps.db.read_session() as s:
         items = await item_store.recent(s, principal.scope, limit)
     context.note_results(len(items))
     return items
 
 
-async def similar_items(principal: Principal, item_id: uuid.UUID, limit: int = 10) -> dict[str, Any]:
+async def similar_items(deps: Deps, principal: Principal, item_id: uuid.UUID, limit: int = 10) -> dict[str, Any]:
     """Visible in-KB items ranked by how near their chunks lie to the item's chunks (search's scope rules)."""
     if not 1 <= limit <= 50:
         raise invalid_body("limit must be between 1 and 50.")
-    async with read_session() as s:
-        results = await similar_store.similar_items(s, principal.scope, item_id, limit=limit, params=search_params())
+    async with deps.db.read_session() as s:
+        results = await similar_store.similar_items(s, principal.scope, item_id, limit=limit,
+                                                    params=search_params(deps.settings))
     if results is None:
         raise not_found()
     context.note_results(len(results))

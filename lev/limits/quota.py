@@ -14,15 +14,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.core import clock
 from lev.core.errors import quota_exceeded
-from lev.core.settings import get_settings
+from lev.core.settings import Settings
 from store import usage
 
 RESOURCE = "transcription_minutes"
 
 
-def cap_minutes(tier: str) -> int:
+def cap_minutes(settings: Settings, tier: str) -> int:
     """The tier's monthly minutes from settings (`LEV_TIER_<TIER>_MINUTES`); -1 is unlimited, unknown is 0."""
-    value = getattr(get_settings(), f"tier_{tier}_minutes", 0)
+    value = getattr(settings, f"tier_{tier}_minutes", 0)
     return int(value) if isinstance(value, int) else 0
 
 
@@ -31,9 +31,9 @@ async def used_seconds(session: AsyncSession, user_id: uuid.UUID) -> float:
     return await usage.used_seconds(session, user_id, clock.month_key())
 
 
-async def check(session: AsyncSession, user_id: uuid.UUID, tier: str, seconds: float) -> None:
+async def check(session: AsyncSession, settings: Settings, user_id: uuid.UUID, tier: str, seconds: float) -> None:
     """402 quota_exceeded unless `seconds` more transcription fit in this month's cap."""
-    cap = cap_minutes(tier)
+    cap = cap_minutes(settings, tier)
     if cap < 0:
         return
     used = await used_seconds(session, user_id) + await usage.pending_seconds(session, user_id)
@@ -47,10 +47,10 @@ async def check(session: AsyncSession, user_id: uuid.UUID, tier: str, seconds: f
         )
 
 
-async def reserve(session: AsyncSession, user_id: uuid.UUID, tier: str, seconds: float) -> None:
+async def reserve(session: AsyncSession, settings: Settings, user_id: uuid.UUID, tier: str, seconds: float) -> None:
     """`check` under a per-user lock held to the end of the transaction that stores the pending work."""
     await usage.lock_user(session, user_id)
-    await check(session, user_id, tier, seconds)
+    await check(session, settings, user_id, tier, seconds)
 
 
 async def charge(session: AsyncSession, user_id: uuid.UUID, seconds: float) -> None:

@@ -277,7 +277,7 @@ async def exchange_code(client: Client, form: dict[str, str]) -> dict[str, Any]:
             raise OAuthError("invalid_grant", "The authorization code is unknown.")
         if row["used_at"] is not None:
             if row["token_id"] is not None:
-                await token_store.revoke(s, row["token_id"])
+                await token_store.revoke_token(s, row["token_id"])
             failure = OAuthError("invalid_grant", "The authorization code was already used; its grant is revoked.")
         elif row["expires_at"] <= clock.now():
             raise OAuthError("invalid_grant", "The authorization code has expired.")
@@ -327,7 +327,7 @@ async def refresh_grant(client: Client, form: dict[str, str]) -> dict[str, Any]:
         if row is None or row["client_id"] != client.client_id:
             raise OAuthError("invalid_grant", "The refresh token is unknown.")
         if row["rotated_at"] is not None:
-            await token_store.revoke(s, row["token_id"])
+            await token_store.revoke_token(s, row["token_id"])
             failure = OAuthError("invalid_grant", "The refresh token was already used; the grant is revoked.")
         elif row["revoked_at"] is not None or row["expires_at"] <= clock.now():
             raise OAuthError("invalid_grant", "The grant was revoked or has expired.")
@@ -357,7 +357,7 @@ async def revoke(client: Client, form: dict[str, str]) -> None:
     async with transaction() as s:
         grant = await oauth_store.grant_of(s, client.client_id, hash_token(token))
         if grant is not None:
-            await token_store.revoke(s, grant)
+            await token_store.revoke_token(s, grant)
     if grant is not None:
         await principals.invalidate()
 

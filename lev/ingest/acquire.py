@@ -1,0 +1,197 @@
+"""The acquire step: the text, file or recording a resolved request stands for, as a tagged result.
+
+A snippet is its own text; a web page is fetched and read by trafilatura; a PDF, audio or video link is
+downloaded through the SSRF guard into the object store; YouTube comes through yt-dlp (captions when it has
+them, else a recording to transcribe). An uploaded file (finalize) is read from the object store by `file`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import urlsplit
+
+from lev.core.errors import ApiError, ingest_failed, transcription_unavailable
+from lev.ingest import youtube
+from lev.ingest.deps import Deps
+from lev.ingest.documents import INLINE_OCR_PAGES, extract, pdf_plan
+from lev.ingest.download import download
+from lev.ingest.media import media_class, media_duration_seconds
+from lev.ingest.request import Resolved
+from lev.ingest.webpage import UnsupportedMedia, fetch_page
+from lev.limits import quota
+from store import uploads as upload_store
+
+INLINE_DOC_BYTES = 20 * 1024 * 1024  # documents larger than this are finished by the worker
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the bytes came from: the object path (an upload, or a file Lev downloaded) and, for URL ingest, the
+    URL and its canonical form."""
+
+    filename: str
+    path: str | None = None
+    mime: str | None = None
+    size: int | None = None
+    url: str | None = None
+    canonical: str | None = None
+
+    @property
+    def upload(self) -> bool:
+        """An object the client uploaded itself (finalize), as opposed to one Lev downloaded."""
+        return self.url is None and self.path is not None
+
+
+@dataclass(frozen=True)
+class Text:
+    """Readable text now: a snippet, a page, a document extracted in the request."""
+
+    kind: str
+    title: str | None
+    body: str
+    source: Source
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Unread:
+    """A document left for the worker to read (OCR on many pages, or a large file)."""
+
+    kind: str
+    title: str | None
+    source: Source
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Captions:
+    """A YouTube video's captions, as timed segments."""
+
+    title: str | None
+    segments: list[dict[str, Any]]
+    source: Source
+    duration: float | None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    kind: str = "youtube"
+
+
+@dataclass(frozen=True)
+class Recording:
+    """Audio, video or a YouTube video without captions: transcribed by the worker."""
+
+    kind: str
+    title: str | None
+    source: Source
+    duration: float | None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+Acquired = Text | Unread | Captions | Recording
+
+
+def title_from_text(text: str, limit: int = 80) -> str:
+    """A snippet's title when none is given: its first line, cut at a word boundary."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if len(first) <= limit:
+        return first
+    cut = first[:limit].rsplit(" ", 1)[0]
+    return (cut or first[:limit]) + "…"
+
+
+async def acquire(deps: Deps, r: Resolved) -> Acquired:
+    """What `r` stands for; 400 ingest_failed (with why) when a page or file cannot be had."""
+    if r.kind == "text":
+        assert r.text is not None
+        return Text("text", r.title or title_from_text(r.text), r.text, Source(filename=""),
+                    {} if r.title else {"title_from_text": True})
+    assert r.url is not None and r.canonical is not None
+    if r.kind == "youtube":
+        return await _youtube(deps, r.url, r.title)
+    if r.kind != "url":
+        return await _downloaded(deps, r, r.kind)
+    try:
+        page = await fetch_page(r.url)
+    except UnsupportedMedia as exc:  # the link said page, the server said PDF, audio or video
+        if exc.kind in ("audio", "video") and deps.transcriber is None:
+            raise transcription_unavailable() from None
+        return await _downloaded(deps, r, exc.kind)
+    return Text("url", r.title or page.title, page.text, Source(filename="", url=r.url, canonical=r.canonical),
+                {**page.metadata, "final_url": page.url, "content_type": page.content_type})
+
+
+async def _downloaded(deps: Deps, r: Resolved, kind: str) -> Acquired:
+    """A PDF, audio or video link: downloaded, checked against the quota, put in the object store, then read as
+    a file (its object is queued for deletion if anything after the put fails)."""
+    assert r.url is not None
+    local, mime, final_url = await download(r.url, kind)
+    try:
+        filename = PurePosixPath(urlsplit(final_url).path).name or f"download{local.suffix}"
+        if media_class(mime) in ("audio", "video"):
+            duration = await asyncio.to_thread(media_duration_seconds, local)
+            async with deps.db.read_session() as s:  # refuse before storing anything
+                await quota.check(s, deps.settings, r.principal.user_id, r.principal.tier, duration)
+        path = deps.objects.new_path(str(r.principal.user_id), filename)
+        await deps.objects.put_file(path, local, mime)
+        source = Source(filename=filename, path=path, mime=mime, size=local.stat().st_size, url=r.url,
+                        canonical=r.canonical)
+        try:
+            return await file(deps, source, local, r.title)
+        except ApiError as exc:
+            await _forget_object(deps, path)
+            if exc.code == "extraction_failed":  # /ingest answers the spec's descriptive 400 for unreadable files
+                what = "PDF" if kind == "pdf" else f"{kind} file"
+                raise ingest_failed(f"the {what} at this URL could not be read: {exc.message}") from None
+            raise
+        except BaseException:
+            await _forget_object(deps, path)
+            raise
+    finally:
+        local.unlink(missing_ok=True)
+
+
+async def _forget_object(deps: Deps, path: str) -> None:
+    async with deps.db.transaction() as s:
+        await upload_store.queue_deletion(s, [path])
+
+
+async def file(deps: Deps, source: Source, local: Path, title: str | None) -> Acquired:
+    """A document or recording from a local copy of a stored object: a PDF or image is read now unless it needs
+    OCR on more than `INLINE_OCR_PAGES` pages or is larger than `INLINE_DOC_BYTES`; audio and video have their
+    duration read. 422 extraction_failed / 400 for a file that cannot be read."""
+    mime = source.mime or "application/pdf"
+    meta: dict[str, Any] = {"filename": source.filename}
+    if source.url:
+        meta["source_url"] = source.url
+    klass = media_class(mime)
+    if klass in ("audio", "video"):
+        duration = await asyncio.to_thread(media_duration_seconds, local)
+        meta["duration_sec"] = round(duration, 3)
+        return Recording(klass, title or source.filename, source, duration, meta)
+    kind = "pdf" if mime == "application/pdf" else "image"
+    queued = (source.size or 0) > INLINE_DOC_BYTES
+    if kind == "pdf":
+        _pages, textless = await asyncio.to_thread(pdf_plan, local)  # a corrupt PDF is refused now
+        queued = queued or textless > INLINE_OCR_PAGES
+    if queued:
+        return Unread(kind, title or source.filename, source, meta)
+    body, found = await asyncio.to_thread(extract, local, mime)
+    meta = {**found, **meta}
+    return Text(kind, title or found.get("title") or source.filename, body, source, meta)
+
+
+async def _youtube(deps: Deps, canonical: str, title: str | None) -> Acquired:
+    info = await youtube.youtube_info(canonical)
+    meta = {k: info.get(k) for k in ("id", "channel", "upload_date", "duration", "description")
+            if info.get(k) is not None}
+    doc_title = title or info.get("title") or canonical
+    source = Source(filename=info.get("id") or "video", url=canonical, canonical=canonical)
+    duration = float(info["duration"]) if isinstance(info.get("duration"), (int, float)) else None
+    captions = await youtube.youtube_captions(info) if info.get("has_captions") else None
+    if captions:
+        return Captions(doc_title, captions, source, duration, {**meta, "transcript_source": "captions"})
+    if deps.transcriber is None:
+        raise transcription_unavailable()
+    return Recording("youtube", doc_title, source, duration, {**meta, "transcript_source": "transcription"})

@@ -1,0 +1,37 @@
+"""What ingest needs from the process, built once by the composition root (`lev.runtime`) and handed in: to a
+request's ingest by its handler, to a job through arq's `ctx["deps"]`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from lev.core.settings import Settings
+from lev.embedding.embedder import Embedder
+from lev.embedding.pool import QueryBatcher
+from lev.ingest.progress import Redis
+from lev.ingest.transcriber import Transcriber
+from store.db import Database
+from store.objects import ObjectStore
+
+
+class JobQueue(Protocol):
+    """Where follow-up work goes (arq's pool): `enqueue_job(name, *args, _job_id=...)`."""
+
+    async def enqueue_job(self, function: str, *args: Any, **kwargs: Any) -> Any: ...
+
+    async def exists(self, *names: str) -> int: ...
+
+    async def delete(self, *names: str) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Deps:
+    settings: Settings
+    db: Database
+    queue: JobQueue
+    redis: Redis
+    objects: ObjectStore
+    embedder: Embedder  # owns its low-priority ingest processes, if any
+    queries: QueryBatcher  # search queries' embeddings (the embedder's), batched on their own thread
+    transcriber: Transcriber | None

@@ -1,0 +1,81 @@
+"""The job path's end: a stored, unfinished content becomes ready (its text chunked, embedded and stored, its
+transcription charged) or failed (with a reason the user sees), moving its items by the lifecycle's rules
+(`store.lifecycle`). The request path's `save` and this module are the only writers of an item's state."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from lev.ingest import progress
+from lev.ingest.chunking import chunk_text, embed_chunks, timed_chunks
+from lev.ingest.deps import Deps
+from lev.ingest.followups import EMBED, EXTRACT, TRANSCRIBE, Followup, enqueue, finishing, transforms
+from lev.ingest.plan import Chunks
+from lev.ingest.save import index_content
+from lev.limits import quota
+from store import contents as content_store
+from store import items as item_store
+from store import lifecycle
+
+EMBED_BATCH = 64  # chunks the worker embeds between two progress reports
+
+
+async def finish_content(deps: Deps, content_id: uuid.UUID, title: str | None, body: str, *,
+                         content_values: dict[str, Any] | None = None, charge: tuple[uuid.UUID, float] | None = None,
+                         segments: list[dict[str, Any]] | None = None) -> int:
+    """Chunk, embed and store `body` of a queued content, mark it and its items ready, charge the transcription
+    and queue transforms, reporting progress. With timed `segments` (a transcript) the chunks are cut from them
+    and keep their seconds. Returns the chunk count (0 when the content was deleted or finished meanwhile)."""
+    await progress.report(deps.redis, content_id, "chunking", 0, None)
+    chunks = Chunks()
+    if segments:
+        chunks.bodies, times = await asyncio.to_thread(timed_chunks, segments, title)
+        chunks.times = times if chunks.bodies else None
+    if not chunks.bodies:
+        chunks = Chunks(await asyncio.to_thread(chunk_text, body, title) if body.strip() else [])
+    bodies = chunks.bodies
+    for start in range(0, len(bodies), EMBED_BATCH):  # batches, so GET /items/{id} can show how far it is
+        await progress.report(deps.redis, content_id, "embedding", start, len(bodies))
+        chunks.vectors += await embed_chunks(deps.embedder, title, bodies[start:start + EMBED_BATCH])
+    await progress.report(deps.redis, content_id, "storing", len(bodies), len(bodies))
+    async with deps.db.transaction() as s:
+        row = await content_store.lock_with_items(s, content_id)
+        if row is None or row["status"] != lifecycle.Status.PROCESSING:
+            return 0  # deleted while we worked, or finished by another run of this job (no second chunks or charge)
+        ready = lifecycle.advance(lifecycle.of_content(row["kind"], row["status"]), lifecycle.Event.FINISHED)
+        todo = await index_content(s, content_id, title, chunks, content_values=content_values,
+                                   item_values=ready.columns())
+        if charge is not None:
+            await quota.charge(s, charge[0], charge[1])
+    await progress.clear(deps.redis, content_id)
+    await enqueue(deps.queue, transforms(todo))
+    return len(chunks.bodies)
+
+
+async def fail_content(deps: Deps, content_id: uuid.UUID, message: str) -> bool:
+    """Mark a queued content and its items failed with a message the user sees; False when it is gone or no
+    longer unfinished (another run of its job finished it)."""
+    async with deps.db.transaction() as s:
+        row = await content_store.lock_with_items(s, content_id)
+        if row is None:
+            return False  # deleted meanwhile
+        state = lifecycle.of_content(row["kind"], row["status"])
+        if not state.moving:
+            return False
+        failed = lifecycle.advance(state, lifecycle.Event.FAILED)
+        await content_store.update_content(s, content_id, status=failed.status.value, error=message[:1000])
+        await item_store.set_items_of_content(s, content_id, error=message[:1000], **failed.columns())
+    return True
+
+
+def to_finish(row: dict[str, Any]) -> Followup:
+    """The job that finishes an unfinished content (`store.contents.unfinished`), decided from the content itself:
+    the database is the record of unfinished work."""
+    content_id, user_id = row["id"], row["pending_user"]
+    if user_id is not None and not row["transcript"]:
+        return finishing(TRANSCRIBE, content_id, user_id)[0]
+    if row["kind"] in ("pdf", "image") and row["object_path"] and not (row["text"] or "").strip():
+        return finishing(EXTRACT, content_id, user_id)[0]
+    return finishing(EMBED, content_id, user_id)[0]

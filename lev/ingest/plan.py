@@ -1,0 +1,71 @@
+"""The plan step: from what was acquired (and how many chunks its text makes), what is stored and what follows:
+the item's first state, the quota to reserve, the job that finishes it, whether its chunks are embedded now.
+Pure: no I/O. Chunking (`chunk`) runs before it, off the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from lev.core.errors import ingest_failed
+from lev.ingest import followups
+from lev.ingest.acquire import Acquired, Captions, Recording, Source, Text, Unread
+from lev.ingest.chunking import chunk_text, timed_chunks
+from store import lifecycle
+
+INLINE_CHUNK_LIMIT = 60  # more chunks than this: stored now, embedded by the worker (`processing`)
+
+
+@dataclass
+class Chunks:
+    """A text cut into chunk bodies and, once embedded, their vectors."""
+
+    bodies: list[str] = field(default_factory=list)
+    vectors: list[list[float]] = field(default_factory=list)
+    times: list[tuple[float, float]] | None = None  # (start, end) seconds per chunk of a timed transcript
+
+
+@dataclass(frozen=True)
+class Plan:
+    kind: str
+    title: str | None
+    source: Source
+    metadata: dict[str, Any]
+    state: lifecycle.State
+    text: str | None = None
+    transcript: str | None = None
+    duration: float | None = None
+    quota_seconds: float | None = None  # transcription reserved against the monthly quota when stored
+    job: str | None = None  # the job that finishes the content (followups), None when it is stored ready
+    embed_now: bool = False
+
+
+async def chunk(acquired: Acquired) -> Chunks:
+    """The chunks of what was acquired (none for what a job reads later)."""
+    if isinstance(acquired, Text) and acquired.body.strip():
+        return Chunks(await asyncio.to_thread(chunk_text, acquired.body, acquired.title))
+    if isinstance(acquired, Captions):
+        bodies, times = await asyncio.to_thread(timed_chunks, acquired.segments, acquired.title)
+        return Chunks(bodies, times=times)
+    return Chunks()
+
+
+def plan(acquired: Acquired, chunk_count: int) -> Plan:
+    """What to store for `acquired` and what follows it; 400 ingest_failed for a snippet or page without text."""
+    a = acquired
+    if isinstance(a, Text):
+        if chunk_count == 0 and a.kind in ("text", "url"):
+            raise ingest_failed("there is no text to store")
+        inline = chunk_count <= INLINE_CHUNK_LIMIT
+        return Plan(a.kind, a.title, a.source, a.metadata, lifecycle.start(a.kind, ready=inline), text=a.body or None,
+                    job=None if inline else followups.EMBED, embed_now=inline)
+    if isinstance(a, Unread):
+        return Plan(a.kind, a.title, a.source, a.metadata, lifecycle.start(a.kind, ready=False),
+                    job=followups.EXTRACT)
+    if isinstance(a, Captions):
+        return Plan(a.kind, a.title, a.source, a.metadata, lifecycle.start(a.kind, ready=True),
+                    transcript="\n".join(s["text"] for s in a.segments), duration=a.duration, embed_now=True)
+    assert isinstance(a, Recording)
+    return Plan(a.kind, a.title, a.source, a.metadata, lifecycle.start(a.kind, ready=False), duration=a.duration,
+                quota_seconds=a.duration or 0.0, job=followups.TRANSCRIBE)
