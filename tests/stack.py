@@ -33,10 +33,11 @@ class LiveServer:
     """`lev serve` in a subprocess with the given environment; stopped with SIGINT (clean shutdown)."""
 
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None, log_name: str = "server",
-                 root: Path = ROOT) -> None:
+                 root: Path = ROOT, python: str = sys.executable) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.root = root  # another checkout's code (the benchmarks' old commit) runs with its own sources first
+        self.python = python  # and, when its dependencies differ, with its own virtualenv's interpreter
         self.env = {**os.environ, "LEV_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1",
                     "LEV_BASE_URL": self.url, **(env or {})}
         if root != ROOT:
@@ -47,7 +48,7 @@ class LiveServer:
     def start(self, timeout: float = 300) -> LiveServer:
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "lev.cli", "serve", "--port", str(self.port)],
+            [self.python, "-m", "lev.cli", "serve", "--port", str(self.port)],
             env=self.env, cwd=self.root, stdout=log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + timeout
