@@ -333,9 +333,9 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
-        # Ingest batches are embedded in low-priority child processes, never beside the searches' embeddings.
+        # Ingest batches are embedded on threads of lower CPU priority, never ahead of the searches' embeddings.
         metrics.configure(settings)
-        rt = await runtime.start(settings, ingest_processes=settings.ingest_embed_processes)
+        rt = await runtime.start(settings, ingest_nice=settings.ingest_embed_nice)
         worker = None
         if settings.workers_inline:
             worker = make_worker(rt.redis_url, own_runtime=False)

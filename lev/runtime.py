@@ -85,15 +85,15 @@ def get_runtime() -> Runtime:
     return _runtime
 
 
-async def start(settings: Settings | None = None, *, migrate: bool = True, ingest_processes: int = 0) -> Runtime:
-    """Open every shared resource (idempotent within a process). The embedder sends its batches to
-    `ingest_processes` low-priority child processes (0: computes them here); it starts (model loaded, children
-    up) while the embedded servers start, and its vector size is checked against the database column."""
+async def start(settings: Settings | None = None, *, migrate: bool = True, ingest_nice: int = 0) -> Runtime:
+    """Open every shared resource (idempotent within a process). The embedder computes batches on threads at CPU
+    niceness +`ingest_nice` (an API process; a standalone worker runs niced as a whole); its model loads while the
+    embedded servers start, and its vector size is checked against the database column."""
     global _runtime
     if _runtime is not None:
         return _runtime
     settings = settings or get_settings()
-    emb = build_embedder(settings, ingest_processes)
+    emb = build_embedder(settings, ingest_nice)
     try:
         loaded, urls = await asyncio.gather(asyncio.to_thread(emb.start),
                                             asyncio.to_thread(resolve_urls, settings.database_url,

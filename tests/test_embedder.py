@@ -205,15 +205,16 @@ def test_check_dimension_rejects_512_dim_provider(monkeypatch: pytest.MonkeyPatc
         s.close()
 
 
-def test_build_embedder_defaults_to_local_and_gives_it_its_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_build_embedder_defaults_to_local_with_its_ingest_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LEV_EMBEDDER", raising=False)
-    alone = build_embedder(Settings())
-    assert isinstance(alone, TimedEmbedder) and isinstance(alone.inner, LocalEmbedder)
-    assert alone.inner.pool is None  # batches computed in this process
-    pooled = build_embedder(Settings(), ingest_processes=2)
-    assert isinstance(pooled, TimedEmbedder) and isinstance(pooled.inner, LocalEmbedder)
-    assert pooled.inner.pool is not None and len(pooled.inner.pool.processes) == 2
-    assert build_embedder(Settings()) is not alone  # one per call: the composition root builds it once
+    monkeypatch.setenv("LEV_INGEST_EMBED_THREADS", "3")
+    plain = build_embedder(Settings())
+    assert isinstance(plain, TimedEmbedder) and isinstance(plain.inner, LocalEmbedder)
+    assert plain.inner.ingest.nice == 0 and plain.inner.ingest._max_workers == 3
+    niced = build_embedder(Settings(), ingest_nice=4)  # an API process's
+    assert isinstance(niced, TimedEmbedder) and isinstance(niced.inner, LocalEmbedder)
+    assert niced.inner.ingest.nice == 4
+    assert build_embedder(Settings()) is not plain  # one per call: the composition root builds it once
     monkeypatch.setenv("LEV_EMBEDDER", "nonsense")
     with pytest.raises(RuntimeError, match="unknown LEV_EMBEDDER"):
         build_embedder(Settings())

@@ -1,5 +1,5 @@
-"""Text embedders: the `Embedder` interface, the bundled local model (`minilm`; batches in `pool`'s processes) and
-an OpenAI-compatible adapter.
+"""Text embedders: the `Embedder` interface, the bundled local model (`minilm`; batches on `pool`'s ingest threads)
+and an OpenAI-compatible adapter.
 
 Embedding is synchronous and CPU/IO-bound; async callers run `embed` in a worker thread. The composition root
 builds one embedder per process (`build_embedder`), starts it, and hands it to whoever embeds.
@@ -17,7 +17,7 @@ import httpx
 from lev.core.retry import retrying
 from lev.core.settings import Settings
 from lev.embedding.minilm import LOCAL_DIM, LOCAL_MODEL_NAME, PROBE_TEXT, MiniLM
-from lev.embedding.pool import IngestPool
+from lev.embedding.pool import IngestThreads
 from lev.ops.metrics import embedding_timer
 from store.models import EMBEDDING_DIM
 
@@ -50,17 +50,17 @@ def _normalize(vec: list[float]) -> list[float]:
 class LocalEmbedder:
     """all-MiniLM-L6-v2 with ONNX Runtime (`minilm.MiniLM`), 384 dims, normalized.
 
-    Queries run in this process, in a session loaded once (at `start` or at the first query). Batches (ingest,
-    the local transformer) go to `pool`, low-priority child processes, when it has one; without one they run
-    in the same session as the queries. Thread-safe.
+    One session, loaded once (at `start` or at the first embedding), computes every run on the thread that asks:
+    queries on the caller's thread (the query batcher's, at the server's priority), batches (ingest, the local
+    transformer) on this embedder's ingest threads, `threads` of them at CPU niceness +`nice` (`IngestThreads`),
+    several runs of a batch at once. Thread-safe.
     """
 
     dim = LOCAL_DIM
     name = f"local:{LOCAL_MODEL_NAME}"
 
-    def __init__(self, pool: IngestPool | None = None, threads: int = 0) -> None:
-        self.pool = pool
-        self.threads = threads or max(1, min(4, os.cpu_count() or 1))
+    def __init__(self, threads: int = 0, nice: int = 0) -> None:
+        self.ingest = IngestThreads(threads or os.cpu_count() or 1, nice)
         self._model: MiniLM | None = None
         self._lock = threading.Lock()
 
@@ -69,31 +69,19 @@ class LocalEmbedder:
         if self._model is None:
             with self._lock:
                 if self._model is None:
-                    self._model = MiniLM(self.threads)
+                    self._model = MiniLM()
         return self._model
 
     def start(self) -> None:
-        """Start the pool's processes and load the query session meanwhile (blocking)."""
-        if self.pool is None:
-            self.model()
-            return
-        loading = threading.Thread(target=self.model, name="lev-load-minilm")
-        loading.start()
-        try:
-            self.pool.start()
-        finally:
-            loading.join()
+        self.model()
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
+        self.ingest.shutdown(wait=True, cancel_futures=True)
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        if self.pool is not None:  # off this process: the batch never competes with a query for its threads
-            return self.pool.embed(texts)
-        rows: list[list[float]] = self.model().embed(texts).tolist()
+        rows: list[list[float]] = self.model().embed(texts, executor=self.ingest).tolist()
         return rows
 
     def embed_query(self, text: str) -> list[float]:
@@ -203,15 +191,12 @@ class TimedEmbedder:
         self.inner.close()
 
 
-def build_embedder(settings: Settings, ingest_processes: int = 0) -> Embedder:
-    """The configured embedder (`LEV_EMBEDDER`: local or openai), timed, not started yet. The local one sends its
-    batches to `ingest_processes` low-priority child processes (0: computed in this process)."""
+def build_embedder(settings: Settings, ingest_nice: int = 0) -> Embedder:
+    """The configured embedder (`LEV_EMBEDDER`: local or openai), timed, not started yet. The local one embeds
+    batches on `LEV_INGEST_EMBED_THREADS` threads at CPU niceness +`ingest_nice`."""
     kind = settings.embedder.lower()
     if kind == "local":
-        pool = None
-        if ingest_processes > 0:
-            pool = IngestPool(ingest_processes, settings.ingest_embed_nice, settings.ingest_embed_threads)
-        return TimedEmbedder(LocalEmbedder(pool))
+        return TimedEmbedder(LocalEmbedder(settings.ingest_embed_threads, ingest_nice))
     if kind == "openai":
         if not settings.embed_url:
             raise RuntimeError(

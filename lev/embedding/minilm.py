@@ -8,6 +8,8 @@ import ctypes
 import ctypes.util
 import os
 import sys
+from collections.abc import Iterable
+from concurrent.futures import Executor
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,9 +35,9 @@ PROBE_TEXT = "Lev embedding dimension probe."
 # random batch of 16 SciFact claims padded to its longest cost 12.0 ms CPU per query, in runs of similar length 7.2
 # (bench/TUNING.md §6).
 BATCH_SLACK = 1.3
-# At most this many tokens (rows x width) in one run: the attention's scores grow with rows x width², and the
-# session keeps the largest run's buffers.
-RUN_TOKENS = 4096
+# At most this many tokens (rows x width) in one run: a run's activations (the attention's scores grow with
+# rows x width²) are allocated while it runs.
+RUN_TOKENS = 2048
 
 
 @lru_cache(maxsize=1)
@@ -78,18 +80,36 @@ def session_options(threads: int, *, arena: bool) -> Any:
     return options
 
 
+def runs(lengths: list[int], max_batch: int) -> list[list[int]]:
+    """Indexes of texts grouped into runs of similar length: sorted by length, a run takes texts up to
+    `BATCH_SLACK` times its shortest, at most `max_batch` of them and `RUN_TOKENS` tokens in all (padded)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    out: list[list[int]] = []
+    start = 0
+    while start < len(order):
+        limit = BATCH_SLACK * lengths[order[start]] + 2
+        end = start + 1
+        while (end < len(order) and end - start < max_batch and lengths[order[end]] <= limit
+               and (end - start + 1) * lengths[order[end]] <= RUN_TOKENS):
+            end += 1
+        out.append(order[start:end])
+        start = end
+    return out
+
+
 class MiniLM:
     """all-MiniLM-L6-v2 in an ONNX Runtime session, with its own tokenizer (configured once: truncation at 256
     wordpieces, no padding).
 
-    The texts are stripped, tokenized and embedded in runs of similar length (`BATCH_SLACK`, at most `max_batch`
-    texts and `RUN_TOKENS` tokens), each padded to its longest: the attention mask keeps the padding out of the
-    attention and the pooling, so a text's vector does not depend on its run. Same tokens, truncation, mean
-    pooling and norm as `SentenceTransformer.encode` (tests/embedding/test_reference_vectors.py). The session
-    releases the GIL while it runs.
+    The texts are stripped, tokenized and embedded in runs of similar length (`runs`), each padded to its longest:
+    the attention mask keeps the padding out of the attention and the pooling, so a text's vector does not depend
+    on its run. Same tokens, truncation, mean pooling and norm as `SentenceTransformer.encode`
+    (tests/embedding/test_reference_vectors.py). One session serves several threads at once (ONNX Runtime's `run`
+    is thread-safe and releases the GIL); with `threads` 1 a run computes on its caller's thread alone, at that
+    thread's CPU priority.
     """
 
-    def __init__(self, threads: int = 0, *, arena: bool = True) -> None:
+    def __init__(self, threads: int = 1, *, arena: bool = False) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -110,21 +130,20 @@ class MiniLM:
         out: np.ndarray = self.session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
         return out
 
-    def embed(self, texts: list[str], max_batch: int = LOCAL_BATCH_SIZE) -> np.ndarray:
-        """Unit vectors of `texts` (float32, one row each, in order)."""
+    def embed(self, texts: list[str], max_batch: int = LOCAL_BATCH_SIZE, executor: Executor | None = None
+              ) -> np.ndarray:
+        """Unit vectors of `texts` (float32, one row each, in order). The runs compute on `executor`'s threads
+        when given (several at once), else on the caller's thread."""
         vectors = np.zeros((len(texts), LOCAL_DIM), dtype=np.float32)
         if not texts:
             return vectors
         rows = [e.ids for e in self.tok.encode_batch([t.strip() for t in texts])]
-        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
-        start = 0
-        while start < len(order):
-            limit = BATCH_SLACK * len(rows[order[start]]) + 2
-            end = start + 1
-            while (end < len(order) and end - start < max_batch and len(rows[order[end]]) <= limit
-                   and (end - start + 1) * len(rows[order[end]]) <= RUN_TOKENS):
-                end += 1
-            run = order[start:end]
-            vectors[run] = self.run([rows[i] for i in run])
-            start = end
+        groups = runs([len(r) for r in rows], max_batch)
+
+        def one(group: list[int]) -> np.ndarray:
+            return self.run([rows[i] for i in group])
+
+        done: Iterable[np.ndarray] = executor.map(one, groups) if executor is not None else map(one, groups)
+        for group, out in zip(groups, done, strict=True):
+            vectors[group] = out
         return vectors

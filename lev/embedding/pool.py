@@ -1,22 +1,16 @@
 """Where embeddings run in an API process: query embeddings on their own thread, batched under concurrency
-(`QueryBatcher`), and ingest batches in low-priority child processes (`IngestPool`, running `lev.embedding.child`),
-so a search never queues behind an ingest. Both are owned by whoever builds them: the runtime's `QueryBatcher`,
-the `LocalEmbedder`'s pool."""
+(`QueryBatcher`), and ingest batches on threads of lower CPU priority (`IngestThreads`), so a search never queues
+behind an ingest. Both are owned by whoever builds them: the runtime's `QueryBatcher`, the `LocalEmbedder`'s
+ingest threads."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import queue
-import subprocess
+import os
 import sys
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-
-import numpy as np
-
-READY = b"LEV-EMBED-READY\n"  # the child's first line once its model is loaded
-
 
 QUERY_BATCH_MAX = 16
 
@@ -26,8 +20,8 @@ class QueryBatcher:
 
     A query that finds the thread idle is embedded at once, alone (no added wait at concurrency 1); queries that
     arrive while it is busy are collected and embedded together when it is free (`embed_queries`: in runs of
-    similar length). The
-    thread serves only queries: ingest batches go elsewhere (`IngestPool`), so a query never queues behind them.
+    similar length). The thread serves only queries: ingest batches go elsewhere (`IngestThreads`), so a query
+    never queues behind them.
     """
 
     def __init__(self, embed_batch: Callable[[list[str]], list[list[float]]], max_batch: int = QUERY_BATCH_MAX) -> None:
@@ -79,101 +73,21 @@ class QueryBatcher:
         self._next_batch(loop)
 
 
-class IngestProcess:
-    """One `lev.embedding.child` child: embeds ingest batches at lower CPU priority, one batch at a time,
-    restarted when it dies."""
+def lower_thread_priority(nice: int) -> None:
+    """Raise the calling thread's CPU niceness by `nice`. Linux keeps niceness per thread (and a thread started
+    later takes its creator's); elsewhere there is no per-thread niceness, so nothing changes."""
+    if nice <= 0 or not sys.platform.startswith("linux"):
+        return
+    tid = threading.get_native_id()
+    os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
 
-    def __init__(self, nice: int, threads: int) -> None:
+
+class IngestThreads(ThreadPoolExecutor):
+    """The threads that embed ingest batches (chunks, the local transformer's sentences), each at CPU niceness
+    +`nice`: a search's query embedding, on its own thread at the server's priority, takes the CPU first, and a
+    query never waits in their queue."""
+
+    def __init__(self, threads: int, nice: int) -> None:
+        super().__init__(max(1, threads), thread_name_prefix="lev-ingest-embed", initializer=lower_thread_priority,
+                         initargs=(nice,))
         self.nice = nice
-        self.threads = threads
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    def start(self) -> None:
-        args = [sys.executable, "-m", "lev.embedding.child", str(self.nice), str(self.threads)]
-        proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        assert proc.stdout is not None
-        if proc.stdout.readline() != READY:
-            proc.kill()
-            proc.wait()
-            raise RuntimeError("the ingest embedding process did not start (see the log above)")
-        self._proc = proc
-
-    def _ask(self, texts: list[str]) -> list[list[float]]:
-        proc = self._proc
-        assert proc is not None and proc.stdin is not None and proc.stdout is not None
-        body = json.dumps(texts).encode()
-        proc.stdin.write(len(body).to_bytes(4, "big") + body)
-        proc.stdin.flush()
-        header = proc.stdout.read(4)
-        if len(header) < 4:
-            raise EOFError("the ingest embedding process exited")
-        reply = proc.stdout.read(int.from_bytes(header, "big"))
-        if reply[:1] == b"E":
-            raise RuntimeError(f"ingest embedding failed: {reply[1:].decode(errors='replace')}")
-        rows: list[list[float]] = np.frombuffer(reply[1:], dtype=np.float32).reshape(len(texts), -1).tolist()
-        return rows
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        for attempt in (1, 2):  # a child killed under us is replaced once
-            if self._proc is None or self._proc.poll() is not None:
-                self.start()
-            try:
-                return self._ask(texts)
-            except (OSError, EOFError, ValueError):
-                self.close()
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
-
-    def close(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.stdin is not None:
-            try:
-                proc.stdin.close()  # EOF: the child exits
-            except OSError:
-                pass
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-class IngestPool:
-    """The low-priority embedding processes of an API process; callers (worker threads) wait for a free one, so
-    at most `len(processes)` ingest batches are embedded at once."""
-
-    def __init__(self, processes: int, nice: int, threads: int) -> None:
-        self.processes = [IngestProcess(nice, threads) for _ in range(processes)]
-        self._free: queue.Queue[IngestProcess] = queue.Queue()
-        for p in self.processes:
-            self._free.put(p)
-
-    def start(self) -> None:
-        """Start every process (blocking); callers that come meanwhile wait for a started one."""
-        for _ in range(len(self.processes)):
-            p = self._free.get()
-            try:
-                p.start()
-            finally:
-                self._free.put(p)
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        p = self._free.get()
-        try:
-            return p.embed(texts)
-        finally:
-            self._free.put(p)
-
-    def pids(self) -> list[int]:
-        return [p.pid for p in self.processes if p.pid is not None]
-
-    def close(self) -> None:
-        for p in self.processes:
-            p.close()

@@ -19,7 +19,6 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import httpx
-from mcp.shared.auth import OAuthClientMetadata
 from pydantic import ValidationError
 
 from lev.core import clock, jsonguard
@@ -219,6 +218,10 @@ def validate_metadata_document(url: str, doc: dict[str, Any]) -> dict[str, Any]:
 async def register(body: bytes) -> dict[str, Any]:
     """RFC 7591 dynamic registration: the client information response (201), or invalid_redirect_uri /
     invalid_client_metadata. A secret is issued for the secret methods (shown once; only its hash is kept)."""
+    # The MCP SDK's model of client metadata; imported here, since importing the SDK costs a server about 35 MiB
+    # and a second at start-up, for a request that comes once per client installation.
+    from mcp.shared.auth import OAuthClientMetadata
+
     try:
         raw = jsonguard.loads(body)
         if not isinstance(raw, dict):

@@ -1,5 +1,5 @@
-"""`lev serve` runs the local model without torch: neither the API process nor its ingest embedding process ever
-imports torch, transformers or sentence-transformers. A server is started with stand-in packages of those names
+"""`lev serve` runs the local model without torch: its processes never import torch, transformers or
+sentence-transformers. A server is started with stand-in packages of those names
 first on its path, each of which logs the attempt and refuses to load, then it ingests and searches."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_the_poison_catches_an_import(tmp_path: Path) -> None:
     assert sorted(line.split()[0] for line in log.read_text().splitlines()) == sorted(POISONED)
 
 
-def test_lev_serve_and_its_ingest_process_never_import_torch(tmp_path: Path, data_dir: Path, admin: Admin,
+def test_lev_serve_never_imports_torch(tmp_path: Path, data_dir: Path, admin: Admin,
                                                             user: User) -> None:
     folder, log = _poison(tmp_path)
     server = LiveServer(data_dir, {"PYTHONPATH": str(folder), "LEV_WORKERS_INLINE": "false",
@@ -53,12 +53,10 @@ def test_lev_serve_and_its_ingest_process_never_import_torch(tmp_path: Path, dat
             assert hits["results"] and hits["results"][0]["text"].startswith("Honeybees")
         assert server.proc is not None
         parent = psutil.Process(server.proc.pid)
-        children = [c for c in parent.children() if "lev.embedding.child" in " ".join(c.cmdline())]
-        assert len(children) == 1  # the ingest embedding process did the batch
-        for proc in (parent, *children):
+        for proc in (parent, *parent.children(recursive=True)):  # the embedded servers, if it started them
             maps = {m.path.rsplit("/", 1)[-1] for m in proc.memory_maps()}
-            assert any(name.startswith("libonnxruntime") for name in maps)
-            assert not any(name.startswith(("libtorch", "libc10")) for name in maps)
+            assert not any(name.startswith(("libtorch", "libc10")) for name in maps), proc.cmdline()
+        assert any(m.path.rsplit("/", 1)[-1].startswith("libonnxruntime") for m in parent.memory_maps())
     finally:
         server.stop()
     assert not log.exists(), log.read_text()

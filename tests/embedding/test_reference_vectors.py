@@ -1,7 +1,7 @@
 """The bundled model (ONNX Runtime, float16 weights, no torch) gives the vectors sentence-transformers gave with
 the original all-MiniLM-L6-v2 weights, stored in reference_vectors.json by `lev.embedding.export`: vectors already
-in a database stay valid, nobody re-embeds. Every path is checked: a batch in this process, a query, and a batch
-through the low-priority ingest process."""
+in a database stay valid, nobody re-embeds. Every path is checked: a batch on the ingest threads (runs computed on
+several niced threads at once), a query on the caller's thread."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 
 from lev.embedding.embedder import LocalEmbedder
 from lev.embedding.minilm import LOCAL_MAX_SEQ_LENGTH, MODEL_FILE, tokenizer
-from lev.embedding.pool import IngestPool
 
 REFERENCE = json.loads((Path(__file__).parent / "reference_vectors.json").read_text())
 TEXTS = [r["text"] for r in REFERENCE["texts"]]
@@ -53,8 +52,8 @@ def test_queries_give_the_reference_vectors(local: LocalEmbedder) -> None:
     _check(local.embed_queries(TEXTS))
 
 
-def test_the_ingest_process_gives_the_reference_vectors() -> None:
-    emb = LocalEmbedder(IngestPool(1, nice=0, threads=1))
+def test_niced_ingest_threads_give_the_reference_vectors() -> None:
+    emb = LocalEmbedder(threads=3, nice=4)
     emb.start()
     try:
         _check(emb.embed(TEXTS))
