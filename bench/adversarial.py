@@ -24,9 +24,9 @@ from typing import Any
 
 import httpx
 
+from tests.api.test_hostile_input import HOSTILE
 from tests.fixtures_imports import chromium_bookmarks
-from tests.test_crash import Stack, big_text
-from tests.test_hostile_input import HOSTILE
+from tests.ops.test_crash import Stack, big_text
 from tests.transcribe_stub import TranscribeStub
 
 STATS: Counter[str] = Counter()

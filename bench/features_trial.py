@@ -24,10 +24,10 @@ import httpx
 
 from bench.common import commit, fmt_pct, machine, pct
 from tests import fixtures_media as fm
+from tests.api.test_timestamps import lecture
 from tests.fixtures_imports import chromium_bookmarks
+from tests.ingest.test_uploads import upload, wait_item
 from tests.sites import TOPICS, Site
-from tests.test_timestamps import lecture
-from tests.test_uploads import upload, wait_item
 from tests.transcribe_stub import TranscribeStub
 
 ROOT = Path(__file__).resolve().parent.parent

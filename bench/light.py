@@ -158,7 +158,7 @@ class Peaks:
     def _sample(self) -> None:
         api = self.proc.memory_info().rss
         child = sum(c.memory_info().rss for c in self.proc.children()
-                    if "embed" in " ".join(c.cmdline()))  # the old lev.pipeline.embed_worker
+                    if "embed_worker" in " ".join(c.cmdline()))  # the old commit's ingest child
         self.api, self.child = max(self.api, api / 2**20), max(self.child, child / 2**20)
         self.pair = max(self.pair, (api + child) / 2**20)
 
@@ -206,11 +206,11 @@ def load_mix(side: Side, base: list[tuple[str, list[str], np.ndarray]]) -> dict[
 
 # ----------------------------------------------------------------------------- ingest embedding
 RAW = """
-import json, sys, time
+import importlib, json, sys, time
 try:
     from lev.embedding.embedder import LocalEmbedder
-except ImportError:  # before the move to lev/embedding/
-    from lev.pipeline.embedder import LocalEmbedder
+except ImportError:  # before the move to lev/embedding/ (spelt so that relayout.py leaves it alone)
+    LocalEmbedder = importlib.import_module(".".join(["lev", "pipeline", "embedder"])).LocalEmbedder
 texts = json.load(open(sys.argv[1]))
 emb = LocalEmbedder()
 emb.embed(texts[:8])
@@ -380,7 +380,7 @@ def main() -> str:
               + (" | 0.7336 ± 0.002 |" if mode == "hybrid" else " | old ± 0.002 |" if mode == "semantic" else " | |"))
     lines("")
     lines("Notes:")
-    lines("- Peak RSS: the server process and its ingest embedding child (before: `lev.pipeline.embed_worker`; now "
+    lines("- Peak RSS: the server process and its ingest embedding child (before: the `embed_worker` process; now "
           "none, ingest batches run on niced threads of the server), sampled together every 0.25 s; each run's "
           "peak, in run order.")
     lines("- The embedder alone: each side's `LocalEmbedder().embed` in a process of its own with its own "

@@ -1,6 +1,6 @@
 """schemathesis against the account API (/api/account, cookie-authenticated): every operation, positive and
 negative data, in a signed-in browser session of a pro user (with its CSRF header) and without a session.
-CSRF refusals are tested one by one in tests/test_account.py."""
+CSRF refusals are tested one by one in tests/auth/test_account.py."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import httpx
 
 from lev.core import errors
 from lev.core.contract import ROOT, load_spec
-from tests.test_rest_foundation import err
+from tests.api.test_rest_foundation import err
 
 DOCUMENTED = set(load_spec()["components"]["schemas"]["Error"]["properties"]["error"]["enum"])
 SOURCE_DIRS = ("lev", "store", "handlers", "tasks")

@@ -86,6 +86,7 @@ class ScopeMachine(RuleBasedStateMachine):
 
     def mint(self, user: int, *, write: bool, folders: list[str] | None, kb_only: bool) -> MToken:
         from lev.auth.policy import mint
+        from lev.limits.tiers import Tiers
         from store import users
 
         email = self.users[user].email
@@ -94,7 +95,7 @@ class ScopeMachine(RuleBasedStateMachine):
             row = await users.by_email(s, email)
             return await mint(s, row, "sm", write=write, folder_ids=[uuid.UUID(f) for f in folders or []],
                                      kb_only=kb_only, expires_in_days=30, write_cap=0,
-                                     tier_caps={"free": 0, "pro": -1})
+                                     tiers=Tiers({"free": 0, "pro": -1}, {}))
 
         assert self.admin is not None
         secret, token_id = self.admin.run(go)

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers import principal
+from handlers import deps, principal
 from lev import runtime
 from lev.auth import accounts
 from lev.auth.policy import parse_uuid, parse_uuid_field
 from lev.auth.principal_cache import changing_auth
 from lev.core import context
-from lev.core.settings import get_settings
 from store import activity as activity_store
 from store import users as user_store
 from store.db import transaction
@@ -84,7 +83,7 @@ async def create_token(body: dict[str, Any], token_info: dict[str, Any]) -> tupl
         minted = await accounts.mint_token(
             s, user, name=body["name"], write=body.get("write", False),
             folder_ids=[f for f in folder_ids if f is not None], kb_only=body.get("kb_only", True),
-            expires_in_days=body.get("expires_in_days", get_settings().token_default_days),
+            expires_in_days=body.get("expires_in_days", deps().settings.token_default_days),
         )
     return minted, 201
 

@@ -40,7 +40,6 @@ from lev.core.errors import (
     tool_error,
     transport_error,
 )
-from lev.core.settings import get_settings
 from lev.ingest.request import IngestRequest
 from lev.ingest.service import ingest
 from lev.library import reads as library
@@ -194,7 +193,7 @@ def _transport_error(err: ApiError, base: str | None = None) -> Response:
 def _origin_allowed(origin: str) -> bool:
     """LEV_ALLOWED_ORIGINS plus the service's own origin (LEV_BASE_URL, else the address served, where a
     loopback address also stands for `localhost`)."""
-    settings = get_settings()
+    settings = deps().settings
     allowed = {o.rstrip("/").lower() for o in settings.allowed_origins}
     base = urlsplit(context.base_url())
     allowed.add(f"{base.scheme}://{base.netloc}".lower())

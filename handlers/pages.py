@@ -18,12 +18,13 @@ from lev.auth import accounts
 from lev.auth.policy import Principal
 from lev.core import context
 from lev.core.errors import ApiError
-from lev.core.settings import get_settings
 from lev.imports import service as imports
 from lev.library import reads as library
+from lev.limits.tiers import Tiers
 from store import activity as activity_store
 from store import folders as folder_store
 from store import items as item_store
+from store import lifecycle
 from store.db import read_session, transaction
 
 WEB = Path(__file__).resolve().parent.parent / "web"
@@ -32,6 +33,7 @@ PER_PAGE = 25
 ACTIVITY_PER_PAGE = 50
 SIMILAR_SHOWN = 5
 _env = Environment(loader=FileSystemLoader(WEB / "templates"), autoescape=select_autoescape(["html"]))
+_env.globals["life"] = lambda item: lifecycle.of_row(item["status"], item["transcription_status"])
 _STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml", ".txt": "text/plain"}
 
 
@@ -99,7 +101,7 @@ async def signup_page(request: Request) -> Response:
         return RedirectResponse("/", status_code=303)
 
     return _render("login.html", request, mode="signup", next="/",
-                   signup_open=get_settings().signup.strip().lower() == "open")
+                   signup_open=deps().settings.signup.strip().lower() == "open")
 
 
 async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | None) -> dict[str, Any]:
@@ -114,7 +116,7 @@ async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | Non
     names = {f["id"]: f["name"] for f in folders}
     return {"folders": folders, "items": found, "total": total, "page": page,
             "pages": max(1, math.ceil(total / PER_PAGE)), "filters": filters, "names": names,
-            "live": any(i["status"] == "processing" or i["transcription_status"] == "pending" for i in found),
+            "live": any(lifecycle.of_row(i["status"], i["transcription_status"]).moving for i in found),
             "query_string": "&".join(f"{k}={str(v).lower()}" for k, v in filters.items() if v is not None)}
 
 
@@ -172,8 +174,9 @@ async def item_page(request: Request) -> Response:
         return _not_found(request, p)
     async with transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
+    ready = lifecycle.of_row(item["status"], item["transcription_status"]).phase is lifecycle.Phase.READY
     similar = (await library.similar_items(deps(), p, uuid.UUID(item["id"]), SIMILAR_SHOWN))["results"] \
-        if item["status"] == "ready" else []
+        if ready else []
     media = item["kind"] in ("audio", "video") and bool(item["metadata"].get("mime"))
     return _render("item.html", request, p, item=item, folders=folders, similar=similar, media=media,
                    names={f["id"]: f["name"] for f in folders})
@@ -194,7 +197,7 @@ async def item_status(request: Request) -> Response:
 
 
 def _state(item: dict[str, Any]) -> str:
-    return f"{item['status']}/{item['transcription_status']}"
+    return lifecycle.phase(item["status"], item["transcription_status"])
 
 
 async def import_page(request: Request) -> Response:
@@ -203,7 +206,7 @@ async def import_page(request: Request) -> Response:
         return _to_login(request)
     found = await imports.recent(deps(), p, 10)
     return _render("import.html", request, p, imports=found, live=any(i["status"] == "running" for i in found),
-                   max_mb=get_settings().import_max_bytes // (1 << 20))
+                   max_mb=deps().settings.import_max_bytes // (1 << 20))
 
 
 async def imports_partial(request: Request) -> Response:
@@ -226,7 +229,7 @@ async def integrations_page(request: Request) -> Response:
     return _render("integrations.html", request, p, folders=folders, tokens=tokens,
                    names={f["id"]: f["name"] for f in folders},
                    preset=str(preset) if preset and any(f["id"] == str(preset) for f in folders) else None,
-                   caps=accounts.token_caps())
+                   caps=Tiers.from_settings(deps().settings).tokens)
 
 
 async def activity_page(request: Request) -> Response:

@@ -195,6 +195,7 @@ class LevMiddleware:
     def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
         self.settings = settings
+        self.base_url = (settings.base_url or "").rstrip("/")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -207,7 +208,8 @@ class LevMiddleware:
                    else "rest" if path.startswith("/api/v1") else "web")
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         info = context.RequestInfo(request_id=request_id, surface=surface,
-                                   base_url=context.served_base_url(scope.get("scheme", "http"), scope.get("server")),
+                                   base_url=self.base_url or context.served_base_url(scope.get("scheme", "http"),
+                                                                                     scope.get("server")),
                                    ip=_client_ip(scope, headers, self.settings.trusted_proxies))
         context.set_current(info)
         logs.new_context(request_id=request_id)

@@ -18,6 +18,7 @@ from lev.core.errors import ApiError
 from lev.core.settings import get_settings, settings_table
 from lev.embedded import resolve_database_url, running_redis_url
 from lev.library import reads as library
+from lev.limits.tiers import Tiers
 from lev.ops.backup import BackupError, backup, restore
 from store import activity, db, folders, tokens, users
 
@@ -78,8 +79,7 @@ def cmd_user_create(args: argparse.Namespace) -> None:
     if "@" not in args.email:
         _die("EMAIL must be an email address")
     print(_run(lambda s: create_user(s, args.email, args.tier, password)))
-    cap = get_settings().tier_free_tokens
-    if args.tier == "free" and cap == 0:
+    if args.tier == "free" and Tiers.from_settings(get_settings()).token_cap("free") == 0:
         print(f"note: a free-tier user cannot mint tokens (LEV_TIER_FREE_TOKENS=0); "
               f"run `lev user set-tier {args.email} pro` (or create with --tier pro)", file=sys.stderr)
 

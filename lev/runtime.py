@@ -19,7 +19,7 @@ from lev.embedded import resolve_urls
 from lev.embedding.embedder import build_embedder, check_dimension
 from lev.embedding.pool import QueryBatcher
 from lev.ingest.deps import Deps
-from lev.ingest.transcriber import get_transcriber
+from lev.ingest.transcriber import transcriber_from
 from lev.limits.ratelimit import Limiter
 from lev.ops import logs
 from lev.ops.activity import ActivityWriter
@@ -124,7 +124,7 @@ async def start(settings: Settings | None = None, *, migrate: bool = True, inges
     rt.arq = await create_pool(RedisSettings.from_dsn(redis_url), default_queue_name=QUEUE)
     rt.deps = Deps(settings=settings, db=db.database(), queue=rt.arq, redis=redis, objects=get_object_store(),
                    embedder=emb, queries=QueryBatcher(emb.embed_queries, max(1, settings.query_batch_max)),
-                   transcriber=get_transcriber())
+                   transcriber=transcriber_from(settings))
     _runtime = rt
     return rt
 

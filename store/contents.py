@@ -23,6 +23,12 @@ async def by_canonical_url(session: AsyncSession, canonical: str) -> dict[str, A
     return dict(row._mapping) if row else None
 
 
+async def canonical_url_taken(session: AsyncSession, canonical: str) -> bool:
+    """Whether a content record holds this canonical URL (a plain read, no lock)."""
+    return (await session.execute(select(contents.c.id).where(contents.c.canonical_url == canonical))).first() \
+        is not None
+
+
 async def create_content(
     session: AsyncSession, *, kind: str, title: str | None, text: str | None, url: str | None = None,
     canonical_url: str | None = None, metadata: dict[str, Any] | None = None, status: str = Status.READY.value,

@@ -73,6 +73,11 @@ class State:
         """Still on its way (a page polls it; the reconciler may re-queue its job)."""
         return self.phase in (Phase.PROCESSING, Phase.TRANSCRIBING)
 
+    @property
+    def transcribed(self) -> bool:
+        """A recording: its transcript has a state of its own (pending, done, failed)."""
+        return self.transcription is not Transcription.NOT_REQUIRED
+
     def columns(self) -> dict[str, str]:
         """The user item's columns for this state."""
         return {"status": self.status.value, "transcription_status": self.transcription.value}
@@ -101,10 +106,9 @@ def advance(state: State, event: Event) -> State:
     target = _MOVES.get((state.phase, event))
     if target is None:
         raise IllegalMove(f"an item that is {state.phase} cannot become {event}")
-    transcribed = state.transcription is not Transcription.NOT_REQUIRED
     if target is Phase.READY:
-        return State(Status.READY, Transcription.DONE if transcribed else Transcription.NOT_REQUIRED)
-    return State(Status.FAILED, Transcription.FAILED if transcribed else Transcription.NOT_REQUIRED)
+        return State(Status.READY, Transcription.DONE if state.transcribed else Transcription.NOT_REQUIRED)
+    return State(Status.FAILED, Transcription.FAILED if state.transcribed else Transcription.NOT_REQUIRED)
 
 
 def of_row(status: str, transcription_status: str) -> State:

@@ -19,7 +19,7 @@ from lev.core.settings import get_settings
 from lev.embedded import resolve_urls
 from lev.ops import logs, metrics
 from lev.runtime import QUEUE
-from lev.transforms.service import get_transformer
+from lev.transforms.service import transformer_from
 from tasks.housekeeping import drain_object_deletions, expire_uploads, purge_activity, reconcile_unfinished
 from tasks.imports import run_import
 from tasks.jobs import process_content, transform_item
@@ -57,7 +57,7 @@ async def open_clients(ctx: dict[str, Any]) -> None:
     deps = runtime.deps()
     ctx["deps"] = deps
     ctx["settings"] = deps.settings
-    ctx["transformer"] = get_transformer(deps.embedder)
+    ctx["transformer"] = transformer_from(deps.settings, deps.embedder)
     stop = asyncio.Event()
     ctx["heartbeat_stop"] = stop
     ctx["heartbeat"] = asyncio.get_running_loop().create_task(

@@ -95,6 +95,11 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(float(query.get("s", "3")))
             title, paras = ARTICLES["/volcano"]
             self._send(200, article_html(f"{title} ({path[6:]})", paras))
+        elif path.startswith("/gate/"):  # /gate/<name>?n=<k>: answers once k requests for it are waiting
+            query = dict(p.split("=", 1) for p in self.path.partition("?")[2].split("&") if "=" in p)
+            self.server.gate(path, int(query.get("n", "2"))).wait()  # type: ignore[attr-defined]
+            title, paras = ARTICLES["/sourdough"]
+            self._send(200, article_html(f"{title} ({path[6:]})", paras))
         elif path == "/redirect":
             self._send(302, b"", headers={"Location": "/volcano"})
         elif path == "/missing":
@@ -122,10 +127,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, b"no")
 
 
+class _Server(ThreadingHTTPServer):
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.hits: list[str] = []
+        self.gates: dict[str, threading.Barrier] = {}
+        self.gates_lock = threading.Lock()
+
+    def gate(self, name: str, parties: int) -> threading.Barrier:
+        with self.gates_lock:
+            return self.gates.setdefault(name, threading.Barrier(parties, timeout=60))
+
+
 class Site:
     def __init__(self) -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.httpd.hits = []  # type: ignore[attr-defined]
+        self.httpd = _Server()
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()

@@ -127,7 +127,7 @@ class Admin:
         from lev.embedding.embedder import build_embedder
         from lev.embedding.pool import QueryBatcher
         from lev.ingest.deps import Deps
-        from lev.ingest.transcriber import get_transcriber
+        from lev.ingest.transcriber import transcriber_from
         from lev.runtime import get_object_store
         from store import db
 
@@ -145,10 +145,11 @@ class Admin:
             self._pools = self.run_coro(pools())
             self._embedder = build_embedder(get_settings())  # batches computed in this process
         queue, redis = self._pools
+        settings = get_settings()
         emb = self._embedder
-        return {"deps": Deps(settings=get_settings(), db=db.database(), queue=queue, redis=redis,
-                             objects=get_object_store(), embedder=emb, queries=QueryBatcher(emb.embed_queries),
-                             transcriber=get_transcriber())}
+        return {"deps": Deps(settings=settings, db=db.database(), queue=queue, redis=redis, objects=get_object_store(),
+                             embedder=emb, queries=QueryBatcher(emb.embed_queries),
+                             transcriber=transcriber_from(settings))}
 
     def close(self) -> None:
         from store import db
@@ -175,13 +176,14 @@ class User:
     def token(self, *, write: bool = False, folders: list[str] | None = None, kb_only: bool = True,
               expires_in_days: int = 365, write_cap: int = 0, name: str = "test") -> str:
         from lev.auth.policy import mint
+        from lev.limits.tiers import Tiers
         from store import users
 
         async def go(s: Any) -> str:
             user = await users.by_email(s, self.email)
             tok, _ = await mint(
                 s, user, name, write=write, folder_ids=[uuid.UUID(f) for f in folders or []], kb_only=kb_only,
-                expires_in_days=expires_in_days, write_cap=write_cap, tier_caps={"free": 0, "pro": -1},
+                expires_in_days=expires_in_days, write_cap=write_cap, tiers=Tiers({"free": 0, "pro": -1}, {}),
             )
             return tok
 
@@ -204,6 +206,7 @@ def mint_token(database_url: str, email: str, *, name: str = "test", write: bool
     from sqlalchemy.pool import NullPool
 
     from lev.auth.policy import mint
+    from lev.limits.tiers import Tiers
     from store import users
 
     async def go() -> str:
@@ -216,8 +219,9 @@ def mint_token(database_url: str, email: str, *, name: str = "test", write: bool
                     user = await users.by_email(s, email)
                 assert user is not None
                 folders = [uuid.UUID(f) for f in folder_ids or []]
+                every = Tiers({"free": -1, "pro": -1}, {})
                 secret, _ = await mint(s, user, name, write=write, folder_ids=folders, kb_only=True,
-                                       expires_in_days=30, write_cap=write_cap, tier_caps={"free": -1, "pro": -1})
+                                       expires_in_days=30, write_cap=write_cap, tiers=every)
                 return secret
         finally:
             await engine.dispose()

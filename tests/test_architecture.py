@@ -4,6 +4,9 @@
 - `store/` imports nothing above it (no `lev`, `handlers`, `tasks`).
 - No function-level import of a project module: such an import exists only to dodge a circle.
 - No product module reaches 400 lines.
+- Only the composition root (lev/app.py, serve.py, cli.py, runtime.py, embedded.py) imports `handlers/` or `tasks/`.
+- `lev/` keeps at most 12 modules directly; the rest live in domain packages whose `__init__` lists their rooms.
+- Every domain package has a test that imports it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("lev", "store", "handlers", "tasks")
 MAX_LINES = 400
+ROOT_MODULES = ("lev.app", "lev.serve", "lev.cli", "lev.runtime", "lev.embedded")
+MAX_TOP_MODULES = 12
 
 
 def _modules() -> dict[str, Path]:
@@ -121,6 +126,39 @@ def test_no_function_level_project_imports() -> None:
 def test_product_modules_stay_small() -> None:
     sizes = {m: len(p.read_text().splitlines()) for m, p in MODULES.items()}
     assert not {m: n for m, n in sizes.items() if n >= MAX_LINES}, sorted(sizes.items(), key=lambda kv: -kv[1])[:5]
+
+
+def test_only_the_composition_root_imports_handlers_and_tasks() -> None:
+    def room(module: str) -> str:
+        return module.split(".")[0]
+
+    outside = {m: [t for t in ts if room(t) in ("handlers", "tasks") and room(t) != room(m)]
+               for m, ts in GRAPH.items() if m not in ROOT_MODULES}
+    assert not {m: ts for m, ts in outside.items() if ts}, outside
+
+
+def test_lev_keeps_few_modules_and_packages_list_their_rooms() -> None:
+    top = sorted(p.name for p in (ROOT / "lev").glob("*.py"))
+    assert len(top) <= MAX_TOP_MODULES, top
+    for init in sorted((ROOT / "lev").glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        rooms = sorted(p.stem for p in init.parent.glob("*.py") if p.name != "__init__.py")
+        unlisted = [r for r in rooms if f"`{r}`" not in doc]
+        assert not unlisted, f"{init.relative_to(ROOT)} does not list its rooms {unlisted}"
+
+
+def test_every_domain_package_has_a_test_that_imports_it() -> None:
+    rooms = ["lev." + p.parent.name for p in (ROOT / "lev").glob("*/__init__.py")] + ["store", "handlers", "tasks"]
+    imported: set[str] = set()
+    for test in (ROOT / "tests").rglob("*.py"):
+        for node in ast.walk(ast.parse(test.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module)
+                imported.update(f"{node.module}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.Import):
+                imported.update(a.name for a in node.names)
+    untested = [r for r in rooms if not any(i == r or i.startswith(r + ".") for i in imported)]
+    assert not untested, untested
 
 
 def test_the_checker_sees_a_circle() -> None:

@@ -26,6 +26,7 @@ from lev.core.errors import (
 )
 from lev.core.settings import get_settings
 from lev.limits import quota
+from lev.limits.tiers import Tiers
 from lev.runtime import get_runtime
 from store import activity as activity_store
 from store import sessions as session_store
@@ -151,12 +152,6 @@ async def change_password(s: AsyncSession, principal: Principal, current: str, n
     return await token_store.revoke_all(s, user["id"])
 
 
-def token_caps() -> dict[str, int]:
-    """Tokens a user of each tier may hold at once (-1 = unlimited): the one tier rule for minting."""
-    settings = get_settings()
-    return {"free": settings.tier_free_tokens, "pro": settings.tier_pro_tokens}
-
-
 async def mint_token(s: AsyncSession, user: dict[str, Any], *, name: str, write: bool, folder_ids: list[uuid.UUID],
                      kb_only: bool, expires_in_days: int, write_cap: int | None = None) -> dict[str, Any]:
     """Mint a token (account API, pages and CLI alike): 402 payment_required {tier, cap, used} at the tier's
@@ -165,7 +160,7 @@ async def mint_token(s: AsyncSession, user: dict[str, Any], *, name: str, write:
     cap = settings.default_write_cap if write_cap is None else write_cap
     token, token_id = await mint(
         s, user, name, write=write, folder_ids=folder_ids, kb_only=kb_only, expires_in_days=expires_in_days,
-        write_cap=cap, tier_caps=token_caps(),
+        write_cap=cap, tiers=Tiers.from_settings(settings),
     )
     row = next(t for t in await token_store.list_for_user(s, user["id"]) if t["id"] == token_id)
     return {"token": token, **shape_token(row)}
@@ -212,7 +207,7 @@ async def account_view(s: AsyncSession, principal: Principal) -> dict[str, Any]:
         "user_id": str(principal.user_id), "email": principal.extra.get("email"), "tier": principal.tier,
         "csrf_token": principal.extra.get("csrf_token"),
         "usage": {"month": clock.month_key(), "transcription_minutes_used": round(used / 60, 1),
-                  "transcription_minutes_cap": quota.cap_minutes(get_settings(), principal.tier)},
+                  "transcription_minutes_cap": Tiers.from_settings(get_settings()).minute_cap(principal.tier)},
     }
 
 

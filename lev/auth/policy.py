@@ -24,8 +24,8 @@ from lev.core.errors import (
     invalid_id,
     invalid_token,
     missing_bearer_token,
-    payment_required,
 )
+from lev.limits.tiers import Tiers, check_token_room
 from store import folders as folder_store
 from store import tokens as token_store
 from store.scope import Scope
@@ -89,10 +89,10 @@ def new_token() -> tuple[str, bytes, str]:
 
 async def mint(
     session: AsyncSession, user: dict[str, Any], name: str, *, write: bool, folder_ids: list[uuid.UUID],
-    kb_only: bool, expires_in_days: int, write_cap: int, tier_caps: dict[str, int], oauth: OAuthBinding | None = None,
+    kb_only: bool, expires_in_days: int, write_cap: int, tiers: Tiers, oauth: OAuthBinding | None = None,
 ) -> tuple[str, uuid.UUID]:
     """Mint a token for `user` (with `oauth`, an OAuth grant); 402 payment_required at the tier's token cap."""
-    await check_tier(session, user, tier_caps)
+    await check_token_room(session, tiers, user)
     if not name.strip():
         raise invalid_body("A token needs a name.")
     if expires_in_days < 1:
@@ -115,22 +115,6 @@ async def mint(
         access_expires_at=min(oauth.access_expires_at, expires_at) if oauth else None,
     )
     return token, token_id
-
-
-async def tier_room(session: AsyncSession, user: dict[str, Any], tier_caps: dict[str, int]) -> tuple[int, int]:
-    """(cap, used): the tokens the user's tier allows at once (-1 = unlimited) and the active ones it holds."""
-    return tier_caps.get(user["tier"], 0), await token_store.count_active(session, user["id"])
-
-
-async def check_tier(session: AsyncSession, user: dict[str, Any], tier_caps: dict[str, int]) -> None:
-    """The one tier rule of minting (tokens and OAuth grants): 402 payment_required {tier, cap, used} at the cap."""
-    cap, used = await tier_room(session, user, tier_caps)
-    if cap >= 0 and used >= cap:
-        raise payment_required(
-            f"The {user['tier']} tier cannot mint more tokens (cap {cap}, used {used}). On a self-hosted Lev the "
-            f"operator lifts it with `lev user set-tier {user['email']} pro`.",
-            tier=user["tier"], cap=cap, used=used,
-        )
 
 
 def hash_token(token: str) -> bytes:

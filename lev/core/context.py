@@ -9,9 +9,7 @@ from __future__ import annotations
 import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-
-from lev.auth.policy import Principal
-from lev.core.settings import get_settings
+from typing import Any
 
 
 @dataclass
@@ -19,7 +17,7 @@ class RequestInfo:
     request_id: str
     surface: str = "rest"
     method: str = ""
-    principal: Principal | None = None
+    principal: Any = None  # the lev.auth.policy.Principal once the request is authenticated
     result_count: int | None = None
     query: str | None = None
     ip: str | None = None
@@ -72,9 +70,7 @@ def served_base_url(scheme: str, server: tuple[str, int | None] | None) -> str:
 
 
 def base_url() -> str:
-    """The service's public base URL: `LEV_BASE_URL` when set, else the address this request was served on."""
-    configured = get_settings().base_url
-    if configured:
-        return configured.rstrip("/")
+    """The service's public base URL as the outer middleware decided it for this request (`LEV_BASE_URL` when set,
+    else the address the request was served on). Outside a request, code is handed the settings instead."""
     info = _current.get()
     return info.base_url if info is not None and info.base_url else "http://127.0.0.1:8080"

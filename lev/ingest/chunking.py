@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from lev.embedding.embedder import Embedder
-from lev.embedding.minilm import LOCAL_MAX_SEQ_LENGTH, tokenizer
+from lev.embedding.minilm import tokenizer
 
 CHUNK_TOKENS = 200  # budget for title + chunk; leaves margin under the 256-token model window
 MIN_CHUNK_TOKENS = 64
@@ -186,7 +186,3 @@ async def embed_chunks(embedder: Embedder, title: str | None, bodies: list[str])
     """The vectors of a content's chunks (each embedded as `embed_input`), computed in a worker thread."""
     return await asyncio.to_thread(embedder.embed, [embed_input(title, b) for b in bodies])
 
-
-def max_model_tokens() -> int:
-    """The model window (including special tokens) every `embed_input` must fit."""
-    return LOCAL_MAX_SEQ_LENGTH

@@ -30,8 +30,7 @@ AUDIO_MIMES = frozenset({
 VIDEO_MIMES = frozenset({"video/mp4", "video/webm", "video/quicktime"})
 ALLOWED_MIMES = DOCUMENT_MIMES | AUDIO_MIMES | VIDEO_MIMES
 
-# How many leading bytes `sniff_matches` needs to decide; SNIFF_HEAD is what callers read (PDFs may lead with junk).
-SNIFF_BYTES = 64
+# How many leading bytes callers read for `sniff_matches` (PDFs may lead with junk).
 SNIFF_HEAD = 1024
 
 # File extensions of media URLs and yt-dlp downloads -> the MIME type to store them under.

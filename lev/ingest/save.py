@@ -48,9 +48,13 @@ class Saved:
 
 
 async def link_existing(deps: Deps, r: Resolved) -> Saved | None:
-    """A new item on the content someone already stored for `r`'s URL (no fetch, download or charge), or None."""
+    """A new item on the content someone already stored for `r`'s URL (no fetch, download or charge), or None. A
+    URL nobody stored costs one read, no transaction: the save's transaction links if it was stored meanwhile."""
     if r.canonical is None:
         return None
+    async with deps.db.read_session() as s:
+        if not await content_store.canonical_url_taken(s, r.canonical):
+            return None
     async with deps.db.transaction() as s:
         return await _link(s, r, r.title)
 

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import httpx
 
 from lev.core.retry import ATTEMPTS, async_retrying, retryable
-from lev.core.settings import get_settings
+from lev.core.settings import Settings
 
 MAX_ATTEMPTS = ATTEMPTS
 
@@ -119,9 +119,8 @@ class OpenAITranscriber:
                                   retryable=True)
 
 
-def get_transcriber() -> Transcriber | None:
+def transcriber_from(settings: Settings) -> Transcriber | None:
     """The configured transcriber, or None when `LEV_TRANSCRIBE_URL` is unset."""
-    settings = get_settings()
     if not settings.transcribe_url:
         return None
     return OpenAITranscriber(settings.transcribe_url, settings.transcribe_api_key, settings.transcribe_model,

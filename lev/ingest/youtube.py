@@ -203,16 +203,6 @@ def json3_segments(text: str) -> list[dict[str, Any]]:
     return _timed([(a, b, t) for a, b, t in lines])
 
 
-def parse_vtt(text: str) -> str:
-    """Plain text of a WebVTT file: cue text only, tags stripped, YouTube's rolling repeats removed."""
-    return "\n".join(s["text"] for s in vtt_segments(text))
-
-
-def parse_json3(text: str) -> str:
-    """Plain text of a YouTube json3 caption file (events -> segs -> utf8)."""
-    return "\n".join(s["text"] for s in json3_segments(text))
-
-
 async def youtube_captions(info: dict[str, Any]) -> list[dict[str, Any]] | None:
     """The best English caption track listed by `youtube_info` as timed lines (`{start, end, text}`), or None
     when none is usable."""

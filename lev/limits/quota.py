@@ -15,15 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from lev.core import clock
 from lev.core.errors import quota_exceeded
 from lev.core.settings import Settings
+from lev.limits.tiers import Tiers
 from store import usage
 
 RESOURCE = "transcription_minutes"
-
-
-def cap_minutes(settings: Settings, tier: str) -> int:
-    """The tier's monthly minutes from settings (`LEV_TIER_<TIER>_MINUTES`); -1 is unlimited, unknown is 0."""
-    value = getattr(settings, f"tier_{tier}_minutes", 0)
-    return int(value) if isinstance(value, int) else 0
 
 
 async def used_seconds(session: AsyncSession, user_id: uuid.UUID) -> float:
@@ -33,7 +28,7 @@ async def used_seconds(session: AsyncSession, user_id: uuid.UUID) -> float:
 
 async def check(session: AsyncSession, settings: Settings, user_id: uuid.UUID, tier: str, seconds: float) -> None:
     """402 quota_exceeded unless `seconds` more transcription fit in this month's cap."""
-    cap = cap_minutes(settings, tier)
+    cap = Tiers.from_settings(settings).minute_cap(tier)
     if cap < 0:
         return
     used = await used_seconds(session, user_id) + await usage.pending_seconds(session, user_id)

@@ -1,1 +1,2 @@
-"""mcp."""
+"""The MCP surface's protocol rules beside the one dispatch in handlers/mcp.py: which protocol revision a
+request speaks and what revision 2026-07-28 requires (`revision`)."""

@@ -1,1 +1,1 @@
-"""net."""
+"""Outbound HTTP: the SSRF guard and the guarded client every outbound request goes through (`guard`)."""

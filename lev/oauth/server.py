@@ -20,13 +20,13 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from lev.auth import accounts
 from lev.auth import principal_cache as principals
-from lev.auth.policy import OAuthBinding, Principal, hash_token, mint, new_token, parse_bearer, tier_room
+from lev.auth.policy import OAuthBinding, Principal, hash_token, mint, new_token, parse_bearer
 from lev.core import clock, context, jsonguard
 from lev.core.contract import mcp_tools
 from lev.core.errors import ApiError, capability_denied, invalid_body, jsonrpc_response
 from lev.core.settings import get_settings
+from lev.limits.tiers import Tiers, token_room
 from lev.oauth.clients import SCOPES, Client, OAuthError, load_client, redirect_matches
 from store import oauth as oauth_store
 from store import tokens as token_store
@@ -305,7 +305,7 @@ async def _mint_grant(s: Any, client: Client, row: dict[str, Any]) -> dict[str, 
             s, user, choice.get("client_name") or client.name, write=choice["write"],
             folder_ids=[uuid.UUID(f) for f in choice["folder_ids"]], kb_only=choice["kb_only"],
             expires_in_days=choice["expires_in_days"], write_cap=get_settings().default_write_cap,
-            tier_caps=accounts.token_caps(),
+            tiers=Tiers.from_settings(get_settings()),
             oauth=OAuthBinding(client_id=client.client_id, resource=row["resource"], access_expires_at=access_expires),
         )
     except ApiError as err:  # the tier changed, or a chosen folder was deleted, since the user allowed it
@@ -365,5 +365,6 @@ async def revoke(client: Client, form: dict[str, str]) -> None:
 async def consent_room(principal: Principal) -> dict[str, Any]:
     """The tier figures the consent page shows (the 402's tier, cap, used); `allowed` is false at the cap."""
     async with read_session() as s:
-        cap, used = await tier_room(s, {"id": principal.user_id, "tier": principal.tier}, accounts.token_caps())
-    return {"tier": principal.tier, "cap": cap, "used": used, "allowed": cap < 0 or used < cap}
+        user = {"id": principal.user_id, "tier": principal.tier}
+        room = await token_room(s, Tiers.from_settings(get_settings()), user)
+    return {"tier": room.tier, "cap": room.cap, "used": room.used, "allowed": room.allowed}

@@ -1,1 +1,2 @@
-"""ops."""
+"""Running Lev: structured logs (`logs`), liveness and readiness (`health`), Prometheus metrics (`metrics`),
+backup and restore (`backup`), the activity-log writer (`activity`)."""

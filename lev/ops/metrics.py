@@ -8,6 +8,7 @@ factory call it first); the metric objects are created on first use.
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from lev.core.settings import Settings, get_settings
+from lev.core.settings import Settings
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 JOB_BUCKETS = (0.05, 0.25, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0)
@@ -23,16 +24,21 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _configured: Path | None = None
 
 
-def metrics_dir(settings: Settings | None = None) -> Path:
-    settings = settings or get_settings()
+def metrics_dir(settings: Settings) -> Path:
     return Path(settings.metrics_dir) if settings.metrics_dir else Path(settings.data_dir).resolve() / "metrics"
 
 
 def configure(settings: Settings | None = None) -> Path:
     """Point prometheus-client at the shared directory (kept if the environment already names one) and drop
-    the files of processes that no longer run (their counters restart from zero, which Prometheus expects)."""
+    the files of processes that no longer run (their counters restart from zero, which Prometheus expects). The
+    composition root configures it at start; a process that never did (a one-off command) counts into a private
+    directory nobody serves."""
     global _configured
-    path = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or metrics_dir(settings))
+    if settings is None and _configured is not None:
+        return _configured
+    where = metrics_dir(settings) if settings is not None else \
+        Path(tempfile.gettempdir()) / f"lev-metrics-{os.getpid()}"
+    path = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or where)
     if _configured == path:
         return path
     path.mkdir(parents=True, exist_ok=True)

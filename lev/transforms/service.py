@@ -19,7 +19,7 @@ import httpx
 import numpy as np
 
 from lev.core.retry import async_retrying
-from lev.core.settings import get_settings
+from lev.core.settings import Settings
 from lev.embedding.embedder import Embedder
 from lev.transforms.stopwords import ENGLISH_STOP_WORDS
 
@@ -235,9 +235,8 @@ class OpenAIChatTransformer:
         return outputs
 
 
-def get_transformer(embedder: Embedder) -> Transformer:
+def transformer_from(s: Settings, embedder: Embedder) -> Transformer:
     """The chat adapter when LEV_LLM_URL is set, else the local extractive transformer (with `embedder`)."""
-    s = get_settings()
     if s.llm_url:
         return OpenAIChatTransformer(s.llm_url, s.llm_api_key, s.llm_model)
     return LocalTransformer(embedder)

@@ -77,6 +77,7 @@ class Ops:
     def token(self, *, write: bool = True, write_cap: int = 0) -> str:
         """A new pro user's token (what `lev user create` and `lev token create` do)."""
         from lev.auth.policy import mint
+        from lev.limits.tiers import Tiers
         from store import users
 
         async def go() -> str:
@@ -86,7 +87,7 @@ class Ops:
                 user = await users.by_email(s, email)
                 assert user is not None
                 secret, _ = await mint(s, user, "cluster-test", write=write, folder_ids=[], kb_only=True,
-                                       expires_in_days=30, write_cap=write_cap, tier_caps={"pro": -1})
+                                       expires_in_days=30, write_cap=write_cap, tiers=Tiers({"pro": -1}, {}))
                 return secret
 
         return asyncio.run_coroutine_threadsafe(go(), self.loop).result(60)

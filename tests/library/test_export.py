@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from tests.fixtures_imports import pocket_csv
+from tests.imports.test_imports import run_import
 from tests.sites import Site
 from tests.stack import new_user
-from tests.test_imports import run_import
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from lev.ingest.media import (
     media_duration_seconds,
     sniff_matches,
 )
-from lev.ingest.youtube import _caption_tracks, canonical_url, is_youtube, parse_json3, parse_vtt
+from lev.ingest.youtube import _caption_tracks, canonical_url, is_youtube, json3_segments, vtt_segments
 
 try:
     from tests import fixtures_media as fm
@@ -179,14 +180,18 @@ and is skipped
 """
 
 
-def test_parse_vtt_strips_tags_and_rolling_repeats() -> None:
-    assert parse_vtt(YOUTUBE_AUTO_VTT) == (
+def _text(segments: list[dict[str, Any]]) -> str:
+    return "\n".join(s["text"] for s in segments)
+
+
+def test_vtt_segments_strip_tags_and_rolling_repeats() -> None:
+    assert _text(vtt_segments(YOUTUBE_AUTO_VTT)) == (
         "welcome to the lighthouse\ntides & currents\nTides & currents matter."
     )
 
 
-def test_parse_vtt_empty() -> None:
-    assert parse_vtt("WEBVTT\n\n") == ""
+def test_vtt_segments_of_an_empty_file() -> None:
+    assert vtt_segments("WEBVTT\n\n") == []
 
 
 JSON3 = """{"wireMagic": "pb3", "events": [
@@ -201,8 +206,8 @@ JSON3 = """{"wireMagic": "pb3", "events": [
 ]}"""
 
 
-def test_parse_json3() -> None:
-    assert parse_json3(JSON3) == "welcome to the lighthouse\ntides and currents\n[Music]\ncafé & co"
+def test_json3_segments() -> None:
+    assert _text(json3_segments(JSON3)) == "welcome to the lighthouse\ntides and currents\n[Music]\ncafé & co"
 
 
 def test_caption_track_preference() -> None:

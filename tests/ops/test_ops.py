@@ -181,9 +181,9 @@ def test_sigterm_finishes_in_flight_requests_and_the_current_job(data_dir: Path,
 
     from lev.embedded import ensure_redis, stop_redis
     from tests import fixtures_media as fm
+    from tests.ingest.test_uploads import upload
     from tests.sites import Site
     from tests.stack import Api
-    from tests.test_uploads import upload
 
     own_redis = tmp_path / "redis"  # its own queue: the session server's worker must not take the job
     srv = LiveServer(data_dir, {"LEV_RATE_LIMITS": "off", "LEV_ALLOW_PRIVATE_URLS": "true",

@@ -65,7 +65,7 @@ def test_notifications_ping_unknown_method_parse_error(server, user) -> None:
     r = httpx.post(f"{server.url}/api/mcp", json={"jsonrpc": "1.0", "id": 3},
                    headers={"Authorization": f"Bearer {tok}", "Accept": ACCEPT})
     assert r.json()["error"]["code"] == -32600
-    # server/discover is a 2026-07-28 method (tests/test_mcp_revisions.py): unknown to the older revisions.
+    # server/discover is a 2026-07-28 method (tests/mcp/test_mcp_revisions.py): unknown to the older revisions.
     assert rpc(server, tok, "server/discover").json()["error"]["code"] == -32601
 
 
@@ -180,7 +180,7 @@ def test_tool_errors_map_per_contract(server, user, api) -> None:
     assert body["result"]["isError"] is True
 
 
-# --- the official SDK (every tool on 2026-07-28 and on 2025-11-25: tests/test_mcp_revisions.py) ----------------
+# --- the official SDK (every tool on 2026-07-28 and on 2025-11-25: tests/mcp/test_mcp_revisions.py) ----------------
 
 async def _sdk_errors(url: str, ro_token: str, bad_token: str) -> dict[str, Any]:
     out: dict[str, Any] = {}

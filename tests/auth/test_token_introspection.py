@@ -104,7 +104,7 @@ def test_introspection_needs_a_valid_token(server, api, user, admin) -> None:
 
 
 def test_browser_session_is_not_a_token(server) -> None:
-    from tests.test_account import Browser
+    from tests.auth.test_account import Browser
 
     b = Browser(server.url)
     assert b.signup().status_code == 201

@@ -6,8 +6,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from tests.mcp.test_mcp import call
 from tests.stack import User
-from tests.test_mcp import call
 
 
 def ingest(c: Any, **body: Any) -> Any:

@@ -24,9 +24,9 @@ from PIL import Image
 from lev.ingest.chunking import chunk_text
 from tests import fixtures_media as fm
 from tests.fixtures_imports import chromium_bookmarks
+from tests.ingest.test_uploads import upload
 from tests.sites import Site
 from tests.stack import LiveServer, mint_token
-from tests.test_uploads import upload
 from tests.transcribe_stub import TranscribeStub
 
 CLI_ENV = {"HF_HUB_OFFLINE": "1"}

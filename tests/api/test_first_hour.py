@@ -12,9 +12,9 @@ import psutil
 import pytest
 
 from tests import fixtures_media as fm
+from tests.ingest.test_uploads import upload
+from tests.mcp.test_mcp import rpc
 from tests.stack import ROOT, LiveServer
-from tests.test_mcp import rpc
-from tests.test_uploads import upload
 
 
 @pytest.fixture(scope="module")

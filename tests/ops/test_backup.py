@@ -15,9 +15,9 @@ from typing import Any
 import psycopg
 
 from tests import fixtures_media as fm
+from tests.ingest.test_uploads import search_ids, upload, wait_item
 from tests.sites import Site
 from tests.stack import ROOT, LiveServer
-from tests.test_uploads import search_ids, upload, wait_item
 
 
 def lev(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

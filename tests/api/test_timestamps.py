@@ -16,13 +16,13 @@ from lev.ingest.chunking import chunk_text, timed_chunks
 from lev.ingest.youtube import json3_segments, vtt_segments
 from lev.library.reads import moment_url
 from tests import fixtures_media as fm
+from tests.ingest.test_media import JSON3, YOUTUBE_AUTO_VTT
+from tests.ingest.test_uploads import upload, wait_item
+from tests.mcp.test_mcp import call
 from tests.stack import new_user
-from tests.test_mcp import call
-from tests.test_media import JSON3, YOUTUBE_AUTO_VTT
-from tests.test_uploads import upload, wait_item
 from tests.transcribe_stub import TranscribeStub
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOPICS = ["harbour lights", "tide tables", "fog horns", "lens polishing", "storm logs", "keeper rotas",
           "oil lamps", "shipwreck records", "seabird counts", "radio beacons"]
 

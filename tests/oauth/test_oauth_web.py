@@ -14,7 +14,7 @@ import httpx
 
 from lev.library.reads import create_folder
 from tests.stack import Admin
-from tests.test_web import PASSWORD, browser, page, pytestmark, shot, sign_up  # noqa: F401 (fixtures)
+from tests.web.test_web import PASSWORD, browser, page, pytestmark, shot, sign_up  # noqa: F401 (fixtures)
 
 CALLBACK = "http://127.0.0.1:9/callback"
 

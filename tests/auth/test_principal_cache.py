@@ -17,9 +17,9 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
+from tests.auth.test_account import PASSWORD, Browser
+from tests.oauth.test_oauth import CALLBACK, Person, _pkce, mcp_call
 from tests.stack import ROOT, Admin, Api, LiveServer
-from tests.test_account import PASSWORD, Browser
-from tests.test_oauth import CALLBACK, Person, _pkce, mcp_call
 
 PATH = "/api/v1/folders"
 

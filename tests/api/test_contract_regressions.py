@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.test_rest_foundation import err
+from tests.api.test_rest_foundation import err
 
 
 @pytest.mark.parametrize("path", ["/api/v1/folders", "/api/v1/items/bulk-delete", "/api/v1/ingest",

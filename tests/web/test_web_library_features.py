@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from tests import fixtures_media as fm
+from tests.api.test_timestamps import lecture
 from tests.fixtures_imports import chromium_bookmarks
 from tests.sites import Site
 from tests.stack import Admin
-from tests.test_timestamps import lecture
-from tests.test_web import browser, page, pytestmark, shot, sign_up  # noqa: F401 (fixtures, the chromium skip)
 from tests.transcribe_stub import TranscribeStub
+from tests.web.test_web import browser, page, pytestmark, shot, sign_up  # noqa: F401 (fixtures, the chromium skip)
 
 
 def test_import_page_progress_folders_and_similar_items(page: Any, tmp_path: Path) -> None:  # noqa: F811

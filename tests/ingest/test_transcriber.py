@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from lev.core.settings import get_settings
-from lev.ingest.transcriber import OpenAITranscriber, TranscriptionError, get_transcriber
+from lev.ingest.transcriber import OpenAITranscriber, TranscriptionError, transcriber_from
 
 try:
     from tests import fixtures_media as fm
@@ -166,15 +166,15 @@ async def test_connection_refused_is_retried_then_fails(wav: Path) -> None:
     assert exc.value.retryable is True and "4 attempts" in str(exc.value)
 
 
-def test_get_transcriber_follows_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_transcriber_from_follows_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     try:
         monkeypatch.delenv("LEV_TRANSCRIBE_URL", raising=False)
         get_settings.cache_clear()
-        assert get_transcriber() is None
+        assert transcriber_from(get_settings()) is None
         monkeypatch.setenv("LEV_TRANSCRIBE_URL", "http://127.0.0.1:9/v1")
         monkeypatch.setenv("LEV_TRANSCRIBE_MODEL", "whisper-large")
         get_settings.cache_clear()
-        t = get_transcriber()
+        t = transcriber_from(get_settings())
         assert isinstance(t, OpenAITranscriber)
         assert t.url == "http://127.0.0.1:9/v1/audio/transcriptions" and t.model == "whisper-large"
     finally:

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tests import fixtures_media as fm
+from tests.ingest.test_uploads import finalize, put, search_ids, sign, upload, wait_item
 from tests.stack import Api, LiveServer, new_user
-from tests.test_uploads import finalize, put, search_ids, sign, upload, wait_item
 
 USAGE = "SELECT coalesce(sum(transcription_seconds), 0) FROM usage_monthly WHERE user_id = :u"
 

@@ -17,9 +17,9 @@ from lev.transforms.service import (
     LocalTransformer,
     OpenAIChatTransformer,
     TransformError,
-    get_transformer,
     parse_llm_reply,
     split_sentences,
+    transformer_from,
 )
 
 LOCAL = LocalEmbedder()  # loads its model at the first embedding
@@ -194,12 +194,12 @@ def llm_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
     get_settings.cache_clear()
 
 
-def test_get_transformer_choice(llm_env: pytest.MonkeyPatch) -> None:
+def test_transformer_choice(llm_env: pytest.MonkeyPatch) -> None:
     llm_env.delenv("LEV_LLM_URL", raising=False)
-    local = get_transformer(LOCAL)
+    local = transformer_from(get_settings(), LOCAL)
     assert isinstance(local, LocalTransformer) and local.embedder is LOCAL  # the embedder it was handed
     llm_env.setenv("LEV_LLM_URL", "http://127.0.0.1:9/v1")
     llm_env.setenv("LEV_LLM_MODEL", "llama3")
     get_settings.cache_clear()
-    tr = get_transformer(LOCAL)
+    tr = transformer_from(get_settings(), LOCAL)
     assert isinstance(tr, OpenAIChatTransformer) and tr.generator == "openai-compatible:llama3"

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.test_crash import Stack
+from tests.ops.test_crash import Stack
 from tests.transcribe_stub import TranscribeStub
 
 PASSWORD = "a long enough password"
