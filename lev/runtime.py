@@ -4,6 +4,7 @@ embedder with its query batcher (built here, once per process, and handed on in 
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -44,6 +45,7 @@ _runtime: Runtime | None = None
 
 log = logs.get_logger("lev.runtime")
 QUEUE = "lev:queue"  # the arq queue the API enqueues to and the worker reads
+QUERY_THREADS = max(1, min(4, os.cpu_count() or 1))  # threads embedding search queries (each batch on one core)
 
 
 async def requeue(job: str, *args: Any, job_id: str) -> bool:
@@ -123,7 +125,8 @@ async def start(settings: Settings | None = None, *, migrate: bool = True, inges
     rt.activity.start()
     rt.arq = await create_pool(RedisSettings.from_dsn(redis_url), default_queue_name=QUEUE)
     rt.deps = Deps(settings=settings, db=db.database(), queue=rt.arq, redis=redis, objects=get_object_store(),
-                   embedder=emb, queries=QueryBatcher(emb.embed_queries, max(1, settings.query_batch_max)),
+                   embedder=emb, queries=QueryBatcher(emb.embed_queries, max(1, settings.query_batch_max),
+                                                             QUERY_THREADS),
                    transcriber=transcriber_from(settings))
     _runtime = rt
     return rt

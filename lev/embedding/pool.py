@@ -16,20 +16,23 @@ QUERY_BATCH_MAX = 16
 
 
 class QueryBatcher:
-    """Query embeddings on one dedicated thread, batched under concurrency.
+    """Query embeddings on `threads` dedicated threads, batched under concurrency.
 
-    A query that finds the thread idle is embedded at once, alone (no added wait at concurrency 1); queries that
-    arrive while it is busy are collected and embedded together when it is free (`embed_queries`: in runs of
-    similar length). The thread serves only queries: ingest batches go elsewhere (`IngestThreads`), so a query
-    never queues behind them.
+    A query that finds a thread idle is embedded at once, alone (no added wait at concurrency 1); queries that
+    arrive while every thread is busy are collected and embedded together by the first that is free
+    (`embed_queries`: in runs of similar length). The threads serve only queries: ingest batches go elsewhere
+    (`IngestThreads`), so a query never queues behind them. With the local model each batch computes on its own
+    thread, so `threads` is how many cores queries can use at once.
     """
 
-    def __init__(self, embed_batch: Callable[[list[str]], list[list[float]]], max_batch: int = QUERY_BATCH_MAX) -> None:
+    def __init__(self, embed_batch: Callable[[list[str]], list[list[float]]], max_batch: int = QUERY_BATCH_MAX,
+                 threads: int = 1) -> None:
         self._embed_batch = embed_batch
         self.max_batch = max_batch
+        self.threads = max(1, threads)
         self._pending: list[tuple[str, asyncio.Future[list[float]]]] = []
-        self._running = False
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="lev-query-embed")
+        self._busy = 0
+        self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="lev-query-embed")
         self.batches: list[int] = []  # sizes of the last batches (bounded), for the benchmark's report
 
     def submit(self, text: str) -> asyncio.Future[list[float]]:
@@ -38,29 +41,27 @@ class QueryBatcher:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[float]] = loop.create_future()
         self._pending.append((text, future))
-        if not self._running:
-            self._running = True
-            self._next_batch(loop)
+        self._dispatch(loop)
         return future
 
     async def embed(self, text: str) -> list[float]:
         return await self.submit(text)
 
-    def _next_batch(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Hand the pending queries (up to `max_batch`, cancelled ones skipped) to the thread; when it is done,
-        the next batch follows from its callback. Runs on the event loop."""
-        while self._pending:
+    def _dispatch(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Hand the pending queries (up to `max_batch` a batch, cancelled ones skipped) to the idle threads; when
+        one is done, the next batch follows from its callback. Runs on the event loop."""
+        while self._pending and self._busy < self.threads:
             batch = [(t, f) for t, f in self._pending[:self.max_batch] if not f.done()]
             del self._pending[:self.max_batch]
             if batch:
+                self._busy += 1
                 self.batches = [*self.batches[-999:], len(batch)]
                 work = loop.run_in_executor(self._executor, self._embed_batch, [t for t, _ in batch])
                 work.add_done_callback(lambda done, batch=batch: self._finish(loop, batch, done))  # type: ignore[misc]
-                return
-        self._running = False
 
     def _finish(self, loop: asyncio.AbstractEventLoop, batch: list[tuple[str, asyncio.Future[list[float]]]],
                 done: asyncio.Future[list[list[float]]]) -> None:
+        self._busy -= 1
         exc = None if done.cancelled() else done.exception()
         for i, (_, f) in enumerate(batch):
             if not f.done():
@@ -70,7 +71,7 @@ class QueryBatcher:
                     f.set_exception(exc)
                 else:
                     f.set_result(done.result()[i])
-        self._next_batch(loop)
+        self._dispatch(loop)
 
 
 def lower_thread_priority(nice: int) -> None:

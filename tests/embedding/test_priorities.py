@@ -102,3 +102,24 @@ def test_queries_that_arrive_together_are_embedded_in_one_batch() -> None:
         single = local.embed_query(text)
         assert max(abs(a - b) for a, b in zip(vec, single, strict=True)) < 1e-5
     assert max(abs(a - b) for a, b in zip(alone, together[1], strict=True)) < 1e-5
+
+
+def test_query_threads_embed_batches_side_by_side() -> None:
+    """With two query threads, a query that arrives while another computes starts at once on the other thread: each
+    batch waits at a barrier that only two batches running at the same time can pass."""
+    local = LocalEmbedder()
+    together = threading.Barrier(2, timeout=60)
+    sizes: list[int] = []
+
+    def batch(items: list[str]) -> list[list[float]]:
+        sizes.append(len(items))
+        together.wait()
+        return local.embed_queries(items)
+
+    async def go() -> list[list[float]]:
+        batcher = QueryBatcher(batch, threads=2)
+        return list(await asyncio.gather(batcher.embed("bees"), batcher.embed("honeybees find flowers")))
+
+    vectors = asyncio.run(go())
+    assert sizes == [1, 1]
+    assert max(abs(a - b) for a, b in zip(vectors[1], local.embed_query("honeybees find flowers"), strict=True)) < 1e-5
