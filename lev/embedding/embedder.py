@@ -81,7 +81,7 @@ class LocalEmbedder:
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        rows: list[list[float]] = self.model().embed(texts, executor=self.ingest).tolist()
+        rows: list[list[float]] = self.model().embed(texts, executor=self.ingest, spread=self.ingest.threads).tolist()
         return rows
 
     def embed_query(self, text: str) -> list[float]:

@@ -80,9 +80,11 @@ def session_options(threads: int, *, arena: bool) -> Any:
     return options
 
 
-def runs(lengths: list[int], max_batch: int) -> list[list[int]]:
+def runs(lengths: list[int], max_batch: int, at_least: int = 1) -> list[list[int]]:
     """Indexes of texts grouped into runs of similar length: sorted by length, a run takes texts up to
-    `BATCH_SLACK` times its shortest, at most `max_batch` of them and `RUN_TOKENS` tokens in all (padded)."""
+    `BATCH_SLACK` times its shortest, at most `max_batch` of them and `RUN_TOKENS` tokens in all (padded). The
+    largest runs are then halved until there are `at_least` runs (or one text in each), so that a small batch
+    still keeps that many threads busy."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     out: list[list[int]] = []
     start = 0
@@ -94,6 +96,13 @@ def runs(lengths: list[int], max_batch: int) -> list[list[int]]:
             end += 1
         out.append(order[start:end])
         start = end
+    while len(out) < at_least:
+        largest = max(out, key=len)
+        if len(largest) < 2:
+            break
+        out.remove(largest)
+        half = len(largest) // 2
+        out += [largest[:half], largest[half:]]
     return out
 
 
@@ -130,15 +139,16 @@ class MiniLM:
         out: np.ndarray = self.session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
         return out
 
-    def embed(self, texts: list[str], max_batch: int = LOCAL_BATCH_SIZE, executor: Executor | None = None
-              ) -> np.ndarray:
+    def embed(self, texts: list[str], max_batch: int = LOCAL_BATCH_SIZE, executor: Executor | None = None,
+              spread: int = 1) -> np.ndarray:
         """Unit vectors of `texts` (float32, one row each, in order). The runs compute on `executor`'s threads
-        when given (several at once), else on the caller's thread."""
+        when given (several at once, in at least `spread` runs when there are that many texts), else on the
+        caller's thread."""
         vectors = np.zeros((len(texts), LOCAL_DIM), dtype=np.float32)
         if not texts:
             return vectors
         rows = [e.ids for e in self.tok.encode_batch([t.strip() for t in texts])]
-        groups = runs([len(r) for r in rows], max_batch)
+        groups = runs([len(r) for r in rows], max_batch, spread)
 
         def one(group: list[int]) -> np.ndarray:
             return self.run([rows[i] for i in group])

@@ -91,4 +91,5 @@ class IngestThreads(ThreadPoolExecutor):
     def __init__(self, threads: int, nice: int) -> None:
         super().__init__(max(1, threads), thread_name_prefix="lev-ingest-embed", initializer=lower_thread_priority,
                          initargs=(nice,))
+        self.threads = max(1, threads)
         self.nice = nice

@@ -210,7 +210,7 @@ def test_build_embedder_defaults_to_local_with_its_ingest_threads(monkeypatch: p
     monkeypatch.setenv("LEV_INGEST_EMBED_THREADS", "3")
     plain = build_embedder(Settings())
     assert isinstance(plain, TimedEmbedder) and isinstance(plain.inner, LocalEmbedder)
-    assert plain.inner.ingest.nice == 0 and plain.inner.ingest._max_workers == 3
+    assert plain.inner.ingest.nice == 0 and plain.inner.ingest.threads == 3
     niced = build_embedder(Settings(), ingest_nice=4)  # an API process's
     assert isinstance(niced, TimedEmbedder) and isinstance(niced.inner, LocalEmbedder)
     assert niced.inner.ingest.nice == 4
