@@ -61,9 +61,9 @@ def loopback_ca(data_dir: Path) -> LoopbackCA:
 @pytest.fixture(scope="session")
 def server(data_dir: Path, admin: Admin, transcribe_stub: TranscribeStub,
            loopback_ca: LoopbackCA) -> Iterator[LiveServer]:
-    # Every test signs in from 127.0.0.1: the per-address sign-in budget is tested on a server of its own.
+    # Every test signs up and in from 127.0.0.1: the per-address budgets are tested on servers of their own.
     srv = LiveServer(data_dir, {"LEV_RATE_LIMITS": "off", "LEV_ALLOW_PRIVATE_URLS": "true",
-                                "LEV_LIMIT_SIGN_IN_IP": "100000/15 minutes",
+                                "LEV_LIMIT_SIGN_IN_IP": "100000/15 minutes", "LEV_LIMIT_SIGN_UP_IP": "100000/hour",
                                 "LEV_LIMIT_CLIENT_REGISTRATION_IP": "100000/hour",
                                 "LEV_OUTBOUND_CA_FILE": str(loopback_ca.ca_file),
                                 "LEV_TRANSCRIBE_URL": transcribe_stub.url}).start()

@@ -19,6 +19,7 @@ from inflection import underscore
 
 from lev.core.contract import operations
 from tests import fixtures_media as fm
+from tests.fixtures_feeds import FeedEntry, FeedSite, WebhookReceiver
 
 CONFIG = Path(__file__).with_name("openapi-python-client.yaml")
 GENERATOR = Path(sys.executable).with_name("openapi-python-client")
@@ -78,6 +79,15 @@ def test_generated_client_runs_every_operation(client_pkg: Any, server, user, ad
     hits = call("search", "search_knowledge_base", 200, q="zebras")
     assert hits.results and hits.results[0].item_id == item_id and hits.results[0].score > 0
     assert call("items", "remove_item_from_folder", 200, id=item_id, folder_id=folder.id).folder_ids == []
+    page_url = "https://example.com/generated/page"
+    captured = call("ingest", "ingest", 200, body=models.IngestPage(
+        kind=models.IngestPageKind.PAGE, url=page_url,
+        html="<html><body><article><p>Generated clients capture pages of okapis.</p></article></body></html>"))
+    assert captured.status.value == "ready"
+    assert [i.id for i in call("items", "list_items", 200, url_query=page_url).items] == [captured.user_item_id]
+    noted = call("ingest", "ingest", 200, body=models.IngestText(kind=models.IngestTextKind.TEXT, text="Okapis.",
+                                                                  source_url=page_url))
+    assert call("items", "get_item", 200, id=noted.user_item_id).metadata["source_url"] == page_url
 
     pdf = fm.make_text_pdf(tmp_path / "gen.pdf", ["A generated client uploaded this page."])
     data = fm.file_bytes(pdf)
@@ -125,6 +135,44 @@ def test_generated_client_runs_every_operation(client_pkg: Any, server, user, ad
     assert [i.id for i in call("imports", "list_imports", 200).imports] == [started.id]
     exported = call("imports", "export_library", 200).payload.read().decode().splitlines()
     assert '"type":"lev_export"' in exported[0] and '"type":"end"' in exported[-1]
+
+    # feeds and webhooks, against a loopback feed site and a loopback receiver
+    site, receiver = FeedSite(), WebhookReceiver()
+    try:
+        feed_url = site.add("gen", "rss", [FeedEntry(1)], "Generated feed")
+        feed = call("feeds", "create_feed", 201, body=models.FeedCreate(url=feed_url))
+        assert [f.id for f in call("feeds", "list_feeds", 200).feeds] == [feed.id]
+        assert call("feeds", "get_feed", 200, id=feed.id).url == feed_url
+        paused = call("feeds", "update_feed", 200, id=feed.id, body=models.FeedUpdate(paused=False, title="Gen"))
+        assert paused.title == "Gen"
+        call("feeds", "refresh_feed", 202, id=feed.id)
+        opml = call("feeds", "export_opml", 200)
+        assert feed_url in opml
+        counts = call("feeds", "import_opml", 200, body=models.ImportOpmlBody(
+            file=types.File(payload=io.BytesIO(opml.encode()), file_name="feeds.opml", mime_type="text/x-opml")))
+        assert counts.already_followed == 1
+        assert call("feeds", "delete_feed", 200, id=feed.id)
+
+        hook = call("webhooks", "create_webhook", 201, body=models.WebhookCreate(
+            url=receiver.url, events=[models.WebhookEventType.ITEM_CREATED]))
+        assert hook.secret.startswith("whsec_")
+        assert [w.id for w in call("webhooks", "list_webhooks", 200).webhooks] == [hook.id]
+        assert call("webhooks", "get_webhook", 200, id=hook.id).url == receiver.url
+        call("webhooks", "update_webhook", 200, id=hook.id, body=models.WebhookUpdate(description="gen"))
+        assert call("webhooks", "rotate_webhook_secret", 200, id=hook.id).secret.startswith("whsec_")
+        call("webhooks", "test_webhook", 202, id=hook.id)
+        receiver.wait_for(lambda ds: len(ds) >= 1)
+        deliveries: list[Any] = []
+        for _ in range(120):
+            deliveries = call("webhooks", "list_webhook_deliveries", 200, id=hook.id).deliveries
+            if deliveries and deliveries[0].status_code == 200:
+                break
+            time.sleep(0.5)
+        call("webhooks", "resend_webhook_delivery", 202, id=hook.id, delivery_id=deliveries[0].id)
+        assert call("webhooks", "delete_webhook", 200, id=hook.id)
+    finally:
+        site.close()
+        receiver.close()
 
     # the account API: a browser-style session (cookie kept by the client, CSRF token sent as a header)
     email = f"gen{uuid4().hex[:8]}@example.com"

@@ -48,10 +48,21 @@ def _tame_url(url: str) -> str:
     return urlunsplit((parts.scheme, "fuzz.invalid", parts.path, parts.query, parts.fragment))
 
 
+# Bodies whose `url` Lev fetches (ingest, following a feed) or posts to (a webhook endpoint, every event after).
+OUTBOUND_URL_PATHS = frozenset({"/api/v1/ingest", "/api/v1/feeds", "/api/v1/webhooks"})
+
+
 def _tame_ingest_url(case: Any) -> None:
     body = case.body
-    if case.operation.path == "/api/v1/ingest" and isinstance(body, dict) and isinstance(body.get("url"), str):
+    if case.operation.path in OUTBOUND_URL_PATHS and isinstance(body, dict) and isinstance(body.get("url"), str):
         body["url"] = _tame_url(body["url"])
+        if case.operation.path == "/api/v1/webhooks":  # IP literals too: deliveries never leave the machine
+            try:
+                parts = urlsplit(body["url"])
+            except ValueError:
+                return
+            if parts.scheme.lower() in {"http", "https"} and parts.netloc:
+                body["url"] = urlunsplit((parts.scheme, "fuzz.invalid", parts.path, parts.query, parts.fragment))
 
 
 def _load_schema(base: str | None = None, token: str | None = None) -> Any:

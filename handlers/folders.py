@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers import principal
+from handlers import deps, principal
 from lev.auth.policy import parse_uuid, require, require_whole_library
 from lev.auth.principal_cache import changing_auth
 from lev.core import context
 from lev.core.errors import not_found
 from lev.library import reads as library
+from lev.webhooks import events
 from store import folders as folder_store
-from store.db import read_session, transaction
 
 
 async def list_folders(token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
-    async with read_session() as s:
+    async with deps().db.read_session() as s:
         found = await folder_store.list_visible(s, p.scope)
     context.note_results(len(found))
     return {"folders": found}
@@ -26,7 +26,7 @@ async def create_folder(body: dict[str, Any], token_info: dict[str, Any]) -> tup
     p = principal(token_info)
     require(p, "write")
     require_whole_library(p, "create folders")
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         return await library.create_folder(s, p.user_id, body["name"]), 201
 
 
@@ -36,7 +36,7 @@ async def delete_folder(id_: str, token_info: dict[str, Any], cascade_items: boo
     require(p, "write")
     require_whole_library(p, "delete folders")
     async with changing_auth() as s:  # a scoped token may lose its last folder (revoked) or one of them
-        deleted = await folder_store.delete_folder(s, p.scope, folder_id, cascade_items)
+        deleted = await folder_store.delete_folder(s, p.scope, folder_id, cascade_items, events.deleting(s))
     if deleted is None:
         raise not_found()
     return deleted
@@ -47,5 +47,5 @@ async def rename_folder(id_: str, body: dict[str, Any], token_info: dict[str, An
     folder_id = parse_uuid(id_)
     require(p, "write")
     require_whole_library(p, "rename folders")
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         return await library.rename_folder(s, p.scope, folder_id, body["name"])

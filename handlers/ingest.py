@@ -1,4 +1,4 @@
-"""POST /api/v1/ingest."""
+"""POST /api/v1/ingest: a URL, a text snippet, or a page captured in the user's browser."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from lev.ingest.service import ingest as run_ingest
 async def ingest(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
     req = IngestRequest(
         body["kind"], url=body.get("url"), text=body.get("text"), title=body.get("title"),
+        html=body.get("html"), source_url=body.get("source_url"),
         in_kb=body.get("in_kb", True), auto_transform=body.get("auto_transform", True),
         folder_id=parse_uuid_field(body.get("folder_id"), "folder_id"),
     )

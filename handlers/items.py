@@ -18,10 +18,11 @@ from lev.auth.policy import (
 )
 from lev.core import context
 from lev.core.errors import folder_not_found, invalid_body, not_found
+from lev.ingest.urls import canonical_url
 from lev.library import reads as library
+from lev.webhooks import events
 from store import folders as folder_store
 from store import items as item_store
-from store.db import read_session, transaction
 
 
 async def list_items(
@@ -31,16 +32,24 @@ async def list_items(
     in_kb: bool | None = None,
     page: int = 1,
     per_page: int = 50,
+    url: str | None = None,
 ) -> dict[str, Any]:
     p = principal(token_info)
     fid = parse_uuid_field(folder_id, "folder_id")
+    same_page = None
+    if url is not None:  # "is this page in my library?": the URL as given or in its canonical form
+        url = url.strip()
+        try:
+            same_page = (url, canonical_url(url))
+        except ValueError:  # no canonical form (a malformed host or port): the URL as given only
+            same_page = (url, url)
     if fid is not None and not folder_visible(p.scope, fid):
         raise not_found()
-    async with read_session() as s:
+    async with deps().db.read_session() as s:
         if fid is not None and not await folder_store.owned_ids(s, p.user_id, [fid]):
             raise not_found()
         found, total = await item_store.list_items(
-            s, p.scope, folder_id=fid, archived=archived, in_kb=in_kb, page=page, per_page=per_page
+            s, p.scope, folder_id=fid, archived=archived, in_kb=in_kb, page=page, per_page=per_page, url=same_page
         )
     context.note_results(len(found))
     return {"items": found, "total": total, "page": page, "per_page": per_page}
@@ -56,8 +65,8 @@ async def delete_item(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     item_id = parse_uuid(id_)
     require(p, "write")
-    async with transaction() as s:
-        if not await item_store.delete_visible(s, p.scope, [item_id]):
+    async with deps().db.transaction() as s:
+        if not await item_store.delete_visible(s, p.scope, [item_id], events.deleting(s)):
             raise not_found()
     return {"id": str(item_id), "deleted": True}
 
@@ -71,7 +80,7 @@ async def update_item(id_: str, body: dict[str, Any], token_info: dict[str, Any]
         if not title or "\x00" in title:
             raise invalid_body("title must be 1-500 characters after trimming, without NUL.")
         body = {**body, "title": title}
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         updated = await item_store.update_visible(s, p.scope, item_id, body)
     if updated is None:
         raise not_found()
@@ -83,8 +92,8 @@ async def bulk_delete_items(body: dict[str, Any], token_info: dict[str, Any]) ->
     require(p, "write")
     wanted = parse_uuid_list(body["ids"], "ids")
     not_found_ids: list[str] = []
-    async with transaction() as s:
-        deleted = set(await item_store.delete_visible(s, p.scope, wanted))
+    async with deps().db.transaction() as s:
+        deleted = set(await item_store.delete_visible(s, p.scope, wanted, events.deleting(s)))
     not_found_ids += [str(i) for i in wanted if i not in deleted]
     context.note_results(len(deleted))
     return {"deleted": [str(i) for i in wanted if i in deleted], "not_found": not_found_ids}
@@ -95,7 +104,7 @@ async def add_item_to_folders(id_: str, body: dict[str, Any], token_info: dict[s
     item_id = parse_uuid(id_)
     require(p, "write")
     targets = parse_uuid_list(body["folder_ids"], "folder_ids")
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         if not await item_store.is_visible(s, p.scope, item_id):
             raise not_found()
         # Folders are locked before the item (the order of folder deletes), so neither can vanish before the
@@ -119,7 +128,7 @@ async def remove_item_from_folder(id_: str, folder_id: str, token_info: dict[str
     require(p, "write")
     if not folder_visible(p.scope, fid):
         raise not_found()
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         if not await item_store.is_visible(s, p.scope, item_id):
             raise not_found()
         if not await item_store.remove_membership(s, item_id, fid):

@@ -214,7 +214,7 @@ async def endpoint(request: Request) -> Response:
         version = revision.requested_version(request.headers)
     except ApiError as err:
         return _json(jsonrpc_response(err), err.status)
-    base = oauth.public_base(request.headers.get("host"))
+    base = oauth.public_base(deps().settings, request.headers.get("host"))
     try:  # a pasted lev_ token, or an OAuth access token issued for this resource
         principal = await oauth.authenticate_mcp(request.headers.get("authorization"), base)
     except ApiError as err:

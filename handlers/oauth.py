@@ -10,13 +10,13 @@ from urllib.parse import quote, urlsplit
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from handlers import pages
+from handlers import deps, pages
 from lev.auth import accounts
 from lev.auth.policy import Principal
-from lev.core import context
+from lev.core import context, pagepolicy
 from lev.core.errors import ApiError, not_signed_in
 from lev.oauth import server as oauth
-from lev.oauth.clients import OAuthError, authenticate_client, describe, register
+from lev.oauth.clients import MAX_REGISTRATION_BYTES, OAuthError, authenticate_client, describe, register
 from lev.runtime import get_runtime
 from store import folders as folder_store
 from store.db import read_session
@@ -24,12 +24,12 @@ from store.db import read_session
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 CORS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
         "Access-Control-Allow-Headers": "Authorization, Content-Type, MCP-Protocol-Version"}
-FRAMES = {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'"}
+FRAMES = {"X-Frame-Options": "DENY"}  # and the pages' Content-Security-Policy (frame-ancestors 'none'), see below
 EXPIRY_LABELS = {365: "1 year", 90: "90 days", 30: "30 days", 7: "7 days", 1: "1 day"}
 
 
 def _base(request: Request) -> str:
-    return oauth.public_base(request.headers.get("host"))
+    return oauth.public_base(deps().settings, request.headers.get("host"))
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -54,6 +54,11 @@ async def protected_resource(request: Request) -> Response:
     return JSONResponse(oauth.protected_resource_metadata(_base(request)), headers=CORS)
 
 
+async def protected_rest_resource(request: Request) -> Response:
+    """RFC 9728 metadata of the REST API as a resource (the browser extension's grants are for it)."""
+    return JSONResponse(oauth.protected_resource_metadata(_base(request), oauth.REST_PATH), headers=CORS)
+
+
 async def authorization_server(request: Request) -> Response:
     """RFC 8414 metadata of the authorization server."""
     return JSONResponse(oauth.authorization_server_metadata(_base(request)), headers=CORS)
@@ -74,10 +79,10 @@ async def token(request: Request) -> Response:
     """The token endpoint: authorization_code and refresh_token grants."""
     try:
         form = await _form(request)
-        client = await authenticate_client(form, request.headers.get("authorization"))
+        client = await authenticate_client(deps().outbound, form, request.headers.get("authorization"))
         grant_type = form.get("grant_type")
         if grant_type == "authorization_code":
-            return _json(await oauth.exchange_code(client, form))
+            return _json(await oauth.exchange_code(deps().settings, client, form))
         if grant_type == "refresh_token":
             return _json(await oauth.refresh_grant(client, form))
         raise OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token.")
@@ -89,7 +94,7 @@ async def revoke(request: Request) -> Response:
     """RFC 7009 revocation: the whole grant goes; 200 whether or not the token was known."""
     try:
         form = await _form(request)
-        client = await authenticate_client(form, request.headers.get("authorization"))
+        client = await authenticate_client(deps().outbound, form, request.headers.get("authorization"))
         await oauth.revoke(client, form)
     except OAuthError as err:
         return _oauth_error(err)
@@ -105,9 +110,19 @@ async def register_client(request: Request) -> Response:
         body = {"error": "rate_limited", "error_description": err.message or err.code}
         return _json(body, err.status, err.headers)
     try:
-        return _json(await register(await request.body()), 201)
+        return _json(await register(await _body(request, MAX_REGISTRATION_BYTES)), 201)
     except OAuthError as err:
         return _oauth_error(err)
+
+
+async def _body(request: Request, cap: int) -> bytes:
+    """The request body, read no further than one byte past `cap` (register() refuses what is longer)."""
+    body = b""
+    async for part in request.stream():
+        body += part
+        if len(body) > cap:
+            break
+    return body
 
 
 # ------------------------------------------------------------------------------------------------ consent
@@ -136,10 +151,15 @@ async def _consent(request: Request, p: Principal, req: oauth.AuthRequest, param
     redirect = urlsplit(req.redirect_uri)
     response = pages._render(
         "consent.html", request, p, status=status, client=describe(req.client), hidden=req.hidden(params),
-        resource=oauth.resource_url(req.issuer), redirect_host=f"{redirect.scheme}://{redirect.netloc}",
-        room=await oauth.consent_room(p), folders=folders, write_asked=req.write_asked, choice=choice,
+        resource=req.resource.rstrip("/"), rest=req.resource.rstrip("/") == oauth.resource_url(req.issuer,
+                                                                                               oauth.REST_PATH),
+        redirect_host=f"{redirect.scheme}://{redirect.netloc}",
+        room=await oauth.consent_room(deps().settings, p), folders=folders, write_asked=req.write_asked, choice=choice,
         expiry=[(d, EXPIRY_LABELS[d]) for d in oauth.EXPIRY_CHOICES], error=error)
     response.headers.update(FRAMES)
+    # the form's answer redirects to the client: its origin (or native-app scheme) joins form-action
+    response.headers["Content-Security-Policy"] = pagepolicy.content_security_policy(
+        form_action=[pagepolicy.source_of(req.redirect_uri)])
     return response
 
 
@@ -154,11 +174,9 @@ async def authorize(request: Request) -> Response:
     else:
         params = dict(request.query_params)
     try:
-        req = await oauth.check_request(params, _base(request))
+        req = await oauth.check_request(deps().outbound, params, _base(request))
     except oauth.PageError as err:
         return _page_error(request, err, p)
-    except oauth.RedirectError as err:
-        return RedirectResponse(err.url, status_code=302, headers=NO_STORE)
     if p is None:
         if request.method == "POST":
             return _page_error(request, not_signed_in(), None)
@@ -176,7 +194,7 @@ async def authorize(request: Request) -> Response:
                                 status_code=302, headers=NO_STORE)
     shown = {**default, "access": fields.get("access"), "folder_ids": fields["folder_ids"],
              "write": "write" in fields, "kb_only": "kb_only" in fields}
-    room = await oauth.consent_room(p)
+    room = await oauth.consent_room(deps().settings, p)
     if not room["allowed"]:
         return await _consent(request, p, req, params, shown, status=402,
                               error=f"payment_required: tier {room['tier']}, cap {room['cap']}, used {room['used']}.")
@@ -186,19 +204,25 @@ async def authorize(request: Request) -> Response:
         choice = oauth.consent_choice(fields, req, owned)
     except ApiError as err:
         return await _consent(request, p, req, params, shown, error=err.message, status=400)
-    return RedirectResponse(await oauth.issue_code(p.user_id, req, choice), status_code=302, headers=NO_STORE)
+    try:
+        answer = await oauth.issue_code(p.user_id, accounts.principal_session(p), req, choice)
+    except ApiError as err:  # the session ended meanwhile (a password change)
+        return _page_error(request, err, None)
+    return RedirectResponse(answer, status_code=302, headers=NO_STORE)
 
 
 def add_routes(app: Any) -> None:
     """Register the authorization server's routes on the Connexion app."""
     app.add_url_rule(oauth.PRM_PATH + oauth.MCP_PATH, "oauth_prm_mcp", protected_resource, methods=["GET"])
     app.add_url_rule(oauth.PRM_PATH, "oauth_prm", protected_resource, methods=["GET"])
+    app.add_url_rule(oauth.PRM_PATH + oauth.REST_PATH, "oauth_prm_rest", protected_rest_resource, methods=["GET"])
     app.add_url_rule(oauth.AS_PATH, "oauth_as", authorization_server, methods=["GET"])
     app.add_url_rule(oauth.AUTHORIZE_PATH, "oauth_authorize", authorize, methods=["GET", "POST"])
     for path, name, fn in ((oauth.TOKEN_PATH, "token", token), (oauth.REGISTER_PATH, "register", register_client),
                            (oauth.REVOKE_PATH, "revoke", revoke)):
         app.add_url_rule(path, f"oauth_{name}", fn, methods=["POST"])
         app.add_url_rule(path, f"oauth_{name}_get", post_only, methods=["GET"])
-    for path in (oauth.PRM_PATH + oauth.MCP_PATH, oauth.PRM_PATH, oauth.AS_PATH, oauth.TOKEN_PATH,
+    for path in (oauth.PRM_PATH + oauth.MCP_PATH, oauth.PRM_PATH + oauth.REST_PATH, oauth.PRM_PATH, oauth.AS_PATH,
+                 oauth.TOKEN_PATH,
                  oauth.REGISTER_PATH, oauth.REVOKE_PATH):
         app.add_url_rule(path, f"oauth_preflight{path}", preflight, methods=["OPTIONS"])

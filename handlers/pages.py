@@ -8,6 +8,7 @@ import math
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
@@ -18,9 +19,12 @@ from lev.auth import accounts
 from lev.auth.policy import Principal
 from lev.core import context
 from lev.core.errors import ApiError
+from lev.feeds import service as feed_service
 from lev.imports import service as imports
 from lev.library import reads as library
 from lev.limits.tiers import Tiers
+from lev.webhooks import events as webhook_events
+from lev.webhooks import service as webhook_service
 from store import activity as activity_store
 from store import folders as folder_store
 from store import items as item_store
@@ -34,7 +38,8 @@ ACTIVITY_PER_PAGE = 50
 SIMILAR_SHOWN = 5
 _env = Environment(loader=FileSystemLoader(WEB / "templates"), autoescape=select_autoescape(["html"]))
 _env.globals["life"] = lambda item: lifecycle.of_row(item["status"], item["transcription_status"])
-_STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml", ".txt": "text/plain"}
+_STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml", ".txt": "text/plain",
+                 ".png": "image/png", ".ico": "image/x-icon"}
 
 
 def _render(name: str, request: Request, principal: Principal | None = None, status: int = 200,
@@ -56,7 +61,7 @@ async def _principal(request: Request) -> Principal | None:
 
 
 def _to_login(request: Request) -> Response:
-    return RedirectResponse(f"/login?next={request.url.path}", status_code=303)
+    return RedirectResponse(f"/login?next={quote(request.url.path, safe='/')}", status_code=303)
 
 
 def _uuid(value: str | None) -> uuid.UUID | None:
@@ -92,8 +97,7 @@ async def login_page(request: Request) -> Response:
     p = await _principal(request)
     if p is not None:
         return RedirectResponse("/", status_code=303)
-    nxt = request.query_params.get("next", "/")
-    return _render("login.html", request, mode="login", next=nxt if nxt.startswith("/") and "//" not in nxt else "/")
+    return _render("login.html", request, mode="login", next=accounts.safe_next(request.query_params.get("next")))
 
 
 async def signup_page(request: Request) -> Response:
@@ -112,7 +116,8 @@ async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | Non
     async with transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
         found, total = await item_store.list_items(s, p.scope, folder_id=folder_id, page=page, per_page=PER_PAGE,
-                                                   **filters)
+                                                   in_kb=filters["in_kb"], archived=filters["archived"],
+                                                   unfiled=filters["unfiled"])
     names = {f["id"]: f["name"] for f in folders}
     return {"folders": folders, "items": found, "total": total, "page": page,
             "pages": max(1, math.ceil(total / PER_PAGE)), "filters": filters, "names": names,
@@ -132,7 +137,9 @@ async def _library(request: Request, p: Principal, folder: dict[str, Any] | None
             search = await library.search(deps(), p, query=q[:2000], mode=mode, limit=10, folder_id=folder_id)
         except ApiError as err:
             search = {"error": err.message or err.code, "results": []}
-    return _render("library.html", request, p, folder=folder, search=search, q=q, mode=mode, **view)
+    feeds = await feed_service.list_feeds(deps(), p, folder_id) if folder_id else []
+    return _render("library.html", request, p, folder=folder, search=search, q=q, mode=mode, feeds=feeds,
+                   poll_minutes=deps().settings.feed_poll_minutes, **view)
 
 
 async def items_partial(request: Request) -> Response:
@@ -225,8 +232,11 @@ async def integrations_page(request: Request) -> Response:
     async with transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
         tokens = await accounts.list_tokens(s, p.user_id)
+    hooks = await webhook_service.list_all(deps(), p)
+    deliveries = {h["id"]: await webhook_service.deliveries(deps(), p, uuid.UUID(h["id"])) for h in hooks}
     preset = _uuid(request.query_params.get("folder"))
-    return _render("integrations.html", request, p, folders=folders, tokens=tokens,
+    return _render("integrations.html", request, p, folders=folders, tokens=tokens, webhooks=hooks,
+                   deliveries=deliveries, event_types=webhook_events.EVENT_TYPES,
                    names={f["id"]: f["name"] for f in folders},
                    preset=str(preset) if preset and any(f["id"] == str(preset) for f in folders) else None,
                    caps=Tiers.from_settings(deps().settings).tokens)
@@ -255,7 +265,7 @@ async def account_page(request: Request) -> Response:
     if p is None:
         return _to_login(request)
     async with transaction() as s:
-        account = await accounts.account_view(s, p)
+        account = await accounts.account_view(s, deps().settings, p)
         tokens = await accounts.list_tokens(s, p.user_id)
     active = [t for t in tokens if t["revoked_at"] is None]
     return _render("account.html", request, p, account=account, tokens=tokens, active=active)

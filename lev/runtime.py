@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -24,6 +26,7 @@ from lev.ingest.transcriber import transcriber_from
 from lev.limits.ratelimit import Limiter
 from lev.ops import logs
 from lev.ops.activity import ActivityWriter
+from lev.webhooks import events as webhook_events
 from store import db
 from store.objects import LocalObjectStore, ObjectStore, S3ObjectStore, load_or_create_secret
 
@@ -42,6 +45,9 @@ class Runtime:
 
 
 _runtime: Runtime | None = None
+_shutdown_deadline: float | None = None  # time.monotonic() by which a stopping process must be gone
+# of the grace period, kept for closing after requests and jobs: the clients, the embedding child, the servers
+CLEANUP_SHARE, CLEANUP_MAX_SEC = 0.4, 3.0
 
 log = logs.get_logger("lev.runtime")
 QUEUE = "lev:queue"  # the arq queue the API enqueues to and the worker reads
@@ -124,25 +130,62 @@ async def start(settings: Settings | None = None, *, migrate: bool = True, inges
     principals.install(rt.principals)
     rt.activity.start()
     rt.arq = await create_pool(RedisSettings.from_dsn(redis_url), default_queue_name=QUEUE)
-    rt.deps = Deps(settings=settings, db=db.database(), queue=rt.arq, redis=redis, objects=get_object_store(),
+    # transactions carry the queue their after-commit nudges (the webhook outbox) go to
+    database = db.database().with_info(**{webhook_events.QUEUE_INFO: rt.arq})
+    rt.deps = Deps(settings=settings, db=database, queue=rt.arq, redis=redis, objects=get_object_store(),
                    embedder=emb, queries=QueryBatcher(emb.embed_queries, max(1, settings.query_batch_max),
-                                                             QUERY_THREADS),
+                                                      QUERY_THREADS),
                    transcriber=transcriber_from(settings))
     _runtime = rt
     return rt
 
 
-async def stop() -> None:
+def begin_shutdown(grace_sec: float) -> None:
+    """The process was asked to stop (SIGTERM, SIGINT): it has `grace_sec` from now, in all."""
+    global _shutdown_deadline
+    if _shutdown_deadline is None:
+        _shutdown_deadline = time.monotonic() + grace_sec
+
+
+def stopping() -> bool:
+    return _shutdown_deadline is not None
+
+
+def cleanup_reserve(grace_sec: float) -> float:
+    return min(CLEANUP_MAX_SEC, grace_sec * CLEANUP_SHARE)
+
+
+def time_left(default: float) -> float:
+    """Seconds until the stopping process must be gone (`default` when it is not stopping)."""
+    return default if _shutdown_deadline is None else max(0.0, _shutdown_deadline - time.monotonic())
+
+
+def shutdown_budget(grace_sec: float) -> float:
+    """How long in-flight work may still run: the grace period left, less the reserve for closing."""
+    if _shutdown_deadline is None:
+        return max(0.0, grace_sec - cleanup_reserve(grace_sec))
+    return max(0.0, _shutdown_deadline - time.monotonic() - cleanup_reserve(grace_sec))
+
+
+async def _bounded(part: str, closing: Awaitable[object], timeout_sec: float) -> None:
+    try:
+        await asyncio.wait_for(closing, max(0.1, timeout_sec))
+    except Exception as exc:  # a part that is down or hangs must not stop the rest from closing
+        log.warning("could not close cleanly", part=part, error=f"{type(exc).__name__}: {str(exc)[:200]}")
+
+
+async def stop(timeout_sec: float = 5.0) -> None:
+    """Close every shared resource, each bounded by `timeout_sec` and each whatever became of the others."""
     global _runtime
     rt = _runtime
     if rt is None:
         return
-    principals.install(None)
-    await rt.activity.stop()
-    if rt.arq is not None:
-        await rt.arq.aclose()
-    await rt.redis.aclose()
-    await db.dispose_engine()
-    if rt.deps is not None:
-        await asyncio.to_thread(rt.deps.embedder.close)
     _runtime = None
+    principals.install(None)
+    await _bounded("activity log", rt.activity.stop(), timeout_sec)
+    if rt.arq is not None:
+        await _bounded("job queue", rt.arq.aclose(), timeout_sec)
+    await _bounded("redis", rt.redis.aclose(), timeout_sec)
+    await _bounded("database", db.dispose_engine(), timeout_sec)
+    if rt.deps is not None:
+        await _bounded("embedder", asyncio.to_thread(rt.deps.embedder.close), timeout_sec)

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import warnings
 from typing import Any
 
+from lev import runtime
 from lev.app import create_app
 from lev.core.settings import get_settings
-from lev.embedded import stop_started_redis
+from lev.embedded import claim_data_dir, stop_embedded, stop_started_redis
 from lev.embedding.minilm import return_freed_memory
 from lev.ops import logs, metrics
+from lev.supervisor import ShutdownWatchdog, Supervisor
 from tasks.worker import run_worker
 
 
@@ -42,36 +45,78 @@ def banner(url: str, data_dir: str, lev: str) -> str:
 
 
 def serve(host: str, port: int, *, workers_inline: bool) -> None:
-    """`lev serve`: the API on `host:port` (with the worker inline unless told otherwise) until stopped."""
+    """`lev serve`: the API on `host:port` (with the worker inline unless told otherwise) until stopped. With the
+    embedded stack it first takes the data directory (DataDirBusy when another `lev serve` has it), then supervises
+    the servers; SIGTERM/SIGINT stop it within LEV_SHUTDOWN_GRACE_SEC."""
     import uvicorn
 
+    settings = get_settings()
+    embedded_stack = settings.database_url is None or settings.redis_url is None
+    claim = claim_data_dir(settings.data_dir) if embedded_stack else None
     quiet_libraries()
     return_freed_memory()
-    settings = get_settings()
     settings.workers_inline = workers_inline
     setup_observability()
     lev = os.path.relpath(sys.argv[0]) if os.path.sep in sys.argv[0] else "lev"
     if not lev.endswith("lev"):
         lev = "lev"
+    grace = float(settings.shutdown_grace_sec)
+    supervisor = Supervisor(settings.data_dir, redis=settings.redis_url is None,
+                            postgres=settings.database_url is None)
+
+    def overrun() -> None:
+        supervisor.stop()
+        stop_embedded(settings.data_dir, wait_sec=0.5)
+
+    # requests and jobs until grace - reserve, then closing and the servers' stop; past grace the watchdog ends it
+    watchdog = ShutdownWatchdog(grace, on_overrun=overrun)
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets)
+            await super().startup(sockets)  # the lifespan has started (or joined) the embedded servers
             if self.started and self.servers:
+                supervisor.start()
                 host, port = self.servers[0].sockets[0].getsockname()[:2]
                 host = f"[{host}]" if ":" in host else host
                 print(banner(f"http://{host}:{port}", str(settings.data_dir.resolve()), lev), file=sys.stderr,
                       flush=True)
 
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            # the grace period starts now, for requests and jobs alike; no restarts while stopping
+            if not runtime.stopping():
+                runtime.begin_shutdown(grace)
+                supervisor.stop()
+                watchdog.arm()
+            super().handle_exit(sig, frame)
+
     # SIGTERM/SIGINT: uvicorn stops accepting, lets in-flight requests finish (bounded), then runs the lifespan
-    # shutdown, which lets the inline worker's current jobs finish (bounded) and re-queues the rest.
+    # shutdown, which lets the inline worker's current jobs finish (in what is left) and re-queues the rest.
     config = uvicorn.Config(create_app(settings), host=host, port=port, lifespan="on", proxy_headers=False,
                             log_config=None, access_log=False,
-                            timeout_graceful_shutdown=int(settings.shutdown_grace_sec))
+                            timeout_graceful_shutdown=max(1, int(grace - runtime.cleanup_reserve(grace))))
+    def finish() -> None:
+        """Stop the embedded Redis this process started, and its PostgreSQL unless another process uses it (once)."""
+        supervisor.stop(wait_sec=min(2.0, runtime.time_left(2.0)))
+        stop_embedded(settings.data_dir, wait_sec=min(2.0, max(0.1, runtime.time_left(2.0) - 0.5)))
+        if claim is not None:
+            claim.release()
+
+    def stopped(_sig: int, _frame: Any) -> None:
+        # uvicorn re-raises the signal once the server and its lifespan have stopped. Everything is closed then: end
+        # here, without asyncio's wait for worker threads still blocked in a cancelled job's call (a provider that
+        # answers in minutes) and without the interpreter's teardown of the model runtimes (seconds).
+        finish()
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stopped)
     try:
         Server(config).run()
-    finally:  # then stop the embedded Redis if this process started it (pgserver stops its PostgreSQL itself)
-        stop_started_redis()
+    finally:  # a server that did not start
+        finish()
 
 
 def setup_observability() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -17,18 +17,39 @@ _url: str | None = None
 CONNECT_TIMEOUT_SEC = 5
 
 
+AFTER_COMMIT = "lev_after_commit"
+
+
+def after_commit(session: AsyncSession, hook: Callable[[], Awaitable[None]]) -> None:
+    """Run `hook` once the session's transaction (`transaction()`) has committed; never after a rollback. A hook
+    is a nudge (queue the job that handles what was committed), never the record: a process that dies between
+    the commit and the hook loses only the nudge."""
+    session.info.setdefault(AFTER_COMMIT, []).append(hook)
+
+
 class Database:
     """The sessions of one engine, handed to whoever needs them (a request's handlers, a job through its ctx)."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, info: dict[str, Any] | None = None) -> None:
         self.engine = engine
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+        self.info = dict(info or {})
+
+    def with_info(self, **info: Any) -> Database:
+        """The same database whose transactions carry `info` in `session.info` (e.g. the job queue an after-commit
+        hook queues to)."""
+        return Database(self.engine, {**self.info, **info})
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncSession]:
-        """One session and transaction: committed on success, rolled back on error."""
-        async with self._sessions() as session, session.begin():
-            yield session
+        """One session and transaction: committed on success, rolled back on error; then the `after_commit`
+        hooks."""
+        async with self._sessions() as session:
+            session.info.update(self.info)
+            async with session.begin():
+                yield session
+            for hook in session.info.pop(AFTER_COMMIT, []):
+                await hook()
 
     @asynccontextmanager
     async def read_session(self) -> AsyncIterator[AsyncSession]:

@@ -74,10 +74,11 @@ async def owned_ids(session: AsyncSession, user_id: uuid.UUID, ids: list[uuid.UU
 
 
 async def delete_folder(
-    session: AsyncSession, scope: Scope, folder_id: uuid.UUID, cascade_items: bool
+    session: AsyncSession, scope: Scope, folder_id: uuid.UUID, cascade_items: bool,
+    before_delete: item_store.BeforeDelete | None = None,
 ) -> dict[str, Any] | None:
     """Delete a folder (None when the user has no such folder); with cascade_items also the items whose only
-    folder it is.
+    folder it is (`before_delete` sees their ids first, while they exist).
 
     Scoped tokens left with no folder are revoked (spec: token lifecycle).
     """
@@ -101,6 +102,8 @@ async def delete_folder(
             ids = list((await session.execute(only_here.where(user_items.c.id.in_(locked)))).scalars())
     await token_store.lock_scoped_by_folder(session, folder_id)
     await token_store.revoke_emptied_by_folder_delete(session, folder_id)
+    if before_delete is not None and ids:
+        await before_delete(ids)
     await session.execute(delete(folders).where(folders.c.id == folder_id))
     deleted = await item_store.delete_many(session, ids)
     return {"id": str(folder_id), "deleted": True, "items_deleted": deleted}

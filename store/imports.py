@@ -172,16 +172,17 @@ async def fail_entry(session: AsyncSession, entry: dict[str, Any], error: str) -
         .values(status="failed", error=error[:1000]))
 
 
-async def complete_if_done(session: AsyncSession, import_id: uuid.UUID) -> bool:
-    """Mark the import done when no entry is pending; True when it is (now or already) done."""
+async def complete_if_done(session: AsyncSession, import_id: uuid.UUID) -> tuple[bool, bool]:
+    """Mark the import done when no entry is pending: whether it is (now or already) done, and whether this call
+    finished it (import.finished is told once)."""
     pending = (await session.execute(
         select(import_entries.c.ord).where(import_entries.c.import_id == import_id,
                                            import_entries.c.status == "pending").limit(1))).first()
     if pending is not None:
-        return False
-    await session.execute(update(imports).where(imports.c.id == import_id, imports.c.status == "running")
-                          .values(status="done", finished_at=func.now()))
-    return True
+        return False, False
+    now = (await session.execute(update(imports).where(imports.c.id == import_id, imports.c.status == "running")
+                                 .values(status="done", finished_at=func.now()).returning(imports.c.id))).first()
+    return True, now is not None
 
 
 async def next_slice(session: AsyncSession, import_id: uuid.UUID, current: int) -> int | None:
@@ -206,10 +207,9 @@ async def running(session: AsyncSession, *, settled_before: datetime | None = No
 
 
 async def fail_pending(session: AsyncSession, import_id: uuid.UUID, reason: str) -> int:
-    """Give up an import's pending entries with `reason` and mark it done (a job that kept failing)."""
+    """Give up an import's pending entries with `reason` (a job that kept failing); the caller then marks it done."""
     res = await session.execute(
         update(import_entries).where(import_entries.c.import_id == import_id, import_entries.c.status == "pending")
         .values(status="failed", error=reason[:1000]))
-    await complete_if_done(session, import_id)
     return int(res.rowcount)  # type: ignore[attr-defined]
 

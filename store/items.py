@@ -4,6 +4,7 @@ memberships."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqlalchemy import (
@@ -128,8 +129,16 @@ async def list_items(
     unfiled: bool | None = None,
     page: int = 1,
     per_page: int = 50,
+    url: tuple[str, str] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
+    """A page of visible items, newest first, and the total. `url` is (URL, its canonical form): the items of that
+    page, by their own URL or by their content's canonical URL (shared, or the caller's browser capture)."""
     conds: list[ColumnElement[bool]] = [visible(scope)]
+    if url is not None:
+        conds.append(or_(user_items.c.url == url[0], exists().where(
+            contents.c.id == user_items.c.content_id,
+            or_(contents.c.canonical_url == url[1],
+                and_(contents.c.owner_id == scope.user_id, contents.c.owner_url == url[1])))))
     if folder_id is not None:
         conds.append(exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id == folder_id))
     if unfiled is not None:
@@ -251,12 +260,19 @@ async def delete_many(session: AsyncSession, ids: list[uuid.UUID]) -> int:
     return len(rows)
 
 
-async def delete_visible(session: AsyncSession, scope: Scope, item_ids: list[uuid.UUID]) -> list[uuid.UUID]:
-    """Delete the given items that the caller can see; returns the ids deleted."""
+BeforeDelete = Callable[[list[uuid.UUID]], Awaitable[None]]
+
+
+async def delete_visible(session: AsyncSession, scope: Scope, item_ids: list[uuid.UUID],
+                         before_delete: BeforeDelete | None = None) -> list[uuid.UUID]:
+    """Delete the given items that the caller can see; returns the ids deleted. `before_delete` sees the ids
+    once they are locked, while the items still exist (the item.deleted events)."""
     found = list((await session.execute(
         select(user_items.c.id).where(user_items.c.id.in_(item_ids), visible(scope))
         .order_by(user_items.c.id).with_for_update(of=user_items)
     )).scalars())
+    if before_delete is not None and found:
+        await before_delete(found)
     await delete_many(session, found)
     return found
 

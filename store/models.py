@@ -57,6 +57,8 @@ contents = Table(
     Column("status", Text, nullable=False),
     Column("error", Text),
     Column("created_at", DateTime(timezone=True)),
+    Column("owner_id", UUID(as_uuid=True), ForeignKey("users.id")),  # a page captured in this user's browser
+    Column("owner_url", Text),  # ... and its canonical URL (never shared: canonical_url stays NULL)
 )
 
 user_items = Table(
@@ -267,4 +269,97 @@ import_entries = Table(
     Column("existing", Boolean, nullable=False),
     Column("item_id", UUID(as_uuid=True)),
     Column("error", Text),
+)
+
+feeds = Table(
+    "feeds", metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("user_id", UUID(as_uuid=True), ForeignKey("users.id"), nullable=False),
+    Column("folder_id", UUID(as_uuid=True), ForeignKey("folders.id")),
+    Column("url", Text, nullable=False),
+    Column("site_url", Text),
+    Column("title", Text),  # the user's own title; the feed's is feed_title
+    Column("feed_title", Text),
+    Column("paused", Boolean, nullable=False),
+    Column("failures", Integer, nullable=False),  # checks failed in a row
+    Column("etag", Text),
+    Column("last_modified", Text),
+    Column("last_checked_at", DateTime(timezone=True)),
+    Column("last_success_at", DateTime(timezone=True)),
+    Column("last_error", Text),
+    Column("next_poll_at", DateTime(timezone=True), nullable=False),
+    Column("entries_ingested", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True)),
+)
+
+feed_entries = Table(
+    "feed_entries", metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("user_id", UUID(as_uuid=True), ForeignKey("users.id"), nullable=False),
+    Column("feed_id", UUID(as_uuid=True), ForeignKey("feeds.id"), nullable=False),
+    Column("guid_key", LargeBinary, nullable=False),  # SHA-256 of the entry's guid (its link when it has none)
+    Column("url_key", LargeBinary),  # SHA-256 of the canonical URL ingested
+    Column("url", Text),
+    Column("title", Text),
+    Column("published_at", DateTime(timezone=True)),
+    Column("status", Text, nullable=False),  # pending, done, failed, skipped
+    Column("item_id", UUID(as_uuid=True)),
+    Column("error", Text),
+    Column("created_at", DateTime(timezone=True)),
+)
+
+webhooks = Table(
+    "webhooks", metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("user_id", UUID(as_uuid=True), ForeignKey("users.id"), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("description", Text),
+    Column("events", ARRAY(Text), nullable=False),
+    Column("secret", Text, nullable=False),  # whsec_…: readable to sign, so kept only here
+    Column("previous_secret", Text),  # still signed with for a day after a rotation
+    Column("previous_secret_until", DateTime(timezone=True)),
+    Column("enabled", Boolean, nullable=False),
+    Column("disabled_reason", Text),
+    Column("failing_since", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True)),
+    Column("updated_at", DateTime(timezone=True)),
+)
+
+webhook_events = Table(
+    "webhook_events", metadata,
+    Column("id", Text, primary_key=True),  # msg_…, the webhook-id header
+    Column("user_id", UUID(as_uuid=True), ForeignKey("users.id"), nullable=False),
+    Column("type", Text, nullable=False),
+    Column("payload", JSONB, nullable=False),  # the body: {type, timestamp, data}
+    Column("created_at", DateTime(timezone=True)),
+)
+
+webhook_deliveries = Table(
+    "webhook_deliveries", metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("webhook_id", UUID(as_uuid=True), ForeignKey("webhooks.id"), nullable=False),
+    Column("event_id", Text, ForeignKey("webhook_events.id"), nullable=False),
+    Column("status", Text, nullable=False),  # pending, succeeded, failed
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=False),
+    Column("locked_until", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True)),
+    Column("finished_at", DateTime(timezone=True)),
+)
+
+webhook_attempts = Table(
+    "webhook_attempts", metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("delivery_id", UUID(as_uuid=True), ForeignKey("webhook_deliveries.id"), nullable=False),
+    Column("webhook_id", UUID(as_uuid=True), ForeignKey("webhooks.id"), nullable=False),
+    Column("event_id", Text, nullable=False),
+    Column("event_type", Text, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("status", Text, nullable=False),  # succeeded, retrying, failed
+    Column("status_code", Integer),
+    Column("error", Text),
+    Column("response", Text),  # at most 1 KB of the receiver's answer
+    Column("duration_ms", Integer, nullable=False),
+    Column("next_attempt_at", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True)),
 )

@@ -50,6 +50,16 @@ async def lock_code(session: AsyncSession, code_hash: bytes) -> dict[str, Any] |
     return dict(row._mapping) if row else None
 
 
+async def void_codes(session: AsyncSession, user_id: uuid.UUID) -> int:
+    """Void the user's authorization codes not yet exchanged (they expire now): after a password change, a code
+    issued before it cannot mint a grant. An exchange in flight holds its code's row, so it finishes first."""
+    res = await session.execute(update(oauth_codes)
+                                .where(oauth_codes.c.user_id == user_id, oauth_codes.c.used_at.is_(None),
+                                       oauth_codes.c.expires_at > func.now())
+                                .values(expires_at=func.now()))
+    return int(res.rowcount)  # type: ignore[attr-defined]
+
+
 async def mark_code_used(session: AsyncSession, code_hash: bytes, token_id: uuid.UUID) -> None:
     await session.execute(update(oauth_codes).where(oauth_codes.c.code_hash == code_hash)
                           .values(used_at=func.now(), token_id=token_id))

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _PATH = re.compile(r"^uploads/[A-Za-z0-9_-]{1,64}/[0-9a-f]{32}/[A-Za-z0-9._-]{1,120}$")
@@ -62,6 +62,10 @@ class ObjectStore(Protocol):
 
     def read_location(self, path: str, mime: str, expires_in: int = 900) -> Path | str:
         """Where a client reads the object: a local file the service sends itself, or a presigned GET URL."""
+        ...
+
+    def browser_origin(self) -> str | None:
+        """The origin a browser sends uploads to and reads media from when it is not the service's own (S3)."""
         ...
 
 
@@ -234,6 +238,9 @@ class LocalObjectStore:
         """The object's file on this machine (the service sends it, with byte ranges)."""
         return self._file(path)
 
+    def browser_origin(self) -> str | None:
+        return None  # uploads and media go through the service itself
+
     async def ping(self) -> None:
         """Raise unless the store's directory can be written."""
         self.root.mkdir(parents=True, exist_ok=True)
@@ -360,6 +367,13 @@ class S3ObjectStore:
             "get_object", Params={"Bucket": self.bucket, "Key": path, "ResponseContentType": mime},
             ExpiresIn=expires_in)
         return url
+
+    def browser_origin(self) -> str | None:
+        """The scheme, host and port presigned URLs point at (signing is local: nothing is sent)."""
+        url = str(self._client.generate_presigned_url("get_object", Params={"Bucket": self.bucket, "Key": "origin"},
+                                                      ExpiresIn=60))
+        parts = urlsplit(url)
+        return f"{parts.scheme}://{parts.netloc}"
 
     async def ping(self) -> None:
         """Raise unless the bucket answers."""

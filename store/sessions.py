@@ -1,4 +1,5 @@
-"""Browser sessions: create, resolve (with the user's email and tier), end one, end all others, purge expired.
+"""Browser sessions: create, resolve (with the user's email and tier), lock a live one, end one or all of a user's,
+purge expired.
 
 Only the SHA-256 of the cookie value is stored; the caller hashes it.
 """
@@ -36,9 +37,17 @@ async def end_session(session: AsyncSession, id_hash: bytes) -> None:
     await session.execute(delete(sessions).where(sessions.c.id_hash == id_hash))
 
 
-async def end_others(session: AsyncSession, user_id: uuid.UUID, keep: bytes) -> int:
-    """End every session of the user except `keep` (after a password change)."""
-    res = await session.execute(delete(sessions).where(sessions.c.user_id == user_id, sessions.c.id_hash != keep))
+async def lock_live(session: AsyncSession, id_hash: bytes) -> bool:
+    """Lock the session (FOR SHARE) until the transaction ends; False when it is gone or expired. Whatever is written
+    under it then commits before a password change can end the session (its delete waits for the lock)."""
+    q = (select(sessions.c.id_hash).where(sessions.c.id_hash == id_hash, sessions.c.expires_at > func.now())
+         .with_for_update(read=True))
+    return (await session.execute(q)).first() is not None
+
+
+async def end_all(session: AsyncSession, user_id: uuid.UUID) -> int:
+    """End every session of the user (after a password change)."""
+    res = await session.execute(delete(sessions).where(sessions.c.user_id == user_id))
     return int(res.rowcount)  # type: ignore[attr-defined]
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -20,23 +22,31 @@ from lev.embedded import resolve_urls
 from lev.ops import logs, metrics
 from lev.runtime import QUEUE
 from lev.transforms.service import transformer_from
+from tasks.feeds import poll_feed, schedule_feeds
 from tasks.housekeeping import drain_object_deletions, expire_uploads, purge_activity, reconcile_unfinished
 from tasks.imports import run_import
 from tasks.jobs import process_content, transform_item
 from tasks.liveness import heartbeat, instrumented
 from tasks.media import extract_document, transcribe_content
+from tasks.webhooks import deliver_webhook, sweep_webhooks
 
 JOB_TIMEOUT_SEC = 3600
 REDIS_RETRY_SEC = 1.0
+FINISH_WAIT_SEC = 60.0  # how long a finished job waits for Redis to take its result
+CLOSE_SEC = 2.0
 log = logs.get_logger("lev.worker")
 JOBS = (process_content, transform_item, extract_document, transcribe_content, run_import, drain_object_deletions,
-        expire_uploads, reconcile_unfinished, purge_activity)
+        expire_uploads, reconcile_unfinished, purge_activity, poll_feed, schedule_feeds, deliver_webhook,
+        sweep_webhooks)
 CRONS = (
     cron(drain_object_deletions, minute=set(range(60)), second={30}, run_at_startup=True),  # type: ignore[arg-type]
     cron(expire_uploads, minute={7, 37}, run_at_startup=False),  # type: ignore[arg-type]
     cron(reconcile_unfinished, minute=set(range(60)), second={15}, run_at_startup=True,  # type: ignore[arg-type]
          unique=True),
     cron(purge_activity, hour={3}, minute={17}, run_at_startup=False),  # type: ignore[arg-type]
+    cron(schedule_feeds, minute=set(range(60)), second={5}, run_at_startup=True, unique=True),  # type: ignore[arg-type]
+    cron(sweep_webhooks, minute=set(range(60)), second={0, 20, 40}, run_at_startup=True,  # type: ignore[arg-type]
+         unique=True),
 )
 
 
@@ -100,11 +110,31 @@ class WorkerSettings:
 
 class LevWorker(Worker):
     """arq's worker, except that it waits for Redis when Redis cannot be reached (restarting, failing over)
-    instead of exiting: its running jobs go on, and it takes jobs again once Redis answers."""
+    instead of exiting: its running jobs go on, a job that ends meanwhile has its result written once Redis answers
+    (not lost with its in-progress mark left for an hour), and it takes jobs again. A stopping process takes none."""
 
     redis_down = False
 
+    async def finish_job(self, *args: Any, **kwargs: Any) -> None:
+        await self._once_redis_answers(lambda: Worker.finish_job(self, *args, **kwargs))
+
+    async def finish_failed_job(self, *args: Any, **kwargs: Any) -> None:
+        await self._once_redis_answers(lambda: Worker.finish_failed_job(self, *args, **kwargs))
+
+    async def _once_redis_answers(self, write: Callable[[], Awaitable[None]]) -> None:
+        deadline = time.monotonic() + FINISH_WAIT_SEC
+        while True:
+            try:
+                await write()
+                return
+            except (RedisConnectionError, RedisTimeoutError, OSError):
+                if time.monotonic() > deadline or runtime.stopping():
+                    raise
+                await asyncio.sleep(REDIS_RETRY_SEC)
+
     async def _poll_iteration(self) -> None:
+        if runtime.stopping():
+            self.allow_pick_jobs = False
         try:
             await super()._poll_iteration()
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
@@ -137,12 +167,20 @@ def make_worker(redis_url: str, *, own_runtime: bool) -> Worker:
 
 
 async def stop_gracefully(worker: Worker, grace_sec: float) -> None:
-    """The inline worker's shutdown: take no new job, give running ones `grace_sec`, then cancel (re-queue)."""
+    """The inline worker's shutdown: take no new job, give running ones `grace_sec`, then cancel (re-queue) them and
+    close, within CLOSE_SEC even when Redis is gone."""
     worker.allow_pick_jobs = False
     running = [t for t in worker.tasks.values() if not t.done()]
     if running:
         await asyncio.wait(running, timeout=grace_sec)
-    await worker.close()
+    try:
+        await asyncio.wait_for(worker.close(), CLOSE_SEC)
+    except Exception as exc:  # Redis down: arq's close stops at its first Redis call, before on_shutdown
+        log.warning("the worker did not close cleanly", error=type(exc).__name__)
+        try:
+            await asyncio.wait_for(close_clients(worker.ctx), CLOSE_SEC)
+        except Exception:
+            log.warning("the worker's heartbeat did not stop cleanly")
 
 
 def run_worker() -> None:

@@ -66,6 +66,47 @@ def article_html(title: str, paragraphs: list[str]) -> bytes:
     ).encode()
 
 
+MEMBERS = {  # /members/<slug>: the article for a signed-in reader (cookie `member=1`), else a sign-in form
+    "tides": ("Members only: the secret life of tide pools", [
+        "Tide pools hold anemones, hermit crabs and sea stars that survive twice-daily exposure to air. Members "
+        "learn that the ochre sea star pries open mussels with hydraulic tube feet and eats them inside out.",
+        "Periwinkle snails graze the algal film on the rocks, and sculpin fish hide in crevices until the sea "
+        "returns. Our field guide counts forty-two species in a single pool near Pescadero.",
+        "Visit at the lowest spring tides, step only on bare rock, and put every stone back the way you found it "
+        "so the animals beneath keep their shade and moisture.",
+    ]),
+    "glaciers": ("Members only: how glaciers carve valleys", [
+        "Glaciers grind bedrock with the stones frozen into their base, turning V-shaped river valleys into broad "
+        "U-shaped troughs. Members get the full map of the cirques above Lauterbrunnen.",
+        "Meltwater under the ice lubricates the bed and lets the glacier slide faster in summer; crevasses open "
+        "where the ice stretches over a bump in the rock.",
+        "When the ice retreats it leaves moraines, erratic boulders and hanging valleys whose streams fall as "
+        "waterfalls from the high lip into the main trough below.",
+    ]),
+}
+TEASERS = {  # /teaser/<slug>: what anyone (and Lev's own fetch) reads without the member cookie
+    "tides": ("The secret life of tide pools (preview)", [
+        "This is the free preview of our tide pool feature. Rocky shores between the high and low water marks "
+        "are among the most studied habitats on the coast, and anyone with sturdy shoes can explore them.",
+        "Subscribe to read the full article with the field guide, the species count and our advice on visiting "
+        "at low tide without disturbing the animals that live there.",
+    ]),
+}
+LOGIN_FORM = (b"<!doctype html><html><head><title>Sign in to keep reading</title></head><body><h1>Sign in</h1>"
+              b"<form method='post' action='/session'><label>Email <input name='email'></label>"
+              b"<label>Password <input name='password' type='password'></label><button>Sign in</button></form>"
+              b"</body></html>")
+# A page whose article only exists once its script ran: a server fetch finds an empty shell.
+SCRIPT_BUILT = (b"<!doctype html><html><head><title>Built by a script</title></head><body><div id='app'></div>"
+                b"<script src='/app.js'></script></body></html>")
+SCRIPT_BUILT_JS = (b"document.getElementById('app').innerHTML = '<article><h1>Lanterns of the night market</h1>' + "
+                   b"['Paper lanterns glow above the night market stalls, where vendors fry scallion pancakes and "
+                   b"grill skewers of squid over charcoal until long after midnight.', 'Each lantern is folded from "
+                   b"mulberry paper and painted by hand; the oldest workshop in the lane has made them for four "
+                   b"generations and still mixes its own vermilion.'].map(function (p) { return '<p>' + p + "
+                   b"'</p>'; }).join('') + '</article>';")
+
+
 class _Handler(BaseHTTPRequestHandler):
     hits: list[str]
 
@@ -85,9 +126,18 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.server.hits.append(self.path)  # type: ignore[attr-defined]
         path = self.path.split("?")[0].split("#")[0]
+        member = "member=1" in (self.headers.get("Cookie") or "")
         if path in ARTICLES:
             title, paras = ARTICLES[path]
             self._send(200, article_html(title, paras))
+        elif path.startswith("/members/") and path[9:] in MEMBERS:
+            self._send(200, article_html(*MEMBERS[path[9:]]) if member else LOGIN_FORM)
+        elif path.startswith("/teaser/") and path[8:] in TEASERS:
+            self._send(200, article_html(*(MEMBERS if member else TEASERS)[path[8:]]))
+        elif path == "/script-built":
+            self._send(200, SCRIPT_BUILT)
+        elif path == "/app.js":
+            self._send(200, SCRIPT_BUILT_JS, "text/javascript")
         elif path.startswith("/a/") and path[3:].isdigit():  # /a/<n>: as many distinct articles as a test needs
             self._send(200, article_html(*generated_article(int(path[3:]))))
         elif path.startswith("/slow/"):  # /slow/<name>?s=<seconds>: a page that takes its time

@@ -30,25 +30,36 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """`lev serve` in a subprocess with the given environment; stopped with SIGINT (clean shutdown)."""
+    """`lev serve` in a subprocess with the given environment; stopped with SIGINT (clean shutdown).
+
+    One `lev serve` serves a data directory's embedded servers (a second refuses to start): a server started while
+    another one serves `data_dir` is pointed at those servers by URL (LEV_DATABASE_URL, LEV_REDIS_URL) instead."""
 
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None, log_name: str = "server",
-                 root: Path = ROOT, python: str = sys.executable) -> None:
+                 root: Path = ROOT, args: list[str] | None = None, python: str = sys.executable) -> None:
+        from lev.embedded import data_dir_server, running_postgres_url, running_redis_url
+
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.root = root  # another checkout's code (the benchmarks' old commit) runs with its own sources first
         self.python = python  # and, when its dependencies differ, with its own virtualenv's interpreter
         self.env = {**os.environ, "LEV_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1",
                     "LEV_BASE_URL": self.url, **(env or {})}
+        if data_dir_server(data_dir) is not None:
+            for name, url in (("LEV_DATABASE_URL", running_postgres_url(data_dir)),
+                              ("LEV_REDIS_URL", running_redis_url(data_dir))):
+                if url and not self.env.get(name):
+                    self.env[name] = url
         if root != ROOT:
             self.env["PYTHONPATH"] = str(root)
         self.log_path = data_dir / f"{log_name}-{self.port}.log"
+        self.args = list(args or [])  # more `lev serve` options (`--no-workers-inline`)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 300) -> LiveServer:
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [self.python, "-m", "lev.cli", "serve", "--port", str(self.port)],
+            [self.python, "-m", "lev.cli", "serve", "--port", str(self.port), *self.args],
             env=self.env, cwd=self.root, stdout=log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + timeout

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("lev", "store", "handlers", "tasks")
 MAX_LINES = 400
-ROOT_MODULES = ("lev.app", "lev.serve", "lev.cli", "lev.runtime", "lev.embedded")
+ROOT_MODULES = ("lev.app", "lev.middleware", "lev.serve", "lev.cli", "lev.runtime", "lev.embedded", "lev.supervisor")
 MAX_TOP_MODULES = 12
 
 

@@ -1,33 +1,37 @@
-"""Accounts: sign-up, throttled sign-in, browser sessions with their CSRF token, password change, and the
-one token-minting rule that the account API, the pages and the CLI all call."""
+"""Accounts: throttled sign-up and sign-in, where a sign-in may lead (`safe_next`), browser sessions with their CSRF
+token, the account API's password change (`lev.auth.passwords` does the change itself), and the one token-minting
+rule that the account API, the pages and the CLI all call."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import hmac
+import re
 import secrets
 import uuid
 from datetime import timedelta
 from typing import Any
+from urllib.parse import unquote, urljoin, urlsplit
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from lev.auth.passwords import PasswordChanged, check_new_password, set_password
 from lev.auth.policy import Principal, mint
 from lev.core import clock, context
 from lev.core.errors import (
+    ApiError,
     csrf_failed,
-    email_taken,
     invalid_body,
     invalid_credentials,
     not_found,
     not_signed_in,
     signup_closed,
 )
-from lev.core.settings import get_settings
+from lev.core.settings import Settings
 from lev.limits import quota
+from lev.limits.ratelimit import Limiter
 from lev.limits.tiers import Tiers
-from lev.runtime import get_runtime
 from store import activity as activity_store
 from store import sessions as session_store
 from store import tokens as token_store
@@ -44,19 +48,18 @@ def _digest(value: str) -> bytes:
     return hashlib.sha256(value.encode()).digest()
 
 
-def cookie_header(value: str | None) -> str:
+def cookie_header(settings: Settings, value: str | None) -> str:
     """The Set-Cookie value that starts (or, with None, ends) a browser session."""
-    settings = get_settings()
     secure = "; Secure" if context.base_url().lower().startswith("https://") else ""
     if value is None:
         return f"{COOKIE_NAME}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax{secure}"
     return f"{COOKIE_NAME}={value}; Path=/; Max-Age={settings.session_days * 86400}; HttpOnly; SameSite=Lax{secure}"
 
 
-async def start_session(s: AsyncSession, user_id: uuid.UUID) -> tuple[str, str]:
+async def start_session(s: AsyncSession, settings: Settings, user_id: uuid.UUID) -> tuple[str, str]:
     """A new session for the user: (cookie value, csrf token). Only the cookie value's hash is stored."""
     value, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
-    expires = clock.now() + timedelta(days=get_settings().session_days)
+    expires = clock.now() + timedelta(days=settings.session_days)
     await session_store.create_session(s, _digest(value), user_id, csrf, expires)
     return value, csrf
 
@@ -96,67 +99,103 @@ def check_csrf(principal: Principal, method: str, header: str | None) -> None:
         raise csrf_failed()
 
 
-def _check_new_password(password: str) -> None:
-    if len(password) < 8 or len(password) > 1000:
-        raise invalid_body("The password must be 8 to 1000 characters long.")
+MAX_NEXT = 2000
+_ORIGIN_PROBE = "https://lev.invalid"
 
 
-async def signup(s: AsyncSession, email: str, password: str) -> dict[str, Any]:
+def safe_next(value: str | None) -> str:
+    """Where a sign-in may lead: a path of Lev's own origin, else "/". Browsers read a backslash as a slash and drop
+    tabs and newlines anywhere in a URL (`/<backslash>host/` and `/<tab>/host/` are `//host/`, another site), so a
+    backslash, a control character or a space anywhere refuses the value, as do `//` and encoded slashes in the path
+    and anything that would resolve to another origin."""
+    if not value or len(value) > MAX_NEXT or not value.startswith("/") or value.startswith("//"):
+        return "/"
+    if any(c == "\\" or ord(c) <= 0x20 or ord(c) == 0x7F for c in value):
+        return "/"
+    path = value.split("?", 1)[0].split("#", 1)[0]
+    if re.search(r"%(2f|5c)", path, re.IGNORECASE):
+        return "/"
+    decoded = unquote(path)
+    if "//" in decoded or any(c == "\\" or ord(c) <= 0x20 or ord(c) == 0x7F for c in decoded):
+        return "/"
+    try:
+        parts = urlsplit(value)
+        joined = urlsplit(urljoin(_ORIGIN_PROBE + "/", value))
+    except ValueError:
+        return "/"
+    if parts.scheme or parts.netloc or f"{joined.scheme}://{joined.netloc}" != _ORIGIN_PROBE:
+        return "/"
+    return value
+
+
+async def signup(s: AsyncSession, settings: Settings, limiter: Limiter, email: str, password: str,
+                 ip: str | None) -> dict[str, Any]:
     """Create a user (tier LEV_SIGNUP_TIER; the first account of an empty instance is its owner's and gets `pro`);
-    403 signup_closed when LEV_SIGNUP=closed, 409 email_taken."""
-    settings = get_settings()
+    403 signup_closed when LEV_SIGNUP=closed, 429 past the source address's sign-up budget, 409 email_taken (the
+    person learns to sign in instead; the password is hashed either way, so both answers take the same time)."""
     if settings.signup.strip().lower() != "open":
         raise signup_closed()
     email = email.strip()
     if "@" not in email[1:-1] or any(c.isspace() for c in email):
         raise invalid_body("email must be an email address.")
-    _check_new_password(password)
+    check_new_password(password)
+    await limiter.check_sign_up(ip)
     tier = settings.signup_tier if settings.signup_tier in ("free", "pro") else "free"
     if await user_store.none_yet(s):
         tier = "pro"
-    user_id = await create_user(s, email, tier, password)
+    user_id = await user_store.create_user(s, email, tier, password)
+    if user_id is None:
+        raise ApiError("email_taken", "An account with this email exists; sign in instead.")
     return {"id": user_id, "email": email, "tier": tier}
 
 
 async def create_user(s: AsyncSession, email: str, tier: str, password: str | None = None) -> uuid.UUID:
-    """A new user (sign-up and `lev user create`); 409 email_taken when the address, in any case, is taken."""
+    """A new user (`lev user create`); 409 email_taken when the address, in any case, is taken."""
+    if password is not None:
+        check_new_password(password)
     user_id = await user_store.create_user(s, email, tier, password)
     if user_id is None:
-        raise email_taken(email.strip())
+        raise ApiError("email_taken", f"A user with email {email.strip()} already exists.")
     return user_id
 
 
-async def login(s: AsyncSession, email: str, password: str, ip: str | None) -> dict[str, Any]:
-    """The user with these credentials, or 401 invalid_credentials (never saying which part is wrong); 429 after
-    too many failures for the email or the source address."""
-
-    limiter = get_runtime().limiter
-    await limiter.check_sign_in(email, ip)
-    user = await user_store.by_email(s, email)
-    stored = user["password_hash"] if user and user["password_hash"] else _DUMMY_HASH
-    ok = await asyncio.to_thread(user_store.verify_password, stored, password)
-    if user is None or not user["password_hash"] or not ok:
-        await limiter.note_failed_sign_in(email, ip)
+async def login(s: AsyncSession, limiter: Limiter, email: str, password: str, ip: str | None) -> dict[str, Any]:
+    """The user with these credentials, or 401 invalid_credentials (never saying which part is wrong); 429 while the
+    email or the source address has used up its failed attempts. The attempt is reserved before the password is
+    checked and handed back when it succeeds, so a parallel burst checks no more passwords than the budget."""
+    held = await limiter.reserve_sign_in(email, ip)
+    failed = False
+    try:
+        user = await user_store.by_email(s, email)
+        stored = user["password_hash"] if user and user["password_hash"] else _DUMMY_HASH
+        ok = await asyncio.to_thread(user_store.verify_password, stored, password)
+        failed = user is None or not user["password_hash"] or not ok
+    finally:
+        if not failed:  # a success, or an error that checked nothing: it does not count
+            for r in held:
+                await r.release()
+    if failed or user is None:
         raise invalid_credentials()
     return user
 
 
-async def change_password(s: AsyncSession, principal: Principal, current: str, new: str, ip: str | None) -> int:
-    """Set a new password after checking the current one; revokes every token of the user and ends the user's
-    other sessions. Returns how many tokens were revoked."""
-    email = str(principal.extra.get("email") or "")
-    user = await login(s, email, current, ip)
-    _check_new_password(new)
-    await user_store.set_password(s, user["id"], new)
-    await session_store.end_others(s, user["id"], principal_session(principal))
-    return await token_store.revoke_all(s, user["id"])
+async def change_password(s: AsyncSession, settings: Settings, limiter: Limiter, principal: Principal, current: str,
+                          new: str, ip: str | None) -> tuple[PasswordChanged, str, str]:
+    """The account API's and the account page's password change: the current password is checked (throttled like a
+    sign-in), then `passwords.set_password` ends every token, grant, session and pending code of the user. The
+    caller's session ends too and a fresh one replaces it: (what ended, cookie value, csrf token)."""
+    check_new_password(new)
+    user = await login(s, limiter, str(principal.extra.get("email") or ""), current, ip)
+    changed = await set_password(s, user["id"], new)
+    cookie, csrf = await start_session(s, settings, user["id"])
+    return changed, cookie, csrf
 
 
-async def mint_token(s: AsyncSession, user: dict[str, Any], *, name: str, write: bool, folder_ids: list[uuid.UUID],
-                     kb_only: bool, expires_in_days: int, write_cap: int | None = None) -> dict[str, Any]:
+async def mint_token(s: AsyncSession, settings: Settings, user: dict[str, Any], *, name: str, write: bool,
+                     folder_ids: list[uuid.UUID], kb_only: bool, expires_in_days: int,
+                     write_cap: int | None = None) -> dict[str, Any]:
     """Mint a token (account API, pages and CLI alike): 402 payment_required {tier, cap, used} at the tier's
     cap. Returns the shown-once token with its settings."""
-    settings = get_settings()
     cap = settings.default_write_cap if write_cap is None else write_cap
     token, token_id = await mint(
         s, user, name, write=write, folder_ids=folder_ids, kb_only=kb_only, expires_in_days=expires_in_days,
@@ -201,13 +240,13 @@ async def revoke_token(s: AsyncSession, user_id: uuid.UUID, token_id: uuid.UUID)
     return {"id": str(token_id), "revoked_at": row["revoked_at"].isoformat()}
 
 
-async def account_view(s: AsyncSession, principal: Principal) -> dict[str, Any]:
+async def account_view(s: AsyncSession, settings: Settings, principal: Principal) -> dict[str, Any]:
     used = await quota.used_seconds(s, principal.user_id)
     return {
         "user_id": str(principal.user_id), "email": principal.extra.get("email"), "tier": principal.tier,
         "csrf_token": principal.extra.get("csrf_token"),
         "usage": {"month": clock.month_key(), "transcription_minutes_used": round(used / 60, 1),
-                  "transcription_minutes_cap": Tiers.from_settings(get_settings()).minute_cap(principal.tier)},
+                  "transcription_minutes_cap": Tiers.from_settings(settings).minute_cap(principal.tier)},
     }
 
 

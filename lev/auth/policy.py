@@ -134,8 +134,9 @@ def parse_bearer(authorization: str | None) -> str:
 async def authenticate(session: AsyncSession, token: str, audience: str | None = None) -> Principal:
     """Resolve a bearer token to a Principal, or 401 invalid_token (never saying which check failed).
 
-    `audience` is the resource the request addresses (`{base}/api/mcp` on MCP, None elsewhere): a hand-minted token
-    works everywhere, an OAuth grant's access token only at the resource it was issued for (RFC 8707)."""
+    `audience` is the resource the request addresses (`{base}/api/mcp` on MCP, `{base}/api/v1` on REST): a
+    hand-minted token works everywhere, an OAuth grant's access token only at the resource it was issued for
+    (RFC 8707)."""
     if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         raise invalid_token()
     digest = hash_token(token)

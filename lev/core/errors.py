@@ -45,6 +45,7 @@ TABLE: dict[str, ErrorKind] = {
     "invalid_body": ErrorKind(400, JSONRPC_INVALID_PARAMS),
     "invalid_id": ErrorKind(400, JSONRPC_INVALID_PARAMS),
     "ingest_failed": ErrorKind(400, tool_result=True),
+    "not_a_feed": ErrorKind(400),
     "transcription_unavailable": ErrorKind(400, tool_result=True),
     "missing_bearer_token": ErrorKind(401, JSONRPC_INVALID_REQUEST),
     "invalid_token": ErrorKind(401, JSONRPC_INVALID_REQUEST),
@@ -65,6 +66,7 @@ TABLE: dict[str, ErrorKind] = {
     "header_mismatch": ErrorKind(400, JSONRPC_HEADER_MISMATCH),
     "unsupported_protocol_version": ErrorKind(400, JSONRPC_UNSUPPORTED_PROTOCOL_VERSION),
     "name_taken": ErrorKind(409, tool_result=True),
+    "limit_reached": ErrorKind(409),
     "email_taken": ErrorKind(409),
     "file_too_large": ErrorKind(413, tool_result=True),
     "unsupported_media_type": ErrorKind(415, tool_result=True),
@@ -273,6 +275,16 @@ def unsupported_protocol_version(requested: str, supported: list[str]) -> ApiErr
     return ApiError("unsupported_protocol_version",
                     f"Unsupported protocol version {requested[:100]!r}; supported: {', '.join(supported)}.",
                     supported=supported, requested=requested[:100])
+
+
+def not_a_feed(message: str) -> ApiError:
+    """400: the URL to follow is not a feed, and its page names none (or it cannot be fetched or read)."""
+    return ApiError("not_a_feed", message)
+
+
+def limit_reached(message: str, **extra: Any) -> ApiError:
+    """409: a per-user count (feeds followed, webhook endpoints) is at its cap (`cap`, `used`)."""
+    return ApiError("limit_reached", message, **extra)
 
 
 def name_taken(message: str) -> ApiError:

@@ -118,6 +118,8 @@ class Settings(BaseSettings):
     """Failed sign-ins allowed per email."""
     limit_sign_in_ip: str = "50/15 minutes"
     """Failed sign-ins allowed per source address."""
+    limit_sign_up_ip: str = "20/hour"
+    """Sign-up attempts (successful or not) allowed per source address."""
     limit_client_registration_ip: str = "20/hour"
     """OAuth dynamic client registrations (POST /oauth/register) allowed per source address."""
 
@@ -137,6 +139,14 @@ class Settings(BaseSettings):
     """Largest import file (bookmarks, Pocket or Raindrop CSV, Lev export), in bytes (413 above)."""
     import_concurrency: int = 4
     """Links one import fetches at the same time."""
+    feed_poll_minutes: int = 30
+    """Minutes between two checks of a followed feed (a failing feed waits longer: doubled per failure, up to a day)."""
+    feed_max_entries: int = 50
+    """New entries one check of a feed adds at most (a first follow takes the newest ones, not the archive)."""
+    feed_max_per_user: int = 200
+    """Feeds one user may follow (409 limit_reached above)."""
+    webhook_max_per_user: int = 20
+    """Webhook endpoints one user may add (409 limit_reached above)."""
 
     # uploads / object storage (store/objects.py)
     upload_secret: str | None = None  # HMAC key for local signed upload URLs; default <data_dir>/signing.key

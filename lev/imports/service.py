@@ -18,6 +18,8 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from lev.auth.policy import Principal, require, require_whole_library
 from lev.core.errors import ApiError, file_too_large, infrastructure_error, not_found
 from lev.imports.bookmarks import parse
@@ -28,6 +30,7 @@ from lev.ingest.request import IngestRequest
 from lev.ingest.save import save_failed
 from lev.ingest.service import ingest
 from lev.ingest.urls import classify_media_url
+from lev.webhooks import events
 from store import imports as import_store
 from store import users as user_store
 
@@ -129,7 +132,9 @@ async def run_slice(deps: Deps, import_id: uuid.UUID, slice_no: int) -> int:
             if more:
                 following = await import_store.next_slice(s, import_id, slice_no)
             else:
-                finished = await import_store.complete_if_done(s, import_id)
+                finished, now = await import_store.complete_if_done(s, import_id)
+                if now:
+                    await _announce(s, row["user_id"], import_id)
                 others = await import_store.running(s, user_id=row["user_id"]) if finished else []
     # queued only after the lock is released, so the next run can take it
     if following is not None:
@@ -250,4 +255,19 @@ async def _fail(deps: Deps, principal: Principal, started: datetime, entry: dict
 async def give_up(deps: Deps, import_id: uuid.UUID, reason: str) -> int:
     """A slice that kept failing: its pending entries fail with the reason and the import is done."""
     async with deps.db.transaction() as s:
-        return await import_store.fail_pending(s, import_id, reason)
+        failed = await import_store.fail_pending(s, import_id, reason)
+        row = await import_store.import_row(s, import_id)
+        if row is not None and (await import_store.complete_if_done(s, import_id))[1]:
+            await _announce(s, row["user_id"], import_id)
+        return failed
+
+
+async def _announce(s: AsyncSession, user_id: uuid.UUID, import_id: uuid.UUID) -> None:
+    """import.finished, in the transaction that marks the import done."""
+    row = await import_store.get_import(s, user_id, import_id)
+    if row is None:
+        return
+    total, failed = int(row["total"]), int(row["failed"])
+    await events.record(s, user_id, "import.finished", {
+        "import_id": str(import_id), "status": "done", "total": total, "done": int(row["done"]), "failed": failed,
+        "already_present": int(row["already_present"]), "folder_ids": [str(f) for f in row["folder_ids"]]})

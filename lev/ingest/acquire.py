@@ -20,7 +20,7 @@ from lev.ingest.documents import INLINE_OCR_PAGES, extract, pdf_plan
 from lev.ingest.download import download
 from lev.ingest.media import media_class, media_duration_seconds
 from lev.ingest.request import Resolved
-from lev.ingest.webpage import UnsupportedMedia, fetch_page
+from lev.ingest.webpage import UnsupportedMedia, extract_html, fetch_page
 from lev.limits import quota
 from store import uploads as upload_store
 
@@ -37,7 +37,8 @@ class Source:
     mime: str | None = None
     size: int | None = None
     url: str | None = None
-    canonical: str | None = None
+    canonical: str | None = None  # the key a fetched URL's content is shared by
+    owner_url: str | None = None  # a page captured in the user's browser: the key it is the user's own by
 
     @property
     def upload(self) -> bool:
@@ -105,15 +106,19 @@ async def acquire(deps: Deps, r: Resolved) -> Acquired:
     """What `r` stands for; 400 ingest_failed (with why) when a page or file cannot be had."""
     if r.kind == "text":
         assert r.text is not None
-        return Text("text", r.title or title_from_text(r.text), r.text, Source(filename=""),
-                    {} if r.title else {"title_from_text": True})
+        meta: dict[str, Any] = {} if r.title else {"title_from_text": True}
+        if r.source_url is not None:  # a selection saved from a page keeps where it came from
+            meta["source_url"] = r.source_url
+        return Text("text", r.title or title_from_text(r.text), r.text, Source(filename=""), meta)
     assert r.url is not None and r.canonical is not None
+    if r.kind == "page":
+        return await _captured(r)
     if r.kind == "youtube":
         return await _youtube(deps, r.url, r.title)
     if r.kind != "url":
         return await _downloaded(deps, r, r.kind)
     try:
-        page = await fetch_page(r.url)
+        page = await fetch_page(deps.outbound, r.url)
     except UnsupportedMedia as exc:  # the link said page, the server said PDF, audio or video
         if exc.kind in ("audio", "video") and deps.transcriber is None:
             raise transcription_unavailable() from None
@@ -122,11 +127,23 @@ async def acquire(deps: Deps, r: Resolved) -> Acquired:
                 {**page.metadata, "final_url": page.url, "content_type": page.content_type})
 
 
+async def _captured(r: Resolved) -> Text:
+    """A page as the user's browser rendered it, read exactly as a fetched page is (trafilatura); nothing it
+    references is fetched. 400 ingest_failed when it has no readable text."""
+    assert r.html is not None and r.url is not None
+    found_title, text, meta = await asyncio.to_thread(extract_html, r.html, r.url)
+    if not text:
+        raise ingest_failed("the page has no readable text to store")
+    metadata: dict[str, Any] = {**meta, "captured": "browser", "content_type": "text/html"}
+    return Text("url", r.title or found_title or r.url, text, Source(filename="", url=r.url, owner_url=r.canonical),
+                metadata)
+
+
 async def _downloaded(deps: Deps, r: Resolved, kind: str) -> Acquired:
     """A PDF, audio or video link: downloaded, checked against the quota, put in the object store, then read as
     a file (its object is queued for deletion if anything after the put fails)."""
     assert r.url is not None
-    local, mime, final_url = await download(r.url, kind)
+    local, mime, final_url = await download(deps.outbound, r.url, kind)
     try:
         filename = PurePosixPath(urlsplit(final_url).path).name or f"download{local.suffix}"
         if media_class(mime) in ("audio", "video"):

@@ -11,6 +11,7 @@ from lev.embedding.embedder import Embedder
 from lev.embedding.pool import QueryBatcher
 from lev.ingest.progress import Redis
 from lev.ingest.transcriber import Transcriber
+from lev.net.guard import Outbound
 from store.db import Database
 from store.objects import ObjectStore
 
@@ -35,3 +36,8 @@ class Deps:
     embedder: Embedder  # owns its low-priority ingest processes, if any
     queries: QueryBatcher  # search queries' embeddings (the embedder's), batched on their own thread
     transcriber: Transcriber | None
+
+    @property
+    def outbound(self) -> Outbound:
+        """What the SSRF guard lets through, from the settings."""
+        return Outbound.from_settings(self.settings)

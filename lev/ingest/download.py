@@ -12,12 +12,12 @@ import httpx
 
 from lev.core.errors import ingest_failed
 from lev.ingest.media import MAX_UPLOAD_BYTES, SNIFF_HEAD, normalize_mime, pick_mime, read_head, sniff_matches
-from lev.net.guard import USER_AGENT, guarded_client, open_url
+from lev.net.guard import USER_AGENT, Outbound, guarded_client, open_url
 
 DOWNLOAD_TIMEOUT_SEC = 300
 
 
-async def download(url: str, kind: str) -> tuple[Path, str, str]:
+async def download(outbound: Outbound, url: str, kind: str) -> tuple[Path, str, str]:
     """A media URL ('pdf', 'audio', 'video') fetched into a private temp file of at most 50 MB whose leading
     bytes match its type: (path, MIME type, final URL). The caller deletes the file."""
     fd, name = tempfile.mkstemp(prefix="lev-dl-")
@@ -25,7 +25,7 @@ async def download(url: str, kind: str) -> tuple[Path, str, str]:
     local = Path(name)
     try:
         async with asyncio.timeout(DOWNLOAD_TIMEOUT_SEC), guarded_client(
-            httpx.Timeout(60.0, connect=10.0), {"User-Agent": USER_AGENT}
+            outbound, httpx.Timeout(60.0, connect=10.0), {"User-Agent": USER_AGENT}
         ) as client, open_url(client, url) as resp:
             declared = resp.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > MAX_UPLOAD_BYTES:

@@ -15,6 +15,7 @@ from lev.ingest.followups import EMBED, EXTRACT, TRANSCRIBE, Followup, enqueue, 
 from lev.ingest.plan import Chunks
 from lev.ingest.save import index_content
 from lev.limits import quota
+from lev.webhooks import events
 from store import contents as content_store
 from store import items as item_store
 from store import lifecycle
@@ -67,6 +68,7 @@ async def fail_content(deps: Deps, content_id: uuid.UUID, message: str) -> bool:
         failed = lifecycle.advance(state, lifecycle.Event.FAILED)
         await content_store.update_content(s, content_id, status=failed.status.value, error=message[:1000])
         await item_store.set_items_of_content(s, content_id, error=message[:1000], **failed.columns())
+        await events.items_changed(s, "item.failed", content_id=content_id)
     return True
 
 

@@ -1,14 +1,16 @@
 """The first step of every ingest: what was asked (`IngestRequest`), checked and resolved (`Resolved`): the filing
-principal, the kind the URL says, its canonical form. Nothing is fetched or stored here."""
+principal, the kind the URL says, its canonical form; for a page captured in the user's browser, its HTML checked
+(an HTML document of at most 5 MiB of UTF-8). Nothing is fetched or stored here."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from lev.auth.policy import Principal, filing_target, require
-from lev.core.errors import folder_not_found, ingest_failed, invalid_body, transcription_unavailable
+from lev.core.errors import file_too_large, folder_not_found, ingest_failed, invalid_body, transcription_unavailable
 from lev.ingest import youtube
 from lev.ingest.deps import Deps
 from lev.ingest.urls import canonical_url, classify_media_url
@@ -18,6 +20,13 @@ from store import folders as folder_store
 MAX_TEXT_CHARS = 1_000_000
 MAX_URL_CHARS = 4096
 TRANSCRIBED = ("audio", "video")
+MAX_HTML_BYTES = 5 * 1024 * 1024  # 5242880 bytes of UTF-8: a captured page as the browser rendered it
+# The request body that carries it: JSON escaping (quotes, backslashes, newlines) can double the HTML's size.
+MAX_PAGE_BODY_BYTES = 2 * MAX_HTML_BYTES + 1024 * 1024
+# An HTML document has at least one of these elements; plain text, JSON or another XML vocabulary has none.
+_HTML_TAG = re.compile(
+    r"<\s*(?:!doctype\s+html|html|head|body|title|meta|article|main|section|div|span|p|h[1-6]|a|ul|ol|li|table|"
+    r"pre|blockquote|br|img|header|footer|nav|form|em|strong|b|i|code|figure|dl)[\s/>]", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -31,12 +40,15 @@ class IngestRequest:
     in_kb: bool = True
     auto_transform: bool = False
     folder_id: uuid.UUID | None = None
+    html: str | None = None  # kind page: the page as the user's browser rendered it
+    source_url: str | None = None  # kind text: the page a selection was taken from, kept in the item's metadata
 
 
 @dataclass(frozen=True)
 class Resolved:
-    """A checked request: `kind` is what the item will be (text, url, youtube, pdf, audio, video); `canonical` the
-    key a URL's content is shared by; `principal` files new items where they belong."""
+    """A checked request: `kind` is what the item will be (text, url, youtube, pdf, audio, video, or page: a page
+    captured in the user's browser, with its `html`); `canonical` the key a URL's content is shared by (a captured
+    page's own key, never shared); `principal` files new items where they belong."""
 
     principal: Principal
     kind: str
@@ -46,24 +58,38 @@ class Resolved:
     url: str | None = None
     canonical: str | None = None
     text: str | None = None
+    source_url: str | None = None
+    html: bytes | None = None
 
 
 async def resolve(deps: Deps, principal: Principal, req: IngestRequest) -> Resolved:
     """400 for a malformed request, 403/404 for a folder the caller cannot file into, else the resolved request."""
     require(principal, "write")
-    for name, value in (("url", req.url), ("text", req.text), ("title", req.title)):
+    fields = (("url", req.url), ("text", req.text), ("title", req.title), ("source_url", req.source_url),
+              ("html", req.html))
+    for name, value in fields:
         if value is not None and "\x00" in value:  # PostgreSQL text cannot hold NUL
             raise invalid_body(f"{name} must not contain NUL characters.")
+    if req.html is not None and req.kind != "page":
+        raise invalid_body("only kind 'page' takes `html`.")
     title = req.title.strip() or None if req.title else None
     if req.kind == "text":
         text = _text(req)
-        filing = await _filing(deps, principal, req.folder_id)
-        return Resolved(filing, "text", title, req.in_kb, req.auto_transform, text=text)
+        source_url = check_source_url(req.source_url, "source_url") if req.source_url is not None else None
+        filer = await filing(deps, principal, req.folder_id)
+        return Resolved(filer, "text", title, req.in_kb, req.auto_transform, text=text, source_url=source_url)
+    if req.source_url is not None:
+        raise invalid_body("only kind 'text' takes `source_url`.")
     if req.kind == "url":
         url = _url(req)
-        filing = await _filing(deps, principal, req.folder_id)
-        return await _resolve_url(deps, filing, url, title, req.in_kb, req.auto_transform)
-    raise invalid_body("kind must be 'url' or 'text'.")
+        filer = await filing(deps, principal, req.folder_id)
+        return await _resolve_url(deps, filer, url, title, req.in_kb, req.auto_transform)
+    if req.kind == "page":
+        url, html = _page(req)
+        filer = await filing(deps, principal, req.folder_id)
+        return Resolved(filer, "page", title, req.in_kb, req.auto_transform, url=url, canonical=canonical_url(url),
+                        html=html)
+    raise invalid_body("kind must be 'url', 'text' or 'page'.")
 
 
 def _text(req: IngestRequest) -> str:
@@ -86,7 +112,43 @@ def _url(req: IngestRequest) -> str:
     return req.url.strip()
 
 
-async def _filing(deps: Deps, principal: Principal, folder_id: uuid.UUID | None) -> Principal:
+def _page(req: IngestRequest) -> tuple[str, bytes]:
+    """A captured page's URL and UTF-8 HTML, or 400 invalid_body (no URL, not http(s), no HTML, not an HTML document)
+    or 413 file_too_large (HTML past 5 MiB of UTF-8, with `maxBytes`)."""
+    if req.text is not None:
+        raise invalid_body("kind 'page' takes `html`, not `text`.")
+    if req.url is None:
+        raise invalid_body("kind 'page' needs the page's `url`.")
+    url = check_source_url(req.url)
+    if req.html is None or not req.html.strip():
+        raise invalid_body("kind 'page' needs the page's `html`, as the browser rendered it.")
+    data = req.html.encode("utf-8")
+    if len(data) > MAX_HTML_BYTES:
+        raise file_too_large(f"A page's HTML is limited to {MAX_HTML_BYTES} bytes (5 MiB) of UTF-8; this one has "
+                             f"{len(data)}.", MAX_HTML_BYTES)
+    if not _HTML_TAG.search(req.html):
+        raise invalid_body("html is not an HTML document (no HTML element found).")
+    return url, data
+
+
+def check_source_url(url: str, field: str = "url") -> str:
+    """An http(s) URL of at most 4096 characters, trimmed; 400 invalid_body otherwise (a captured page's URL, the
+    page a selection came from)."""
+    url = url.strip()
+    if not url:
+        raise invalid_body(f"`{field}` must not be empty.")
+    if len(url) > MAX_URL_CHARS:
+        raise invalid_body(f"{field} is limited to {MAX_URL_CHARS} characters.")
+    if not url.lower().startswith(("http://", "https://")):
+        raise invalid_body(f"{field} must be an http or https URL.")
+    try:
+        canonical_url(url)
+    except ValueError:
+        raise invalid_body(f"{field} cannot be parsed as a URL.") from None
+    return url
+
+
+async def filing(deps: Deps, principal: Principal, folder_id: uuid.UUID | None) -> Principal:
     """The principal filing into `folder_id`: 403 forbidden_scope outside a scoped token's folders, 404
     folder_not_found (with `missing`) when the user has no such folder."""
     filing = filing_target(principal, folder_id)
@@ -106,7 +168,7 @@ async def _resolve_url(deps: Deps, principal: Principal, url: str, title: str | 
         # yt-dlp does its own networking and cannot use the guarded transport: at least the YouTube host itself
         # must resolve to public addresses (the URL was already matched against YouTube's hosts).
         parts = urlsplit(url)
-        await check_host(parts.hostname or "www.youtube.com", parts.port or 443)
+        await check_host(deps.outbound, parts.hostname or "www.youtube.com", parts.port or 443)
         canonical = youtube.canonical_url(url)
         return Resolved(principal, kind, title, in_kb, auto_transform, url=canonical, canonical=canonical)
     if kind in TRANSCRIBED and deps.transcriber is None:

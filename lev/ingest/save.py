@@ -3,7 +3,10 @@ reserved quota), or a new item linked to the content someone already stored for 
 answer and the follow-up jobs, which the caller queues once the transaction has committed.
 
 A content with a stored object (an upload, a downloaded file) belongs to one item; a content without one (a
-page, a YouTube video) is shared by every user who adds the same canonical URL.
+page, a YouTube video) is shared by every user who adds the same canonical URL. A page captured in a user's
+browser is that user's own content (an owner, no shared canonical URL): nobody else's ingest links to it, their
+search never finds it, a server fetch never replaces it (the owner's URL ingest links to the capture), and
+capturing it again moves the user's item onto the new capture.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from lev.ingest.followups import Followup, finishing, transforms
 from lev.ingest.plan import Chunks, Plan
 from lev.ingest.request import Resolved
 from lev.limits import quota
+from lev.webhooks import events
+from store import captures as capture_store
 from store import contents as content_store
 from store import items as item_store
 from store import lifecycle
@@ -48,15 +53,38 @@ class Saved:
 
 
 async def link_existing(deps: Deps, r: Resolved) -> Saved | None:
-    """A new item on the content someone already stored for `r`'s URL (no fetch, download or charge), or None. A
-    URL nobody stored costs one read, no transaction: the save's transaction links if it was stored meanwhile."""
-    if r.canonical is None:
+    """The item `r` stands for when its URL is stored already (no fetch, download or charge): the caller's own
+    capture of the page, else a new item on the content someone stored; None otherwise (and always for a page
+    being captured). A URL nobody stored costs one read, no transaction: the save's transaction links if it was
+    stored meanwhile."""
+    if r.canonical is None or r.kind == "page":
         return None
     async with deps.db.read_session() as s:
-        if not await content_store.canonical_url_taken(s, r.canonical):
+        mine = r.kind == "url" and await capture_store.has_owned(s, r.principal.user_id, r.canonical)
+        if not mine and not await content_store.canonical_url_taken(s, r.canonical):
             return None
     async with deps.db.transaction() as s:
+        if mine:
+            captured = await _link_capture(s, r)
+            if captured is not None:
+                return captured
         return await _link(s, r, r.title)
+
+
+async def _link_capture(s: AsyncSession, r: Resolved) -> Saved | None:
+    """The caller's captured item of the URL, filed into the new-item folder: a server fetch never replaces what the
+    user's browser saw."""
+    assert r.canonical is not None
+    folder_id = r.principal.new_item_folder
+    if folder_id is not None and not await item_store.lock_folder(s, r.principal.user_id, folder_id):
+        raise not_found()
+    found = await capture_store.lock_owned(s, r.principal.scope, r.canonical)
+    if found is None:
+        return None
+    if folder_id is not None:
+        await item_store.add_memberships(s, found["item_id"], [folder_id])
+    phase = lifecycle.of_row(found["status"], found["transcription_status"]).phase
+    return Saved(Stored(phase, found["content_id"], found["item_id"], folder_id))
 
 
 async def _link(s: AsyncSession, r: Resolved, title: str | None) -> Saved | None:
@@ -76,6 +104,8 @@ async def _link(s: AsyncSession, r: Resolved, title: str | None) -> Saved | None
     state = lifecycle.of_content(row["kind"], row["status"])
     item_id = await _new_item(s, r.principal, content_id=row["id"], kind=row["kind"], title=title or row["title"],
                               url=r.url, in_kb=r.in_kb, auto_transform=r.auto_transform, state=state)
+    if state.status is lifecycle.Status.READY:
+        await events.items_changed(s, "item.ready", item_ids=[item_id])
     ready = state.status is lifecycle.Status.READY and r.auto_transform
     return Saved(Stored(state.phase, row["id"], item_id, folder_id), transforms([item_id]) if ready else [])
 
@@ -86,6 +116,7 @@ async def _new_item(s: AsyncSession, principal: Principal, *, state: lifecycle.S
                                            transcription_status=state.transcription.value, **values)
     if item_id is None:  # the token's folder was deleted while the request ran
         raise not_found()
+    await events.items_changed(s, "item.created", item_ids=[item_id])
     return item_id
 
 
@@ -105,6 +136,8 @@ async def save(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> Saved:
     """Store the content, its item and (when ready) its chunks in one transaction; idempotent per upload path. A
     URL stored by someone else meanwhile is linked instead, inside the same transaction."""
     source, principal = plan.source, r.principal
+    if source.owner_url is not None:
+        return await _save_capture(deps, r, plan, chunks)
     async with deps.db.transaction() as s:
         if source.upload:
             assert source.path is not None
@@ -140,6 +173,38 @@ async def save(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> Saved:
     return Saved(stored, finishing(plan.job, content_id, principal.user_id) + transforms(todo))
 
 
+async def _save_capture(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> Saved:
+    """A captured page as the caller's own content, in one transaction: a new item, or the item an earlier capture
+    of the URL made moved onto the new content (the old content, its chunks and the item's outputs go, so a job
+    still working on the old text finds nothing to finish)."""
+    source, principal = plan.source, r.principal
+    assert source.owner_url is not None and source.url is not None
+    folder_id = principal.new_item_folder
+    async with deps.db.transaction() as s:
+        await capture_store.lock_url(s, principal.user_id, source.owner_url)  # before any row lock
+        if folder_id is not None and not await item_store.lock_folder(s, principal.user_id, folder_id):
+            raise not_found()  # folders are locked before items and contents in every writer
+        earlier = await capture_store.lock_owned(s, principal.scope, source.owner_url)
+        content_id = await capture_store.create_owned(
+            s, user_id=principal.user_id, owner_url=source.owner_url, url=source.url, title=plan.title,
+            text=plan.text or "", metadata=plan.metadata, status=plan.state.status.value)
+        if earlier is None:
+            item_id = await _new_item(s, principal, content_id=content_id, kind=plan.kind, title=plan.title,
+                                      url=source.url, in_kb=r.in_kb, auto_transform=r.auto_transform,
+                                      state=plan.state)
+        else:
+            item_id = earlier["item_id"]
+            await capture_store.repoint_item(s, item_id, content_id, url=source.url, title=plan.title, in_kb=r.in_kb,
+                                             auto_transform=r.auto_transform, error=None, **plan.state.columns())
+            await capture_store.delete_unreferenced(s, earlier["content_id"])
+            if folder_id is not None:
+                await item_store.add_memberships(s, item_id, [folder_id])
+        ready = plan.state.status is lifecycle.Status.READY
+        todo = await index_content(s, content_id, plan.title, chunks) if ready else []
+    stored = Stored(plan.state.phase, content_id, item_id, folder_id)
+    return Saved(stored, finishing(plan.job, content_id, principal.user_id) + transforms(todo))
+
+
 async def index_content(s: AsyncSession, content_id: uuid.UUID, title: str | None, chunks: Chunks, *,
                         content_values: dict[str, Any] | None = None,
                         item_values: dict[str, Any] | None = None) -> list[uuid.UUID]:
@@ -152,6 +217,7 @@ async def index_content(s: AsyncSession, content_id: uuid.UUID, title: str | Non
     await item_store.set_items_of_content(s, content_id, **{"status": ready, "error": None, **(item_values or {})})
     await content_store.update_content(s, content_id, status=ready, error=None, **(content_values or {}))
     await content_store.add_chunks(s, content_id, title, chunks.bodies, chunks.vectors, chunks.times)
+    await events.items_changed(s, "item.ready", content_id=content_id)
     return await item_store.auto_transform_items(s, content_id)
 
 
@@ -168,4 +234,5 @@ async def save_failed(deps: Deps, principal: Principal, *, kind: str, url: str, 
         item_id = await _new_item(s, principal, content_id=content_id, kind=kind, title=title or url, url=url,
                                   in_kb=in_kb, auto_transform=False, state=failed)
         await item_store.set_items_of_content(s, content_id, error=error[:1000])
+        await events.items_changed(s, "item.failed", item_ids=[item_id])
     return item_id

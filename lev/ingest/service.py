@@ -24,7 +24,7 @@ from store import uploads as upload_store
 
 async def ingest(deps: Deps, principal: Principal, req: IngestRequest) -> Stored:
     """Add a text snippet or a URL to the caller's library, filed into `req.folder_id` when given (else by the
-    scope-size-1 rule)."""
+    scope-size-1 rule), or a page as the user's browser rendered it (kind page: the user's own content)."""
     r = await resolve(deps, principal, req)
     linked = await link_existing(deps, r)
     if linked is not None:

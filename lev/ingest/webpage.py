@@ -12,7 +12,7 @@ import httpx
 
 from lev.core.errors import ApiError, ingest_failed
 from lev.ingest.urls import canonical_url
-from lev.net.guard import USER_AGENT, guarded_client, open_url
+from lev.net.guard import USER_AGENT, Outbound, guarded_client, open_url
 
 MAX_BYTES = 20 * 1024 * 1024
 MIN_TEXT_CHARS = 200
@@ -71,7 +71,9 @@ async def _read_capped(resp: httpx.Response, max_bytes: int) -> bytes:
     return bytes(buf)
 
 
-def _extract_html(body: bytes, url: str) -> tuple[str | None, str, dict[str, Any]]:
+def extract_html(body: bytes, url: str) -> tuple[str | None, str, dict[str, Any]]:
+    """A page's title, readable text and metadata (trafilatura; the <title> when it finds no title). CPU-bound:
+    callers run it in a thread. Used for fetched pages and for pages captured in the user's browser alike."""
     import trafilatura
 
     doc = trafilatura.bare_extraction(
@@ -102,14 +104,15 @@ def _extract_html(body: bytes, url: str) -> tuple[str | None, str, dict[str, Any
     return title, text.strip(), meta
 
 
-async def _fetch(url: str, connect_timeout: float, read_timeout: float, max_bytes: int) -> FetchedPage:
+async def _fetch(outbound: Outbound, url: str, connect_timeout: float, read_timeout: float,
+                 max_bytes: int) -> FetchedPage:
     headers = {
         "User-Agent": USER_AGENT,
         "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5",
         "Accept-Language": "en;q=0.9,*;q=0.5",
     }
     timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
-    async with guarded_client(timeout, headers) as client, open_url(client, url) as resp:
+    async with guarded_client(outbound, timeout, headers) as client, open_url(client, url) as resp:
         raw_type = resp.headers.get("content-type", "")
         ctype = raw_type.split(";", 1)[0].strip().lower() or "text/html"
         kind = _media_kind(ctype)
@@ -129,7 +132,7 @@ async def _fetch(url: str, connect_timeout: float, read_timeout: float, max_byte
         title = segment or host or None
         return FetchedPage(final, canonical_url(final), title, text, {"hostname": host}, ctype)
 
-    title, text, meta = await asyncio.to_thread(_extract_html, body, final)
+    title, text, meta = await asyncio.to_thread(extract_html, body, final)
     if resp.url.host:
         meta.setdefault("hostname", resp.url.host)
     if len(text) < MIN_TEXT_CHARS:
@@ -138,6 +141,7 @@ async def _fetch(url: str, connect_timeout: float, read_timeout: float, max_byte
 
 
 async def fetch_page(
+    outbound: Outbound,
     url: str,
     *,
     connect_timeout: float = 5.0,
@@ -151,6 +155,6 @@ async def fetch_page(
     """
     try:
         async with asyncio.timeout(total_timeout):
-            return await _fetch(url, connect_timeout, read_timeout, max_bytes)
+            return await _fetch(outbound, url, connect_timeout, read_timeout, max_bytes)
     except TimeoutError as exc:
         raise ingest_failed(f"the page took longer than {total_timeout:g} s to fetch") from exc

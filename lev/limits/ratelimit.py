@@ -22,6 +22,7 @@ from lev.auth.policy import Principal
 from lev.core import clock, context
 from lev.core.errors import ApiError, rate_limited
 from lev.core.settings import Settings
+from lev.limits.attempts import AttemptBudget, Reservation, reserve_all, window_text
 from lev.ops import metrics
 from store import tokens as token_store
 from store.db import transaction
@@ -29,11 +30,6 @@ from store.db import transaction
 log = logging.getLogger("lev.limits.ratelimit")
 
 WRITE_CLASSES = frozenset({"ingest", "delete", "bulk", "mcp_write"})
-
-
-def _window(item: RateLimitItem) -> str:
-    unit = item.GRANULARITY.name
-    return unit if item.multiples == 1 else f"{item.multiples} {unit}s"
 
 
 UNCAPPED = 2**31 - 1  # the count a token without a write cap can never reach
@@ -54,7 +50,15 @@ class Limiter:
             "bulk": parse(settings.limit_bulk),
             "mcp_write": parse(settings.limit_mcp_write),
         }
-        self.sign_in_items = {"email": parse(settings.limit_sign_in_email), "ip": parse(settings.limit_sign_in_ip)}
+        self.sign_in = {
+            "email": AttemptBudget(redis, "sign_in_email", parse(settings.limit_sign_in_email),
+                                   "Too many failed sign-ins for this account; try again in {retry} s."),
+            "ip": AttemptBudget(redis, "sign_in_ip", parse(settings.limit_sign_in_ip),
+                                "Too many failed sign-ins from this address; try again in {retry} s."),
+        }
+        self.sign_up = AttemptBudget(redis, "sign_up_ip", parse(settings.limit_sign_up_ip),
+                                     "Too many sign-ups from this address ({amount} per {window}); try again in "
+                                     "{retry} s.")
         self.registration_item = parse(settings.limit_client_registration_ip)
         self._redis = redis
 
@@ -100,7 +104,7 @@ class Limiter:
             for cls in classes:
                 item = self.items[cls]
                 stats = await self.strategy.get_window_stats(item, cls, str(principal.token_id))
-                out[cls] = {"limit": item.amount, "window": _window(item), "remaining": stats.remaining,
+                out[cls] = {"limit": item.amount, "window": window_text(item), "remaining": stats.remaining,
                             "resets_in_sec": max(0, math.ceil(stats.reset_time - time.time()))}
         except (RedisError, OSError, StorageError):
             return None
@@ -121,7 +125,7 @@ class Limiter:
                    "RateLimit-Reset": str(reset)}
         if not allowed:
             retry = max(1, reset)
-            raise rate_limited(f"Rate limit of {item.amount} calls per {_window(item)} for this token is used up; "
+            raise rate_limited(f"Rate limit of {item.amount} calls per {window_text(item)} for this token is used up; "
                                f"retry in {retry} s.", {**headers, "Retry-After": str(retry)}, retry_after_sec=retry)
         return headers
 
@@ -138,16 +142,15 @@ class Limiter:
                                f"the month rolls over, in {retry} s.", {**headers, "Retry-After": str(retry)},
                                retry_after_sec=retry, limit="monthly_writes")
 
-    async def check_sign_in(self, email: str, ip: str | None) -> None:
-        """429 rate_limited while the email or the source address has used up its failed sign-in attempts."""
-        for kind, key in (("email", email.strip().lower()), ("ip", ip or "-")):
-            item = self.sign_in_items[kind]
-            if not await self.strategy.test(item, "sign_in", kind, key):
-                stats = await self.strategy.get_window_stats(item, "sign_in", kind, key)
-                retry = max(1, math.ceil(stats.reset_time - time.time()))
-                who = "account" if kind == "email" else "address"
-                raise rate_limited(f"Too many failed sign-ins from this {who}; try again in {retry} s.",
-                                   {"Retry-After": str(retry)}, retry_after_sec=retry, limit=f"sign_in_{kind}")
+    async def reserve_sign_in(self, email: str, ip: str | None) -> list[Reservation]:
+        """Reserve one sign-in attempt of the email and of the source address before the password is checked (429
+        rate_limited when either budget of failures is used up); release the reservations when it succeeds, so only
+        failures count. Reserving first makes the budget hold for a parallel burst too."""
+        return await reserve_all([(self.sign_in["email"], email.strip().lower()), (self.sign_in["ip"], ip or "-")])
+
+    async def check_sign_up(self, ip: str | None) -> None:
+        """Count one sign-up attempt of the source address, whatever its outcome; 429 rate_limited past the budget."""
+        await self.sign_up.reserve(ip or "-")
 
     async def check_client_registration(self, ip: str | None) -> None:
         """Consume one OAuth client registration of the source address; 429 rate_limited when its budget is used
@@ -163,12 +166,8 @@ class Limiter:
         if not allowed:
             retry = max(1, math.ceil(stats.reset_time - time.time()))
             raise rate_limited(f"Too many client registrations from this address ({item.amount} per "
-                               f"{_window(item)}); try again in {retry} s.", {"Retry-After": str(retry)},
+                               f"{window_text(item)}); try again in {retry} s.", {"Retry-After": str(retry)},
                                retry_after_sec=retry, limit="client_registration_ip")
-
-    async def note_failed_sign_in(self, email: str, ip: str | None) -> None:
-        await self.strategy.hit(self.sign_in_items["email"], "sign_in", "email", email.strip().lower())
-        await self.strategy.hit(self.sign_in_items["ip"], "sign_in", "ip", ip or "-")
 
     async def writes_this_month(self, token_ids: list[str]) -> dict[str, int]:
         """Writes counted against each token's monthly cap so far."""

@@ -1,9 +1,10 @@
 """SSRF-guarded outbound HTTP: the address rule, the guarded client, redirects re-checked hop by hop.
 
 Every TCP connection, including each redirect hop, goes through `_GuardedBackend`: it resolves the
-host, refuses private/loopback/link-local/metadata addresses (unless LEV_ALLOW_PRIVATE_URLS) and
-then connects to the very IP it checked, so DNS rebinding between check and connect is not possible.
-TLS SNI and the Host header still carry the URL's host name (httpcore takes both from the URL).
+host, refuses private/loopback/link-local addresses (unless LEV_ALLOW_PRIVATE_URLS or the allowlist lets them
+through) and cloud metadata services (always, however they are spelled), then connects to the very IP it
+checked, so DNS rebinding between check and connect is not possible. TLS SNI and the Host header still carry
+the URL's host name (httpcore takes both from the URL).
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ import socket
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import httpcore
 import httpx
 
 from lev.core.errors import ApiError, ingest_failed
-from lev.core.settings import get_settings
+from lev.core.settings import Settings
 
 MAX_REDIRECTS = 5
 USER_AGENT = (
@@ -31,7 +34,21 @@ USER_AGENT = (
 REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215 local-use prefix (RFC 6052 /48 layout)
 _IPV4_COMPAT = ipaddress.ip_network("::/96")
+
+# Cloud instance metadata services (they hand out credentials): refused whatever LEV_ALLOW_PRIVATE_URLS and
+# LEV_PRIVATE_URL_ALLOWLIST say, in every spelling (the resolver turns decimal, octal and hex IPv4 forms into these;
+# IPv4 inside IPv6 is unwrapped below).
+METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
+    "169.254.169.254",  # AWS, Google Cloud, Azure, Oracle, DigitalOcean, OpenStack, ...
+    "169.254.170.2",  # AWS ECS task metadata and credentials
+    "169.254.170.23",  # AWS EKS Pod Identity
+    "fd00:ec2::254",  # AWS IMDS over IPv6
+    "fd00:ec2::23",  # AWS EKS Pod Identity over IPv6
+    "100.100.100.200",  # Alibaba Cloud
+))
+METADATA_HOSTS = frozenset({"metadata.google.internal", "metadata.goog", "instance-data", "instance-data.ec2.internal"})
 
 
 def _blocked_ipv4(ip: ipaddress.IPv4Address) -> bool:
@@ -41,11 +58,8 @@ def _blocked_ipv4(ip: ipaddress.IPv4Address) -> bool:
     )
 
 
-def is_blocked_address(address: str) -> bool:
-    """True for any address URL ingest must never reach (including IPv4 hidden inside IPv6)."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv4Address):
-        return _blocked_ipv4(ip)
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries: mapped, compatible, 6to4, Teredo, NAT64 (/96 and /48)."""
     embedded: list[ipaddress.IPv4Address] = []
     if ip.ipv4_mapped is not None:
         embedded.append(ip.ipv4_mapped)
@@ -55,12 +69,46 @@ def is_blocked_address(address: str) -> bool:
         embedded.extend(ip.teredo)
     if ip in _NAT64 or ip in _IPV4_COMPAT:
         embedded.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
-    if any(_blocked_ipv4(v4) for v4 in embedded):
+    if ip in _NAT64_LOCAL:  # bits 48-63 hold the first two octets, bits 72-87 the last two
+        raw = int(ip)
+        embedded.append(ipaddress.IPv4Address((((raw >> 64) & 0xFFFF) << 16) | ((raw >> 40) & 0xFFFF)))
+    return embedded
+
+
+def is_metadata_address(address: str) -> bool:
+    """True for a cloud metadata service's address, also when it is wrapped in an IPv6 address."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if ip in METADATA_ADDRESSES:
+        return True
+    return isinstance(ip, ipaddress.IPv6Address) and any(v4 in METADATA_ADDRESSES for v4 in _embedded_ipv4(ip))
+
+
+def is_blocked_address(address: str) -> bool:
+    """True for any address URL ingest must never reach (including IPv4 hidden inside IPv6)."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv4Address):
+        return _blocked_ipv4(ip)
+    if any(_blocked_ipv4(v4) for v4 in _embedded_ipv4(ip)):
         return True
     return (
         ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_site_local or ip.is_multicast
         or ip.is_reserved or ip.is_unspecified or not ip.is_global
     )
+
+
+@dataclass(frozen=True)
+class Outbound:
+    """What the guard lets through besides public addresses: every private address (LEV_ALLOW_PRIVATE_URLS), the
+    networks of LEV_PRIVATE_URL_ALLOWLIST; and the extra CA outgoing TLS trusts (LEV_OUTBOUND_CA_FILE). Cloud
+    metadata services are refused whatever it says."""
+
+    allow_private: bool = False
+    allowlist: tuple[str, ...] = ()
+    ca_file: Path | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Outbound:
+        return cls(settings.allow_private_urls, tuple(settings.private_url_allowlist), settings.outbound_ca_file)
 
 
 @lru_cache(maxsize=8)
@@ -73,13 +121,16 @@ def _allowlisted(address: str, networks: tuple[ipaddress.IPv4Network | ipaddress
     return any(ip in net for net in networks)
 
 
-async def check_host(host: str, port: int) -> list[str]:
+async def check_host(outbound: Outbound, host: str, port: int) -> list[str]:
     """Resolve `host` and return its addresses; refuse if any of them is non-public.
 
-    With LEV_ALLOW_PRIVATE_URLS set the addresses are returned unchecked; addresses inside a
+    A cloud metadata service (by name or by any address) is always refused. Otherwise, with
+    LEV_ALLOW_PRIVATE_URLS set the addresses are returned unchecked; addresses inside a
     LEV_PRIVATE_URL_ALLOWLIST network pass.
     """
     host = host.strip("[]")
+    if host.lower().rstrip(".") in METADATA_HOSTS:
+        raise ingest_failed(f"refusing to fetch {host!r}: it is a cloud metadata service")
     loop = asyncio.get_running_loop()
     try:
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -88,10 +139,12 @@ async def check_host(host: str, port: int) -> list[str]:
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not addresses:
         raise ingest_failed(f"could not resolve host {host!r} (no addresses)")
-    settings = get_settings()
-    if settings.allow_private_urls:
+    for addr in addresses:
+        if is_metadata_address(addr):
+            raise ingest_failed(f"refusing to fetch {host!r}: it resolves to a cloud metadata service ({addr})")
+    if outbound.allow_private:
         return addresses
-    allowed = _allowlist(tuple(settings.private_url_allowlist))
+    allowed = _allowlist(outbound.allowlist)
     for addr in addresses:
         if is_blocked_address(addr) and not _allowlisted(addr, allowed):
             raise ingest_failed(
@@ -104,8 +157,9 @@ async def check_host(host: str, port: int) -> list[str]:
 class _GuardedBackend(httpcore.AsyncNetworkBackend):
     """Resolves and checks each host, then connects to one of the checked IPs."""
 
-    def __init__(self) -> None:
+    def __init__(self, outbound: Outbound) -> None:
         self._inner = httpcore.AnyIOBackend()
+        self._outbound = outbound
 
     async def connect_tcp(
         self,
@@ -115,7 +169,7 @@ class _GuardedBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Any = None,
     ) -> httpcore.AsyncNetworkStream:
-        addresses = await check_host(host, port)
+        addresses = await check_host(self._outbound, host, port)
         last: Exception | None = None
         for addr in addresses:
             try:
@@ -136,31 +190,30 @@ class _GuardedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-def ssl_context() -> ssl.SSLContext:
+def ssl_context(outbound: Outbound) -> ssl.SSLContext:
     """The TLS context of Lev's outgoing requests: the public CAs, plus LEV_OUTBOUND_CA_FILE when set."""
     ctx = httpx.create_ssl_context(trust_env=False)
-    extra = get_settings().outbound_ca_file
-    if extra is not None:
-        ctx.load_verify_locations(cafile=str(extra))
+    if outbound.ca_file is not None:
+        ctx.load_verify_locations(cafile=str(outbound.ca_file))
     return ctx
 
 
 class _GuardedTransport(httpx.AsyncHTTPTransport):
     """httpx transport whose connection pool uses `_GuardedBackend` (no proxies, no env)."""
 
-    def __init__(self) -> None:
+    def __init__(self, outbound: Outbound) -> None:
         super().__init__(trust_env=False)
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context(),
+            ssl_context=ssl_context(outbound),
             max_connections=10,
             max_keepalive_connections=0,
-            network_backend=_GuardedBackend(),
+            network_backend=_GuardedBackend(outbound),
         )
 
 
-def guarded_client(timeout: httpx.Timeout, headers: dict[str, str]) -> httpx.AsyncClient:
+def guarded_client(outbound: Outbound, timeout: httpx.Timeout, headers: dict[str, str]) -> httpx.AsyncClient:
     """An httpx client whose every connection is checked (redirects are followed by `open_url`, not httpx)."""
-    return httpx.AsyncClient(transport=_GuardedTransport(), timeout=timeout, headers=headers,
+    return httpx.AsyncClient(transport=_GuardedTransport(outbound), timeout=timeout, headers=headers,
                              follow_redirects=False, trust_env=False)
 
 
@@ -195,9 +248,9 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
     return False
 
 
-async def _send(client: httpx.AsyncClient, url: httpx.URL) -> httpx.Response:
+async def _send(client: httpx.AsyncClient, url: httpx.URL, headers: dict[str, str] | None = None) -> httpx.Response:
     try:
-        return await client.send(client.build_request("GET", url), stream=True)
+        return await client.send(client.build_request("GET", url, headers=headers), stream=True)
     except ApiError:
         raise
     except httpx.ConnectTimeout as exc:
@@ -214,16 +267,18 @@ async def _send(client: httpx.AsyncClient, url: httpx.URL) -> httpx.Response:
 
 
 @asynccontextmanager
-async def open_url(client: httpx.AsyncClient, url: str) -> AsyncIterator[httpx.Response]:
+async def open_url(client: httpx.AsyncClient, url: str, *, headers: dict[str, str] | None = None,
+                   not_modified: bool = False) -> AsyncIterator[httpx.Response]:
     """GET `url` (http/https only) following at most 5 redirects, each hop checked again; yields the final
-    200 answer unread (streaming) and closes it afterwards. Anything else is a descriptive ingest_failed."""
+    200 answer unread (streaming) and closes it afterwards. Anything else is a descriptive ingest_failed.
+    `headers` go with every hop (a conditional GET's validators); with `not_modified` a 304 is yielded too."""
     try:
         current = httpx.URL(url.strip())
     except (httpx.InvalidURL, ValueError, TypeError) as exc:
         raise ingest_failed(f"invalid URL: {exc}") from exc
     _check_url(current)
     for hop in range(MAX_REDIRECTS + 1):
-        resp = await _send(client, current)
+        resp = await _send(client, current, headers)
         try:
             if resp.status_code in REDIRECT_CODES and "location" in resp.headers:
                 if hop == MAX_REDIRECTS:
@@ -236,9 +291,23 @@ async def open_url(client: httpx.AsyncClient, url: str) -> AsyncIterator[httpx.R
                 continue
             if resp.status_code >= 400:
                 raise status_error(resp.status_code)
-            if resp.status_code != 200:
+            if resp.status_code != 200 and not (not_modified and resp.status_code == 304):
                 raise ingest_failed(f"unexpected response from the site (HTTP {resp.status_code})")
             yield resp
             return
         finally:
             await resp.aclose()
+
+
+_shared: dict[tuple[int, Outbound, float, str], httpx.AsyncClient] = {}
+
+
+def shared_client(outbound: Outbound, timeout: float, user_agent: str = USER_AGENT) -> httpx.AsyncClient:
+    """One guarded client per event loop for frequent small requests (feed checks, webhook deliveries): its TLS
+    context is built once (about 19 ms of CPU each time otherwise). Connections are still checked one by one and
+    never kept alive; per-request headers go with each request."""
+    key = (id(asyncio.get_running_loop()), outbound, timeout, user_agent)
+    client = _shared.get(key)
+    if client is None or client.is_closed:
+        client = _shared[key] = guarded_client(outbound, httpx.Timeout(timeout), {"User-Agent": user_agent})
+    return client

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from lev.core import clock, jsonguard
 from lev.core.errors import ApiError
-from lev.net.guard import guarded_client
+from lev.net.guard import Outbound, guarded_client
 from store import oauth as oauth_store
 from store.db import transaction
 
@@ -42,6 +42,41 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # never in a client_id (and NUL canno
 # native apps (cursor://, vscode://, com.example.app:/) are allowed (RFC 8252 section 7.1).
 FORBIDDEN_SCHEMES = frozenset({"javascript", "data", "file", "vbscript", "about", "blob", "filesystem", "ftp",
                                "ws", "wss"})
+_PRIVATE_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
+# What a registration or a client metadata document may hold: 4xx beyond (invalid_client_metadata, or
+# invalid_redirect_uri for the redirect URIs).
+MAX_REGISTRATION_BYTES = 16 * 1024
+MAX_NAME_CHARS = 200
+MAX_REDIRECT_URIS = 10
+MAX_URI_CHARS = 2000  # a redirect URI, client_uri, logo_uri, ... and any other string value
+MAX_LIST_ITEMS = 10  # contacts, grant_types, ... any list
+
+
+@dataclass(frozen=True)
+class RedirectRule:
+    """A kind of redirect URI clients may register. `scheme` None: a native app's private-use scheme (not one of
+    FORBIDDEN_SCHEMES). `hosts` None: any host (https needs one); else only these. `any_port`: a URI registered
+    without a port matches the same URI on any port (RFC 8252 section 7.3, loopback)."""
+
+    scheme: str | None
+    hosts: frozenset[str] | None = None
+    any_port: bool = False
+
+    def admits(self, scheme: str, host: str) -> bool:
+        if self.scheme is None:
+            return scheme not in ("https", "http") and scheme not in FORBIDDEN_SCHEMES \
+                and _PRIVATE_SCHEME.fullmatch(scheme) is not None
+        if scheme != self.scheme:
+            return False
+        return bool(host) if self.hosts is None else host in self.hosts
+
+
+# The redirect URI rules, first match wins: https anywhere; http to a loopback host, any port; native-app schemes.
+REDIRECT_RULES: tuple[RedirectRule, ...] = (
+    RedirectRule("https"),
+    RedirectRule("http", LOOPBACK_HOSTS, any_port=True),
+    RedirectRule(None),
+)
 
 
 class OAuthError(Exception):
@@ -69,37 +104,69 @@ def _digest(value: str) -> bytes:
     return hashlib.sha256(value.encode()).digest()
 
 
-def redirect_uri_allowed(uri: str) -> bool:
-    """https; http only to a loopback host; or a native app's private-use scheme. Never a fragment or user info."""
+def _rule(uri: str) -> RedirectRule | None:
+    """The rule that admits `uri` as a redirect URI (never one with a fragment, user info or whitespace, or longer
+    than MAX_URI_CHARS), or None."""
     try:
         parts = urlsplit(uri)
+        host = (parts.hostname or "").lower()
     except ValueError:
-        return False
+        return None
     scheme = parts.scheme.lower()
-    if not scheme or parts.fragment or "@" in parts.netloc or len(uri) > 2000 or any(c.isspace() for c in uri):
-        return False
-    if scheme == "https":
-        return bool(parts.hostname)
-    if scheme == "http":
-        return (parts.hostname or "").lower() in LOOPBACK_HOSTS
-    return scheme not in FORBIDDEN_SCHEMES and re.fullmatch(r"[a-z][a-z0-9+.-]*", scheme) is not None
+    if not scheme or parts.fragment or "@" in parts.netloc or len(uri) > MAX_URI_CHARS \
+            or any(c.isspace() for c in uri):
+        return None
+    return next((rule for rule in REDIRECT_RULES if rule.admits(scheme, host)), None)
+
+
+def redirect_uri_allowed(uri: str) -> bool:
+    """Whether a client may register `uri` (REDIRECT_RULES)."""
+    return _rule(uri) is not None
 
 
 def redirect_matches(registered: tuple[str, ...], given: str) -> bool:
-    """Exact string match; for a loopback http URI registered without a port, any port (RFC 8252 section 7.3)."""
+    """Exact string match; for a URI registered without a port under an `any_port` rule, any port."""
     if given in registered:
         return True
     try:
         asked = urlsplit(given)
         for uri in registered:
+            rule = _rule(uri)
             reg = urlsplit(uri)
-            if (reg.scheme == asked.scheme == "http" and reg.port is None and asked.port is not None
-                    and (reg.hostname or "") in LOOPBACK_HOSTS and reg.hostname == asked.hostname
+            if (rule is not None and rule.any_port and reg.port is None and asked.port is not None
+                    and reg.scheme == asked.scheme and reg.hostname == asked.hostname
                     and reg.path == asked.path and reg.query == asked.query):
                 return True
     except ValueError:
         return False
     return False
+
+
+def check_bounds(document: Any, where: str = "") -> str | None:
+    """What makes a registration or metadata document too large, or None: a client_name over MAX_NAME_CHARS, more
+    than MAX_REDIRECT_URIS redirect URIs, any other list over MAX_LIST_ITEMS, any string over MAX_URI_CHARS."""
+    if isinstance(document, dict):
+        for key, value in document.items():
+            path = f"{where}.{key}" if where else str(key)
+            if len(str(key)) > MAX_NAME_CHARS:
+                return f"a field name is longer than {MAX_NAME_CHARS} characters"
+            if key == "client_name" and not where and isinstance(value, str) and len(value) > MAX_NAME_CHARS:
+                return f"client_name is longer than {MAX_NAME_CHARS} characters"
+            if key == "redirect_uris" and not where and isinstance(value, list) and len(value) > MAX_REDIRECT_URIS:
+                return f"redirect_uris lists more than {MAX_REDIRECT_URIS} URIs"
+            found = check_bounds(value, path)
+            if found:
+                return found
+    elif isinstance(document, list):
+        if len(document) > max(MAX_LIST_ITEMS, MAX_REDIRECT_URIS):
+            return f"{where or 'a list'} has more than {max(MAX_LIST_ITEMS, MAX_REDIRECT_URIS)} items"
+        for n, value in enumerate(document):
+            found = check_bounds(value, f"{where}[{n}]")
+            if found:
+                return found
+    elif isinstance(document, str) and len(document) > MAX_URI_CHARS:
+        return f"{where or 'a value'} is longer than {MAX_URI_CHARS} characters"
+    return None
 
 
 def is_metadata_url(client_id: str) -> bool:
@@ -120,7 +187,7 @@ def _client(row: dict[str, Any]) -> Client:
                   secret_hash=row["secret_hash"])
 
 
-async def load_client(client_id: str | None, *, fresh: bool) -> Client:
+async def load_client(outbound: Outbound, client_id: str | None, *, fresh: bool) -> Client:
     """The registered client, fetching a metadata document when the client_id is one and (with `fresh`) its cached
     copy is missing or stale; 400 invalid_client (`OAuthError`) when there is no such client."""
     if not client_id or len(client_id) > 2000 or _CONTROL.search(client_id):
@@ -132,7 +199,7 @@ async def load_client(client_id: str | None, *, fresh: bool) -> Client:
         return _client(row)
     if not cimd:
         raise OAuthError("invalid_client", f"Unknown client_id {client_id!r}: register the client first.", 401)
-    document, max_age = await fetch_metadata_document(client_id)
+    document, max_age = await fetch_metadata_document(outbound, client_id)
     values = validate_metadata_document(client_id, document)
     async with transaction() as s:
         await oauth_store.save_client(s, client_id=client_id, kind="cimd", metadata=document, secret_hash=None,
@@ -150,15 +217,15 @@ def _max_age(cache_control: str) -> int:
     return max(CACHE_MIN_SEC, min(CACHE_MAX_SEC, seconds))
 
 
-async def fetch_metadata_document(url: str) -> tuple[dict[str, Any], int]:
+async def fetch_metadata_document(outbound: Outbound, url: str) -> tuple[dict[str, Any], int]:
     """GET a client ID metadata document through the SSRF guard: 200 only (no redirects), a JSON content type, not
     compressed, at most 5 KiB, within 5 s in all. Returns the document and how long to cache it, in seconds."""
     def refuse(why: str) -> OAuthError:
         return OAuthError("invalid_client", f"Could not use the client metadata document at {url}: {why}.", 401)
 
     try:
-        async with asyncio.timeout(FETCH_DEADLINE_SEC), guarded_client(FETCH_TIMEOUT, FETCH_HEADERS) as client, \
-                client.stream("GET", url) as resp:
+        async with asyncio.timeout(FETCH_DEADLINE_SEC), \
+                guarded_client(outbound, FETCH_TIMEOUT, FETCH_HEADERS) as client, client.stream("GET", url) as resp:
             if resp.status_code != 200:
                 raise refuse(f"HTTP {resp.status_code}")
             ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -196,6 +263,9 @@ def validate_metadata_document(url: str, doc: dict[str, Any]) -> dict[str, Any]:
 
     if doc.get("client_id") != url:
         raise refuse("its client_id is not exactly the URL it was fetched from")
+    too_large = check_bounds(doc)
+    if too_large:
+        raise refuse(too_large)
     if "client_secret" in doc or "client_secret_expires_at" in doc:
         raise refuse("it contains a client secret")
     method = doc.get("token_endpoint_auth_method", "none")
@@ -210,7 +280,7 @@ def validate_metadata_document(url: str, doc: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(responses, list) or "code" not in responses:
         raise refuse("response_types must be a list including code")
     name, uri = doc.get("client_name"), doc.get("client_uri")
-    return {"client_name": name.strip()[:200] if isinstance(name, str) and name.strip() else None,
+    return {"client_name": name.strip() if isinstance(name, str) and name.strip() else None,
             "client_uri": uri if isinstance(uri, str) and uri.startswith("https://") else None,
             "redirect_uris": list(uris), "auth_method": "none"}
 
@@ -218,6 +288,9 @@ def validate_metadata_document(url: str, doc: dict[str, Any]) -> dict[str, Any]:
 async def register(body: bytes) -> dict[str, Any]:
     """RFC 7591 dynamic registration: the client information response (201), or invalid_redirect_uri /
     invalid_client_metadata. A secret is issued for the secret methods (shown once; only its hash is kept)."""
+    if len(body) > MAX_REGISTRATION_BYTES:
+        raise OAuthError("invalid_client_metadata", f"The registration request is larger than "
+                                                    f"{MAX_REGISTRATION_BYTES} bytes.")
     # The MCP SDK's model of client metadata; imported here, since importing the SDK costs a server about 35 MiB
     # and a second at start-up, for a request that comes once per client installation.
     from mcp.shared.auth import OAuthClientMetadata
@@ -226,6 +299,10 @@ async def register(body: bytes) -> dict[str, Any]:
         raw = jsonguard.loads(body)
         if not isinstance(raw, dict):
             raise OAuthError("invalid_client_metadata", "The registration request must be a JSON object.")
+        too_large = check_bounds(raw)
+        if too_large:
+            code = "invalid_redirect_uri" if too_large.startswith("redirect_uris") else "invalid_client_metadata"
+            raise OAuthError(code, f"The registration request is too large: {too_large}.")
         meta = OAuthClientMetadata.model_validate(raw)
     except jsonguard.BadJson as exc:
         raise OAuthError("invalid_client_metadata", f"The registration request is not JSON: {exc}.") from None
@@ -251,7 +328,7 @@ async def register(body: bytes) -> dict[str, Any]:
     if meta.response_types != ["code"]:
         raise OAuthError("invalid_client_metadata", "response_types must be [\"code\"].")
     scope = " ".join(s for s in (meta.scope or " ".join(SCOPES)).split() if s in SCOPES) or " ".join(SCOPES)
-    name = (meta.client_name or "").strip()[:200] or None
+    name = (meta.client_name or "").strip() or None
     client_id = str(uuid.uuid4())
     secret = secrets.token_urlsafe(32) if method in SECRET_METHODS else None
     echo = {k: v for k, v in meta.model_dump(mode="json", exclude_none=True).items()
@@ -282,7 +359,7 @@ def _basic_credentials(authorization: str | None) -> tuple[str, str] | None:
     return unquote(user), unquote(password)
 
 
-async def authenticate_client(form: dict[str, str], authorization: str | None) -> Client:
+async def authenticate_client(outbound: Outbound, form: dict[str, str], authorization: str | None) -> Client:
     """The client a token or revocation request comes from: a public client names itself with client_id; a
     confidential one proves its secret (HTTP Basic or client_secret in the body). 401 invalid_client otherwise."""
     basic = _basic_credentials(authorization)
@@ -292,7 +369,7 @@ async def authenticate_client(form: dict[str, str], authorization: str | None) -
         if client_id and client_id != basic[0]:
             raise OAuthError("invalid_client", "client_id differs from the Basic credentials.", 401)
         client_id, secret = basic
-    client = await load_client(client_id, fresh=False)
+    client = await load_client(outbound, client_id, fresh=False)
     if client.secret_hash is not None:
         if not secret or not hmac.compare_digest(_digest(secret), client.secret_hash):
             raise OAuthError("invalid_client", "The client secret is missing or wrong.", 401)

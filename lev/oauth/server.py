@@ -24,16 +24,19 @@ from lev.auth import principal_cache as principals
 from lev.auth.policy import OAuthBinding, Principal, hash_token, mint, new_token, parse_bearer
 from lev.core import clock, context, jsonguard
 from lev.core.contract import mcp_tools
-from lev.core.errors import ApiError, capability_denied, invalid_body, jsonrpc_response
-from lev.core.settings import get_settings
+from lev.core.errors import ApiError, capability_denied, invalid_body, jsonrpc_response, not_signed_in
+from lev.core.settings import Settings
 from lev.limits.tiers import Tiers, token_room
+from lev.net.guard import Outbound
 from lev.oauth.clients import SCOPES, Client, OAuthError, load_client, redirect_matches
 from store import oauth as oauth_store
+from store import sessions as session_store
 from store import tokens as token_store
 from store.db import read_session, transaction
 
 READ, WRITE = SCOPES
 MCP_PATH = "/api/mcp"
+REST_PATH = "/api/v1"  # the REST API is a resource of its own (the browser extension's grants are for it)
 PRM_PATH = "/.well-known/oauth-protected-resource"
 AS_PATH = "/.well-known/oauth-authorization-server"
 AUTHORIZE_PATH, TOKEN_PATH, REGISTER_PATH, REVOKE_PATH = "/oauth/authorize", "/oauth/token", "/oauth/register", \
@@ -46,11 +49,11 @@ _CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")
 _VERIFIER = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
 
 
-def public_base(host_header: str | None) -> str:
+def public_base(settings: Settings, host_header: str | None) -> str:
     """The base URL clients see: LEV_BASE_URL, else the address served (`localhost` when the client said so on a
     loopback listener, so a client that was given http://localhost:PORT/api/mcp finds its resource)."""
     base = context.base_url()
-    if get_settings().base_url or not host_header:
+    if settings.base_url or not host_header:
         return base
     parts = urlsplit(base)
     try:
@@ -63,12 +66,12 @@ def public_base(host_header: str | None) -> str:
     return base
 
 
-def resource_url(base: str) -> str:
-    return f"{base}{MCP_PATH}"
+def resource_url(base: str, path: str = MCP_PATH) -> str:
+    return f"{base}{path}"
 
 
-def resource_metadata_url(base: str) -> str:
-    return f"{base}{PRM_PATH}{MCP_PATH}"
+def resource_metadata_url(base: str, path: str = MCP_PATH) -> str:
+    return f"{base}{PRM_PATH}{path}"
 
 
 def challenge(base: str, err: ApiError | None = None, *, insufficient: bool = False) -> str:
@@ -83,9 +86,11 @@ def challenge(base: str, err: ApiError | None = None, *, insufficient: bool = Fa
     return ", ".join(parts)
 
 
-def protected_resource_metadata(base: str) -> dict[str, Any]:
-    return {"resource": resource_url(base), "authorization_servers": [base], "scopes_supported": list(SCOPES),
-            "bearer_methods_supported": ["header"], "resource_name": "Lev knowledge base",
+def protected_resource_metadata(base: str, path: str = MCP_PATH) -> dict[str, Any]:
+    """RFC 9728 metadata of the MCP resource, or (path `/api/v1`) of the REST API."""
+    name = "Lev knowledge base" if path == MCP_PATH else "Lev REST API"
+    return {"resource": resource_url(base, path), "authorization_servers": [base], "scopes_supported": list(SCOPES),
+            "bearer_methods_supported": ["header"], "resource_name": name,
             "resource_documentation": f"{base}/api/v1/docs"}
 
 
@@ -141,7 +146,10 @@ def transport_scope_refusal(principal: Principal, headers: Any, body: bytes, bas
 
 
 class PageError(Exception):
-    """An authorization request the user must be told about and that must not redirect (RFC 6749 4.1.2.1)."""
+    """An authorization request that is not valid: shown to the user on Lev's own page, never answered by redirecting
+    (RFC 9700 section 4.11.2: the redirect URI of a dynamically registered or metadata-document client is unvetted;
+    redirecting errors to it would make Lev an open redirector). Only a valid request of a signed-in user ever
+    redirects, with a code or access_denied."""
 
     def __init__(self, error: str, description: str) -> None:
         super().__init__(description)
@@ -172,19 +180,13 @@ class AuthRequest:
         return {k: params[k] for k in keys if k in params}
 
 
-class RedirectError(Exception):
-    """An authorization error answered by redirecting to the client (with state and iss)."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
-        self.url = url
+MAX_STATE_CHARS = 2000
 
 
-async def check_request(params: dict[str, str], base: str) -> AuthRequest:
-    """Validate an authorization request. An unknown client or a redirect URI not registered for it is a
-    `PageError`; anything else wrong is a `RedirectError` back to the client."""
+async def check_request(outbound: Outbound, params: dict[str, str], base: str) -> AuthRequest:
+    """Validate an authorization request for its client; anything wrong is a `PageError` (see there)."""
     try:
-        client = await load_client(params.get("client_id"), fresh=True)
+        client = await load_client(outbound, params.get("client_id"), fresh=True)
     except OAuthError as err:
         raise PageError("invalid_request", err.description) from None
     redirect_uri = params.get("redirect_uri", "")
@@ -193,19 +195,18 @@ async def check_request(params: dict[str, str], base: str) -> AuthRequest:
     req = AuthRequest(client=client, redirect_uri=redirect_uri, state=params.get("state"),
                       code_challenge=params.get("code_challenge", ""), resource=params.get("resource", ""),
                       write_asked=WRITE in params.get("scope", " ".join(SCOPES)).split(), issuer=base)
-
-    def fail(error: str, description: str) -> RedirectError:
-        return RedirectError(req.redirect(error=error, error_description=description))
-
     if params.get("response_type") != "code":
-        raise fail("unsupported_response_type", "response_type must be code.")
+        raise PageError("unsupported_response_type", "response_type must be code.")
     if params.get("code_challenge_method") != "S256" or not _CHALLENGE.match(req.code_challenge):
-        raise fail("invalid_request", "PKCE is required: code_challenge (43 characters) with code_challenge_method "
-                                      "S256.")
+        raise PageError("invalid_request", "PKCE is required: code_challenge (43 characters) with "
+                                           "code_challenge_method S256.")
     if not req.resource:
-        raise fail("invalid_request", f"resource is required (RFC 8707): {resource_url(base)}.")
-    if req.resource.rstrip("/") != resource_url(base):
-        raise fail("invalid_target", f"This server issues tokens only for {resource_url(base)}.")
+        raise PageError("invalid_request", f"resource is required (RFC 8707): {resource_url(base)}.")
+    if req.resource.rstrip("/") not in (resource_url(base), resource_url(base, REST_PATH)):
+        raise PageError("invalid_target", f"This server issues tokens only for {resource_url(base)} (MCP) and "
+                                          f"{resource_url(base, REST_PATH)} (REST).")
+    if req.state is not None and len(req.state) > MAX_STATE_CHARS:
+        raise PageError("invalid_request", f"state is longer than {MAX_STATE_CHARS} characters.")
     return req
 
 
@@ -228,10 +229,14 @@ def consent_choice(form: dict[str, Any], req: AuthRequest, folder_ids: set[str])
             "expires_in_days": int(days), "client_name": req.client.name}
 
 
-async def issue_code(user_id: uuid.UUID, req: AuthRequest, choice: dict[str, Any]) -> str:
-    """Store a one-time code (its hash) for the user's choice; the URL to send the browser back to."""
+async def issue_code(user_id: uuid.UUID, session: bytes, req: AuthRequest, choice: dict[str, Any]) -> str:
+    """Store a one-time code (its hash) for the user's choice; the URL to send the browser back to. The browser
+    session that allowed it is locked meanwhile: a password change ending it either waits for the code (and then
+    voids it) or has ended it already (401 not_signed_in)."""
     code = secrets.token_urlsafe(32)
     async with transaction() as s:
+        if not await session_store.lock_live(s, session):
+            raise not_signed_in()
         await oauth_store.insert_code(s, code_hash=hash_token(code), user_id=user_id, client_id=req.client.client_id,
                                       redirect_uri=req.redirect_uri, code_challenge=req.code_challenge,
                                       resource=req.resource.rstrip("/"), choice=choice,
@@ -264,7 +269,7 @@ def _check_resource(form: dict[str, str], resource: str) -> None:
         raise OAuthError("invalid_target", f"The grant is for {resource}, not {asked}.")
 
 
-async def exchange_code(client: Client, form: dict[str, str]) -> dict[str, Any]:
+async def exchange_code(settings: Settings, client: Client, form: dict[str, str]) -> dict[str, Any]:
     """authorization_code grant: one use per code; a second use revokes what the first produced (RFC 6749
     4.1.2). Every refusal is invalid_grant or invalid_target and creates nothing."""
     code, verifier, redirect_uri = form.get("code"), form.get("code_verifier"), form.get("redirect_uri")
@@ -280,14 +285,15 @@ async def exchange_code(client: Client, form: dict[str, str]) -> dict[str, Any]:
                 await token_store.revoke_token(s, row["token_id"])
             failure = OAuthError("invalid_grant", "The authorization code was already used; its grant is revoked.")
         elif row["expires_at"] <= clock.now():
-            raise OAuthError("invalid_grant", "The authorization code has expired.")
+            raise OAuthError("invalid_grant", "The authorization code has expired (or a password change voided "
+                                              "it).")
         elif redirect_uri != row["redirect_uri"]:
             raise OAuthError("invalid_grant", "redirect_uri differs from the authorization request's.")
         elif not pkce_matches(verifier, row["code_challenge"]):
             raise OAuthError("invalid_grant", "code_verifier does not match the code_challenge.")
         else:
             _check_resource(form, row["resource"])
-            out = await _mint_grant(s, client, row)
+            out = await _mint_grant(s, settings, client, row)
             await oauth_store.mark_code_used(s, row["code_hash"], out.pop("token_id"))
     if failure is not None:
         await principals.invalidate()  # the revoked grant's access token may be cached in any process
@@ -296,7 +302,7 @@ async def exchange_code(client: Client, form: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-async def _mint_grant(s: Any, client: Client, row: dict[str, Any]) -> dict[str, Any]:
+async def _mint_grant(s: Any, settings: Settings, client: Client, row: dict[str, Any]) -> dict[str, Any]:
     choice = row["choice"]
     user = {"id": row["user_id"], "tier": row["tier"], "email": row["email"]}
     access_expires = clock.now() + timedelta(seconds=ACCESS_TTL_SEC)
@@ -304,8 +310,8 @@ async def _mint_grant(s: Any, client: Client, row: dict[str, Any]) -> dict[str, 
         access, token_id = await mint(
             s, user, choice.get("client_name") or client.name, write=choice["write"],
             folder_ids=[uuid.UUID(f) for f in choice["folder_ids"]], kb_only=choice["kb_only"],
-            expires_in_days=choice["expires_in_days"], write_cap=get_settings().default_write_cap,
-            tiers=Tiers.from_settings(get_settings()),
+            expires_in_days=choice["expires_in_days"], write_cap=settings.default_write_cap,
+            tiers=Tiers.from_settings(settings),
             oauth=OAuthBinding(client_id=client.client_id, resource=row["resource"], access_expires_at=access_expires),
         )
     except ApiError as err:  # the tier changed, or a chosen folder was deleted, since the user allowed it
@@ -362,9 +368,9 @@ async def revoke(client: Client, form: dict[str, str]) -> None:
         await principals.invalidate()
 
 
-async def consent_room(principal: Principal) -> dict[str, Any]:
+async def consent_room(settings: Settings, principal: Principal) -> dict[str, Any]:
     """The tier figures the consent page shows (the 402's tier, cap, used); `allowed` is false at the cap."""
     async with read_session() as s:
         user = {"id": principal.user_id, "tier": principal.tier}
-        room = await token_room(s, Tiers.from_settings(get_settings()), user)
+        room = await token_room(s, Tiers.from_settings(settings), user)
     return {"tier": room.tier, "cap": room.cap, "used": room.used, "allowed": room.allowed}

@@ -26,8 +26,8 @@ from sqlalchemy.engine import make_url
 
 from lev import __version__
 from lev.core import clock
-from lev.runtime import get_object_store
 from store import maintenance
+from store.objects import ObjectStore
 
 FORMAT = 1
 DUMP = "database.dump"
@@ -98,7 +98,7 @@ def _keep(local: Path, target: Path, path: str) -> dict[str, Any]:
     return {"path": path, "bytes": dest.stat().st_size, "sha256": _sha256(dest)}
 
 
-async def backup(target: Path, database_url: str) -> dict[str, Any]:
+async def backup(store: ObjectStore, target: Path, database_url: str) -> dict[str, Any]:
     """Write a backup into `target` (a new or empty directory); returns the manifest."""
     await asyncio.to_thread(_prepare, target)
     started = clock.now()
@@ -106,7 +106,6 @@ async def backup(target: Path, database_url: str) -> dict[str, Any]:
     async with maintenance.exported_snapshot() as snap:
         await asyncio.to_thread(_run, [pg_tool("pg_dump"), "--format=custom", "--no-owner", "--no-privileges",
                                        f"--snapshot={snap.id}", "--file", str(dump)], _pg_env(database_url))
-    store = get_object_store()
     referenced = set(snap.object_paths)
     objects: list[dict[str, Any]] = []
     for path in await store.list_paths():
@@ -144,7 +143,7 @@ def _check(source: Path) -> dict[str, Any]:
     return manifest
 
 
-async def restore(source: Path, database_url: str) -> dict[str, Any]:
+async def restore(store: ObjectStore, source: Path, database_url: str) -> dict[str, Any]:
     """Restore a backup into an empty (or freshly migrated, user-less) database and the configured object
     store; checks every checksum first and the row counts after. Returns the manifest."""
     manifest = await asyncio.to_thread(_check, source)
@@ -155,7 +154,6 @@ async def restore(source: Path, database_url: str) -> dict[str, Any]:
     await asyncio.to_thread(_run, [pg_tool("pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error",
                                    "--dbname", _pg_env(database_url)["PGDATABASE"], str(source / DUMP)],
                             _pg_env(database_url))
-    store = get_object_store()
     for obj in manifest["objects"]:
         await store.put_file(obj["path"], source / OBJECTS / obj["path"])
     counts = await maintenance.table_counts()

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from lev import runtime
 from lev.core.errors import unavailable
-from lev.runtime import QUEUE, get_object_store
 from store import db
+from store.objects import ObjectStore
 
 CHECK_TIMEOUT_SEC = 2.0
 ARQ_IN_PROGRESS_PREFIX = "arq:in-progress:"
@@ -35,25 +35,26 @@ async def _migrations() -> str:
     raise RuntimeError(f"database at migration {current}, this code expects {head}: run `lev migrate`")
 
 
-async def _redis() -> str:
-    await runtime.get_runtime().redis.ping()
-    return "ok"
+def _probes(redis: Any, objects: ObjectStore) -> dict[str, Callable[[], Awaitable[str]]]:
+    async def redis_answers() -> str:
+        await redis.ping()
+        return "ok"
+
+    async def objects_answer() -> str:
+        await objects.ping()
+        return "ok"
+
+    return {"database": _database, "migrations": _migrations, "redis": redis_answers, "object_store": objects_answer}
 
 
-async def _object_store() -> str:
-    await get_object_store().ping()
-    return "ok"
-
-
-PROBES = {"database": _database, "redis": _redis, "object_store": _object_store}
-
-
-async def wait_until_answers(part: str, max_wait_sec: float, every_sec: float = 0.5) -> bool:
+async def wait_until_answers(redis: Any, objects: ObjectStore, part: str, max_wait_sec: float,
+                             every_sec: float = 0.5) -> bool:
     """Probe `part` (database, redis or object_store) until it answers or `max_wait_sec` passes; True when it
     answered. The probe interval doubles up to 5 s."""
     deadline = time.monotonic() + max_wait_sec
+    probe = _probes(redis, objects)[part]
     while True:
-        if (await _bounded(part, PROBES[part]))[1] is None:
+        if (await _bounded(part, probe))[1] is None:
             return True
         left = deadline - time.monotonic()
         if left <= 0:
@@ -73,11 +74,10 @@ async def _bounded(name: str, check: Any) -> tuple[str, str | None]:
         return name, f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
-async def readiness() -> dict[str, Any]:
+async def readiness(redis: Any, objects: ObjectStore) -> dict[str, Any]:
     """{status: ready, checks} when every part answers, else raise 503 `unavailable` naming the failed parts."""
     results: list[tuple[str, str | None]] = list(await asyncio.gather(
-        _bounded("database", _database), _bounded("migrations", _migrations),
-        _bounded("redis", _redis), _bounded("object_store", _object_store)))
+        *(_bounded(name, probe) for name, probe in _probes(redis, objects).items())))
     failed = [name for name, problem in results if problem is not None]
     if "database" in failed and "migrations" in failed:
         failed.remove("migrations")
@@ -88,14 +88,13 @@ async def readiness() -> dict[str, Any]:
     return {"status": "ready", "checks": checks}
 
 
-async def queue_snapshot() -> dict[str, float]:
-    """Jobs waiting, jobs running and the age of the oldest job due to run (0 when none is).
+async def queue_snapshot(r: Any, queue: str) -> dict[str, float]:
+    """Jobs waiting, jobs running and the age of the oldest job due to run (0 when none is) in arq's `queue`.
 
     arq keeps a job in its queue until it finishes and marks a running one with an in-progress key."""
-    r = runtime.get_runtime().redis
     now_ms = time.time() * 1000
-    total = await r.zcard(QUEUE)
-    jobs = await r.zrange(QUEUE, 0, QUEUE_SCAN_MAX - 1, withscores=True)
+    total = await r.zcard(queue)
+    jobs = await r.zrange(queue, 0, QUEUE_SCAN_MAX - 1, withscores=True)
     running = await r.mget([f"{ARQ_IN_PROGRESS_PREFIX}{job_id.decode()}" for job_id, _ in jobs]) if jobs else []
     in_progress = sum(flag is not None for flag in running)
     due = [score for (_, score), flag in zip(jobs, running, strict=True) if flag is None and score <= now_ms]

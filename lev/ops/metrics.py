@@ -8,7 +8,6 @@ factory call it first); the metric objects are created on first use.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,17 +27,15 @@ def metrics_dir(settings: Settings) -> Path:
     return Path(settings.metrics_dir) if settings.metrics_dir else Path(settings.data_dir).resolve() / "metrics"
 
 
-def configure(settings: Settings | None = None) -> Path:
+def configure(settings: Settings | None = None) -> Path | None:
     """Point prometheus-client at the shared directory (kept if the environment already names one) and drop
     the files of processes that no longer run (their counters restart from zero, which Prometheus expects). The
-    composition root configures it at start; a process that never did (a one-off command) counts into a private
-    directory nobody serves."""
+    composition root configures it at start; a process that never did (a one-off command, a test) counts in its
+    own memory, and leaves the environment its children inherit alone."""
     global _configured
-    if settings is None and _configured is not None:
+    if settings is None:
         return _configured
-    where = metrics_dir(settings) if settings is not None else \
-        Path(tempfile.gettempdir()) / f"lev-metrics-{os.getpid()}"
-    path = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or where)
+    path = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or metrics_dir(settings))
     if _configured == path:
         return path
     path.mkdir(parents=True, exist_ok=True)
@@ -117,7 +114,8 @@ def embedding_timer(kind: str) -> Iterator[None]:
 
 def mark_process_dead(pid: int | None = None) -> None:
     """Drop this process's live gauges from the shared directory (its counters stay summed)."""
-    configure()
+    if configure() is None:
+        return
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(pid or os.getpid())

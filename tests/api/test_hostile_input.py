@@ -213,8 +213,8 @@ def test_chunked_rest_body_is_accepted(world: World) -> None:
 
 def test_chunked_body_over_the_cap_is_413_and_stores_nothing(world: World) -> None:
     before = world.state()
-    raw = json.dumps({"kind": "text", "text": "x" * (CAP + 10)}).encode()
-    r = world.rest.post("/api/v1/ingest", content=_chunks(raw, 65536))
+    raw = json.dumps({"name": "x" * (CAP + 10)}).encode()  # (/ingest has a larger cap: a captured page's HTML)
+    r = world.rest.post("/api/v1/folders", content=_chunks(raw, 65536))
     assert r.status_code == 413, r.text[:300]
     assert r.json() == {"error": "file_too_large", "message": r.json()["message"], "maxBytes": CAP}
     assert world.state() == before

@@ -335,9 +335,9 @@ def test_body_size_cap(server, api, user) -> None:
 
 
 def test_internal_error_body_carries_request_id() -> None:
-    from lev.app import error_response
     from lev.core import context
     from lev.core.errors import to_api_error
+    from lev.middleware import error_response
 
     context.set_current(context.RequestInfo(request_id="rid-1"))
     err_ = to_api_error(RuntimeError("boom"))

@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 
 from lev.core.errors import ApiError
-from lev.core.settings import get_settings
 from lev.ingest.urls import canonical_url, classify_media_url
 from lev.ingest.webpage import MAX_BYTES, UnsupportedMedia, fetch_page
-from lev.net.guard import check_host, is_blocked_address
+from lev.net.guard import Outbound, check_host, is_blocked_address
 
 ARTICLE = """<!doctype html>
 <html lang="en"><head>
@@ -157,27 +156,13 @@ def site() -> Iterator[Site]:
     s.close()
 
 
-@pytest.fixture
-def private_ok(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("LEV_ALLOW_PRIVATE_URLS", "true")
-    get_settings.cache_clear()
-    yield
-    get_settings.cache_clear()
+ALLOWED = Outbound(allow_private=True)  # the tests' loopback sites stand in for the web
+REFUSED = Outbound()  # the production default: private addresses refused
 
 
-@pytest.fixture
-def private_off(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv("LEV_ALLOW_PRIVATE_URLS", raising=False)
-    monkeypatch.delenv("LEV_PRIVATE_URL_ALLOWLIST", raising=False)
-    get_settings.cache_clear()
-    assert get_settings().allow_private_urls is False
-    yield
-    get_settings.cache_clear()
-
-
-async def fails(url: str, **kw: Any) -> ApiError:
+async def fails(outbound: Outbound, url: str, **kw: Any) -> ApiError:
     with pytest.raises(ApiError) as info:
-        await fetch_page(url, **kw)
+        await fetch_page(outbound, url, **kw)
     assert info.value.status == 400
     assert info.value.code == "ingest_failed"
     return info.value
@@ -187,8 +172,8 @@ async def fails(url: str, **kw: Any) -> ApiError:
 
 
 @pytest.mark.asyncio
-async def test_article_extracts_main_text_not_boilerplate(site: Site, private_ok: None) -> None:
-    page = await fetch_page(f"{site.base}/article")
+async def test_article_extracts_main_text_not_boilerplate(site: Site) -> None:
+    page = await fetch_page(ALLOWED, f"{site.base}/article")
     assert page.url == f"{site.base}/article"
     assert page.content_type == "text/html"
     assert "Fresnel lens" in page.text
@@ -206,23 +191,23 @@ async def test_article_extracts_main_text_not_boilerplate(site: Site, private_ok
 
 
 @pytest.mark.asyncio
-async def test_redirect_chain_is_followed(site: Site, private_ok: None) -> None:
-    page = await fetch_page(f"{site.base}/r1")
+async def test_redirect_chain_is_followed(site: Site) -> None:
+    page = await fetch_page(ALLOWED, f"{site.base}/r1")
     assert page.url == f"{site.base}/article?utm_source=x&id=7"
     assert page.canonical == f"{site.base}/article?id=7"
     assert "Fresnel" in page.text
 
 
 @pytest.mark.asyncio
-async def test_redirect_to_other_scheme_is_refused(site: Site, private_ok: None) -> None:
-    err = await fails(f"{site.base}/to-file")
+async def test_redirect_to_other_scheme_is_refused(site: Site) -> None:
+    err = await fails(ALLOWED, f"{site.base}/to-file")
     assert "only http and https" in (err.message or "")
 
 
 @pytest.mark.asyncio
-async def test_redirect_loop_is_refused_after_five_hops(site: Site, private_ok: None) -> None:
+async def test_redirect_loop_is_refused_after_five_hops(site: Site) -> None:
     before = len(site.hits)
-    err = await fails(f"{site.base}/loop0")
+    err = await fails(ALLOWED, f"{site.base}/loop0")
     assert "too many redirects" in (err.message or "")
     assert site.hits[before:] == [f"/loop{i}" for i in range(6)]  # the start + 5 redirects, no 7th request
 
@@ -239,21 +224,21 @@ async def test_redirect_loop_is_refused_after_five_hops(site: Site, private_ok: 
         (418, "HTTP 418"),
     ],
 )
-async def test_http_errors(site: Site, private_ok: None, code: int, expected: str) -> None:
-    err = await fails(f"{site.base}/status/{code}")
+async def test_http_errors(site: Site, code: int, expected: str) -> None:
+    err = await fails(ALLOWED, f"{site.base}/status/{code}")
     assert expected in (err.message or "")
 
 
 @pytest.mark.asyncio
-async def test_declared_oversize_is_refused(site: Site, private_ok: None) -> None:
-    err = await fails(f"{site.base}/big-declared")
+async def test_declared_oversize_is_refused(site: Site) -> None:
+    err = await fails(ALLOWED, f"{site.base}/big-declared")
     assert err.message == "page larger than 20 MB"
 
 
 @pytest.mark.asyncio
-async def test_streamed_oversize_is_refused_without_reading_everything(site: Site, private_ok: None) -> None:
+async def test_streamed_oversize_is_refused_without_reading_everything(site: Site) -> None:
     started = time.monotonic()
-    err = await fails(f"{site.base}/big-stream")
+    err = await fails(ALLOWED, f"{site.base}/big-stream")
     assert err.message == "page larger than 20 MB"
     assert site.big_done.wait(10), "server kept streaming after the client gave up"
     assert MAX_BYTES < site.sent_big < 60 * 1024 * 1024  # stopped soon after the cap, far below 200 MB
@@ -261,56 +246,56 @@ async def test_streamed_oversize_is_refused_without_reading_everything(site: Sit
 
 
 @pytest.mark.asyncio
-async def test_unsupported_content_type(site: Site, private_ok: None) -> None:
-    err = await fails(f"{site.base}/octet")
+async def test_unsupported_content_type(site: Site) -> None:
+    err = await fails(ALLOWED, f"{site.base}/octet")
     assert "application/octet-stream" in (err.message or "")
     assert not isinstance(err, UnsupportedMedia)
 
 
 @pytest.mark.asyncio
-async def test_pdf_and_audio_are_routed_as_media(site: Site, private_ok: None) -> None:
+async def test_pdf_and_audio_are_routed_as_media(site: Site) -> None:
     with pytest.raises(UnsupportedMedia) as info:
-        await fetch_page(f"{site.base}/pdf")
+        await fetch_page(ALLOWED, f"{site.base}/pdf")
     assert info.value.kind == "pdf" and info.value.content_type == "application/pdf"
     assert info.value.status == 400 and info.value.code == "ingest_failed"
     assert info.value.message == "PDF/audio/video URLs are not supported yet"
     with pytest.raises(UnsupportedMedia) as info:
-        await fetch_page(f"{site.base}/audio")
+        await fetch_page(ALLOWED, f"{site.base}/audio")
     assert info.value.kind == "audio"
 
 
 @pytest.mark.asyncio
-async def test_near_empty_page(site: Site, private_ok: None) -> None:
-    err = await fails(f"{site.base}/empty")
+async def test_near_empty_page(site: Site) -> None:
+    err = await fails(ALLOWED, f"{site.base}/empty")
     assert err.message == "page has no readable text; it may need a login or be paywalled"
 
 
 @pytest.mark.asyncio
-async def test_plain_text_taken_as_is(site: Site, private_ok: None) -> None:
-    page = await fetch_page(f"{site.base}/notes/readme.txt")
+async def test_plain_text_taken_as_is(site: Site) -> None:
+    page = await fetch_page(ALLOWED, f"{site.base}/notes/readme.txt")
     assert page.text == "Plain notes.\nLine two with caf\u00e9."
     assert page.title == "readme.txt"
     assert page.content_type == "text/plain"
 
 
 @pytest.mark.asyncio
-async def test_slow_page_times_out(site: Site, private_ok: None) -> None:
+async def test_slow_page_times_out(site: Site) -> None:
     started = time.monotonic()
-    err = await fails(f"{site.base}/slow", read_timeout=0.3)
+    err = await fails(ALLOWED, f"{site.base}/slow", read_timeout=0.3)
     assert "did not respond in time" in (err.message or "")
     assert time.monotonic() - started < 2
-    err = await fails(f"{site.base}/slow", total_timeout=0.3)
+    err = await fails(ALLOWED, f"{site.base}/slow", total_timeout=0.3)
     assert "longer than 0.3 s" in (err.message or "")
 
 
 @pytest.mark.asyncio
-async def test_connection_refused_and_dns_failure(private_ok: None) -> None:
+async def test_connection_refused_and_dns_failure() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # bound but not listening: connections are refused
-        err = await fails(f"http://127.0.0.1:{port}/")
+        err = await fails(ALLOWED, f"http://127.0.0.1:{port}/")
     assert "connection refused" in (err.message or "")
-    err = await fails("http://no-such-host.invalid/page")
+    err = await fails(ALLOWED, "http://no-such-host.invalid/page")
     assert "DNS lookup failed" in (err.message or "")
 
 
@@ -318,7 +303,7 @@ async def test_connection_refused_and_dns_failure(private_ok: None) -> None:
 
 
 @pytest.mark.asyncio
-async def test_private_targets_are_refused_before_any_connection(site: Site, private_off: None) -> None:
+async def test_private_targets_are_refused_before_any_connection(site: Site) -> None:
     before = len(site.hits)
     blocked = [
         f"http://127.0.0.1:{site.port}/article",
@@ -341,23 +326,24 @@ async def test_private_targets_are_refused_before_any_connection(site: Site, pri
         "http://224.0.0.1/",
     ]
     for url in blocked:
-        err = await fails(url, connect_timeout=0.5)
-        assert "non-public address" in (err.message or ""), (url, err.message)
+        err = await fails(REFUSED, url, connect_timeout=0.5)
+        why = err.message or ""
+        assert "non-public address" in why or "cloud metadata service" in why, (url, why)
     for url in ("ftp://x/file", "file:///etc/passwd", "gopher://x/"):
-        err = await fails(url)
+        err = await fails(REFUSED, url)
         assert "only http and https" in (err.message or ""), url
-    err = await fails("http://0177.0.0.1/")  # octal form: rejected by the URL parser
+    err = await fails(REFUSED, "http://0177.0.0.1/")  # octal form: rejected by the URL parser
     assert "invalid URL" in (err.message or "")
     assert site.hits[before:] == []
 
 
 @pytest.mark.asyncio
-async def test_check_host_resolution(private_off: None) -> None:
+async def test_check_host_resolution() -> None:
     with pytest.raises(ApiError):
-        await check_host("localhost", 80)
+        await check_host(REFUSED, "localhost", 80)
     with pytest.raises(ApiError):
-        await check_host("[::1]", 80)
-    assert await check_host("93.184.215.14", 443) == ["93.184.215.14"]
+        await check_host(REFUSED, "[::1]", 80)
+    assert await check_host(REFUSED, "93.184.215.14", 443) == ["93.184.215.14"]
     assert not is_blocked_address("2606:4700::6810:84e5")
     assert not is_blocked_address("8.8.8.8")
     assert is_blocked_address("::ffff:10.1.2.3")
@@ -365,31 +351,28 @@ async def test_check_host_resolution(private_off: None) -> None:
 
 
 @pytest.mark.asyncio
-async def test_redirect_to_private_address_is_rechecked(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_redirect_to_private_address_is_rechecked() -> None:
     """A permitted site redirecting into a forbidden network is refused at the redirect hop.
 
     With private URLs off, only 127.0.0.1/32 is allow-listed (standing in for a public site); the
     second site listens on 127.0.0.2, which stays forbidden. The first site must be hit, the second
     never, and its address must be named in the refusal.
     """
-    monkeypatch.delenv("LEV_ALLOW_PRIVATE_URLS", raising=False)
-    monkeypatch.setenv("LEV_PRIVATE_URL_ALLOWLIST", '["127.0.0.1/32"]')
-    get_settings.cache_clear()
+    outbound = Outbound(allowlist=("127.0.0.1/32",))
     public, internal = Site("127.0.0.1"), Site("127.0.0.2")
     try:
-        ok = await fetch_page(f"{public.base}/article")
+        ok = await fetch_page(outbound, f"{public.base}/article")
         assert "Fresnel" in ok.text
         public.route = lambda h: Site.redirect(h, 302, f"{internal.base}/article")  # type: ignore[method-assign]
-        err = await fails(f"{public.base}/start")
+        err = await fails(outbound, f"{public.base}/start")
         assert "127.0.0.2" in (err.message or "") and "non-public" in (err.message or "")
         assert public.hits == ["/article", "/start"]
         assert internal.hits == []
-        err = await fails(f"{internal.base}/article")
+        err = await fails(outbound, f"{internal.base}/article")
         assert internal.hits == []
     finally:
         public.close()
         internal.close()
-        get_settings.cache_clear()
 
 
 # --- URL helpers ----------------------------------------------------------------------------------

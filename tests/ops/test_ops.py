@@ -129,7 +129,7 @@ def test_json_logs_carry_ids_never_secrets(server: LiveServer, user, api) -> Non
 
 
 def test_unreachable_database_is_503_unavailable() -> None:
-    from lev.app import to_api_error
+    from lev.core.errors import to_api_error
 
     with pytest.raises(psycopg.OperationalError) as info:
         psycopg.connect(f"postgresql://x@127.0.0.1:{free_port()}/x", connect_timeout=2)

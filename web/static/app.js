@@ -16,6 +16,11 @@
     return { ok: res.ok, status: res.status, data };
   }
 
+  // Only ever navigate within Lev: the browser's own URL parser decides (it reads "\\" as "/", drops tabs, ...).
+  function sameOrigin(target) {
+    try { const u = new URL(target, location.href); return u.origin === location.origin ? u.href : "/"; } catch (e) { return "/"; }
+  }
+
   function words(r) {
     const d = r.data || {};
     switch (d.error) {
@@ -60,7 +65,7 @@
   async function then(how, r, scope) {
     const d = r.data || {};
     if (how === "reload") location.reload();
-    else if (how.startsWith("go:")) location.assign(how.slice(3));
+    else if (how.startsWith("go:")) location.assign(sameOrigin(how.slice(3)));
     else if (how === "go-item") {
       if (scope.dataset.folder) await api("POST", `/api/v1/items/${d.user_item_id}/folders`, { folder_ids: [scope.dataset.folder] });
       location.assign(`/items/${d.user_item_id}`);
@@ -77,8 +82,17 @@
       box.setAttribute("tabindex", "-1");
       box.focus();
       box.scrollIntoView();
+    } else if (how === "secret") { // a webhook endpoint's signing secret, shown once
+      const box = document.getElementById("hook-secret");
+      document.getElementById("new-secret").textContent = d.secret;
+      box.hidden = false;
+      box.setAttribute("tabindex", "-1");
+      box.focus();
+      box.scrollIntoView();
+      if (scope.tagName === "FORM") scope.reset();
     } else if (how === "password") {
       const ok = scope.querySelector('[role="status"]');
+      if (d.csrf_token) document.querySelector('meta[name="csrf-token"]').content = d.csrf_token; // the fresh session's
       ok.textContent = `Password changed. ${d.revoked_tokens} token(s) were revoked; mint new ones for your agents.`;
       ok.hidden = false;
       scope.reset();
@@ -170,6 +184,41 @@
     })();
   }
 
+  // A file form (data-upload="/api/..."): the file goes as multipart/form-data, the answer is said in words.
+  async function postFile(url, file) {
+    const data = new FormData();
+    data.append("file", file);
+    try {
+      const res = await fetch(url, { method: "POST", body: data, credentials: "same-origin",
+        headers: { "X-CSRF-Token": csrf(), Accept: "application/json" } });
+      let d = {};
+      try { d = await res.json(); } catch (e) { /* empty body */ }
+      return { ok: res.ok, status: res.status, data: d };
+    } catch (e) {
+      return { ok: false, status: 0, data: { message: "The server cannot be reached. Check your connection and try again." } };
+    }
+  }
+
+  document.addEventListener("submit", async (ev) => {
+    const form = ev.target.closest("form[data-upload]");
+    if (!form) return;
+    ev.preventDefault();
+    const file = form.querySelector('input[type="file"]').files[0];
+    const state = form.querySelector('[role="status"]');
+    form.querySelector('[role="alert"]').hidden = true;
+    state.hidden = true;
+    if (!file) { showError(form, "Choose the file first."); return; }
+    const button = form.querySelector('[type="submit"]');
+    button.disabled = true;
+    const r = await postFile(form.dataset.upload, file);
+    button.disabled = false;
+    if (!r.ok) { showError(form, words(r)); return; }
+    const d = r.data;
+    const refused = (d.refusals || []).map((x) => `line ${x.line}: ${x.url} (${x.error})`).join("; ");
+    state.textContent = `Followed ${d.added} feed${d.added === 1 ? "" : "s"}; ${d.already_followed} already followed; ${d.refused} refused${refused ? `: ${refused}` : ""}.`;
+    state.hidden = false;
+  });
+
   // Imports: the file goes as multipart/form-data; the list below polls its progress while it runs.
   document.addEventListener("submit", async (ev) => {
     const form = ev.target.closest("#import-form");
@@ -197,6 +246,9 @@
     if (!r.ok) { showError(form, r.data.error === "file_too_large" ? r.data.message : words(r)); return; }
     location.assign(`/import?started=${r.data.id}`);
   });
+
+  // The service worker makes Lev installable (and a share target on phones); it caches nothing.
+  if ("serviceWorker" in navigator) navigator.serviceWorker.register("/sw.js").catch(() => { /* not a secure context */ });
 
   document.addEventListener("DOMContentLoaded", () => {
     const zone = document.getElementById("dropzone");

@@ -1,0 +1,203 @@
+// The extension's service worker does the work; the popup and the settings page only send it messages:
+//   {type: "lev:save-page", tabId, folderId?}      the page as the browser rendered it (kind page)
+//   {type: "lev:save-selection", tabId, folderId?} the selected text as a note that keeps the page's URL and title
+//   {type: "lev:save-tabs", windowId, folderId?}   every web page of the window, with lev:progress messages
+//   {type: "lev:status", tabId}                    is the tab's page in the library already?
+//   {type: "lev:save-link", url, folderId?}        a link, fetched by Lev itself (the context menu's entry)
+//   {type: "lev:folders"}, {type: "lev:state"}, {type: "lev:connect", server}, {type: "lev:use-token", server,
+//   token}, {type: "lev:disconnect"}
+// Each answers {ok: true, ...} or {ok: false, error, message} (Lev's error code, said in words).
+import { api, normalizeServer, settings } from "./lib/api.js";
+import { snapshotPage, snapshotSelection } from "./lib/capture.js";
+import { fail, inWords } from "./lib/errors.js";
+import { CLIENT_NAME, connect, disconnect } from "./lib/oauth.js";
+
+const MAX_HTML_BYTES = 5 * 1024 * 1024;
+const STATUS_TTL_MS = 60_000;
+const PARALLEL_TABS = 2;
+const MENU_ID = "lev-save-link";
+const known = new Map(); // url -> {at, answer}: the toolbar asks Lev at most once a minute per page
+
+const isWeb = (url) => /^https?:\/\//i.test(url || "");
+const notWeb = () => fail("unsupported_page", "Lev can save web pages (http or https) only, not this browser page.");
+
+function ingestAnswer(r) {
+  return { ok: true, item_id: r.data.user_item_id, status: r.data.status, saved: true };
+}
+
+async function setBadge(tabId, saved) {
+  try {
+    await chrome.action.setBadgeBackgroundColor({ tabId, color: "#1e7b3a" });
+    await chrome.action.setBadgeText({ tabId, text: saved ? "✓" : "" });
+    await chrome.action.setTitle({ tabId, title: saved ? "Lev: this page is in your library" : "Save to Lev" });
+  } catch (e) { /* the tab is gone */ }
+}
+
+async function statusOf(url) {
+  const cached = known.get(url);
+  if (cached && Date.now() - cached.at < STATUS_TTL_MS) return cached.answer;
+  const r = await api("GET", "/items?" + new URLSearchParams({ url, per_page: "1" }));
+  if (!r.ok) return r;
+  const item = r.data.items[0];
+  const { server } = await settings();
+  const answer = item ? { ok: true, saved: true, item_id: item.id, status: item.status, title: item.title,
+    item_url: `${server}/items/${item.id}` } : { ok: true, saved: false, status: null };
+  known.set(url, { at: Date.now(), answer });
+  return answer;
+}
+
+async function status(tabId) {
+  const tab = await chrome.tabs.get(tabId);
+  if (!isWeb(tab.url)) return { ok: true, saved: false, status: null, unsupported: true };
+  const answer = await statusOf(tab.url);
+  if (answer.ok) await setBadge(tabId, answer.saved);
+  return answer;
+}
+
+async function ingest(body, folderId) {
+  return api("POST", "/ingest", { ...body, ...(folderId ? { folder_id: folderId } : {}) });
+}
+
+async function saved(tabId, url, r) {
+  if (!r.ok) return r;
+  known.delete(url);
+  if (tabId !== undefined) await setBadge(tabId, true);
+  return ingestAnswer(r);
+}
+
+async function inTab(tabId, func) {
+  try {
+    const [frame] = await chrome.scripting.executeScript({ target: { tabId }, func });
+    return frame ? frame.result : null;
+  } catch (e) {
+    return null; // a discarded tab, the Web Store, a PDF viewer...: the page cannot be read here
+  }
+}
+
+async function saveLink(url, folderId, tabId) {
+  if (!isWeb(url)) return notWeb();
+  return saved(tabId, url, await ingest({ kind: "url", url }, folderId));
+}
+
+async function savePage(tabId, folderId) {
+  const tab = await chrome.tabs.get(tabId);
+  if (!isWeb(tab.url)) return notWeb();
+  const page = await inTab(tabId, snapshotPage);
+  if (!page || !/html/i.test(page.contentType || "")) {
+    return saveLink(tab.url, folderId, tabId); // not an HTML page the browser shows (a PDF...): Lev fetches it
+  }
+  if (new TextEncoder().encode(page.html).length > MAX_HTML_BYTES) return inWords(413, { error: "file_too_large" });
+  return saved(tabId, tab.url, await ingest({ kind: "page", url: page.url, html: page.html }, folderId));
+}
+
+async function saveSelection(tabId, folderId) {
+  const tab = await chrome.tabs.get(tabId);
+  if (!isWeb(tab.url)) return notWeb();
+  const sel = await inTab(tabId, snapshotSelection);
+  if (!sel || !sel.text.trim()) return fail("nothing_selected", "Select some text on the page first.");
+  const body = { kind: "text", text: sel.text.trim(), source_url: sel.url };
+  if (sel.title.trim()) body.title = sel.title.trim().slice(0, 500);
+  return saved(tabId, tab.url, await ingest(body, folderId));
+}
+
+async function saveTabs(windowId, folderId) {
+  const tabs = (await chrome.tabs.query({ windowId })).filter((t) => isWeb(t.url));
+  if (!tabs.length) return fail("unsupported_page", "This window has no web pages to save.");
+  const results = new Array(tabs.length);
+  let next = 0;
+  let done = 0;
+  const progress = (tab) => chrome.runtime.sendMessage({ type: "lev:progress", windowId, done, total: tabs.length,
+    url: tab.url }).catch(() => { /* the popup is closed */ });
+  async function worker() {
+    while (next < tabs.length) {
+      const i = next++;
+      results[i] = await savePage(tabs[i].id, folderId);
+      done += 1;
+      await progress(tabs[i]);
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(PARALLEL_TABS, tabs.length) }, worker));
+  const good = results.filter((r) => r.ok);
+  const failed = results.map((r, i) => (r.ok ? null : { url: tabs[i].url, error: r.error, message: r.message }))
+    .filter(Boolean);
+  if (!good.length) return { ...results[0], failed };
+  return { ok: true, item_ids: good.map((r) => r.item_id), saved: good.length, failed,
+    status: good.every((r) => r.status === "ready") ? "ready" : "processing" };
+}
+
+async function folders() {
+  const r = await api("GET", "/folders");
+  return r.ok ? { ok: true, folders: r.data.folders.map((f) => ({ id: f.id, name: f.name })) } : r;
+}
+
+async function state() {
+  const s = await settings();
+  return { ok: true, server: s.server, connected: s.token ? "token" : s.grant ? "oauth" : null,
+    write: s.grant ? (s.grant.scope || "").split(" ").includes("lev:write") : null, client_name: CLIENT_NAME };
+}
+
+async function useToken(rawServer, token) {
+  const server = normalizeServer(rawServer);
+  if (!server) return fail("invalid_server", "Enter your Lev server's address, e.g. https://lev.example.com.");
+  if (!/^lev_[A-Za-z0-9_-]{20,}$/.test((token || "").trim())) {
+    return fail("invalid_token", "A Lev token starts with lev_: mint one under Settings → Integrations on your server.");
+  }
+  const previous = await chrome.storage.local.get(["server", "token", "grant"]);
+  await chrome.storage.local.set({ server, token: token.trim() });
+  await chrome.storage.local.remove("grant");
+  const r = await api("GET", "/token");
+  if (!r.ok) {
+    await chrome.storage.local.set(previous);
+    if (!previous.token) await chrome.storage.local.remove("token");
+    return r;
+  }
+  known.clear();
+  return { ok: true, name: r.data.name, write: r.data.capabilities.includes("write") };
+}
+
+async function handle(msg) {
+  switch (msg && msg.type) {
+    case "lev:save-page": return savePage(msg.tabId, msg.folderId);
+    case "lev:save-selection": return saveSelection(msg.tabId, msg.folderId);
+    case "lev:save-tabs": return saveTabs(msg.windowId, msg.folderId);
+    case "lev:status": return status(msg.tabId);
+    case "lev:save-link": return saveLink(msg.url, msg.folderId, msg.tabId);
+    case "lev:folders": return folders();
+    case "lev:state": return state();
+    case "lev:connect": known.clear(); return connect(msg.server);
+    case "lev:use-token": return useToken(msg.server, msg.token);
+    case "lev:disconnect": known.clear(); return disconnect();
+    default: return fail("unknown_message", `Unknown message ${msg && msg.type}.`);
+  }
+}
+
+chrome.runtime.onMessage.addListener((msg, sender, reply) => {
+  if (sender.id !== chrome.runtime.id || (msg && msg.type === "lev:progress")) return false;
+  handle(msg).then(reply, (e) => reply(fail("extension_error", `The extension failed: ${e && e.message}`)));
+  return true;
+});
+
+chrome.runtime.onInstalled.addListener(() => {
+  chrome.contextMenus.create({ id: MENU_ID, title: "Save link to Lev", contexts: ["link"] }, () => void chrome.runtime.lastError);
+});
+
+chrome.contextMenus.onClicked.addListener(async (info, tab) => {
+  if (info.menuItemId !== MENU_ID) return;
+  const tabId = tab && tab.id >= 0 ? tab.id : undefined;
+  const r = await saveLink(info.linkUrl, undefined, undefined);
+  if (tabId === undefined) return;
+  await chrome.action.setBadgeBackgroundColor({ tabId, color: r.ok ? "#1e7b3a" : "#b3261e" });
+  await chrome.action.setBadgeText({ tabId, text: r.ok ? "+1" : "!" });
+  await chrome.action.setTitle({ tabId, title: r.ok ? "Lev saved the link" : `Lev: ${r.message}` });
+});
+
+async function refreshBadge(tab) {
+  if (!tab || tab.id === undefined || !isWeb(tab.url)) return;
+  const s = await settings();
+  if (!s.server || (!s.token && !s.grant)) return;
+  const r = await statusOf(tab.url);
+  if (r.ok) await setBadge(tab.id, r.saved);
+}
+
+chrome.tabs.onUpdated.addListener((tabId, info, tab) => { if (info.status === "complete") refreshBadge(tab); });
+chrome.tabs.onActivated.addListener(({ tabId }) => { chrome.tabs.get(tabId).then(refreshBadge, () => {}); });

@@ -1,0 +1,81 @@
+// The toolbar popup: what Lev knows about the current page, a folder, and the three save buttons. It only sends
+// messages to the service worker (background.js), which does the work. `popup.html?tab=ID` acts on that tab (how the
+// tests open the popup as a page of its own).
+const $ = (sel) => document.querySelector(sel);
+const send = (msg) => chrome.runtime.sendMessage(msg);
+
+async function targetTab() {
+  const asked = new URLSearchParams(location.search).get("tab");
+  if (asked) return chrome.tabs.get(Number(asked));
+  const [tab] = await chrome.tabs.query({ active: true, currentWindow: true });
+  return tab;
+}
+
+function say(el, text) {
+  for (const box of [$("#result"), $("#problem")]) box.hidden = true;
+  if (el) { el.textContent = text; el.hidden = false; }
+}
+
+function showStatus(st) {
+  const box = $("#page-state");
+  box.classList.toggle("saved", Boolean(st.saved));
+  if (st.unsupported) box.textContent = "This is not a web page: Lev saves http and https pages.";
+  else if (!st.ok) box.textContent = st.message;
+  else box.textContent = st.saved ? "✓ Already in your library." : "Not in your library yet.";
+  $("#open-item").hidden = !st.saved;
+  if (st.saved) $("#item-link").href = st.item_url;
+}
+
+async function main() {
+  const state = await send({ type: "lev:state" });
+  if (!state.connected) {
+    $("#connect").hidden = false;
+    $('[data-lev="settings"]').addEventListener("click", () => chrome.runtime.openOptionsPage());
+    return;
+  }
+  $("#main").hidden = false;
+  const tab = await targetTab();
+  $("#page-title").textContent = tab.title || tab.url || "";
+  const folderSelect = $('[data-lev="folder"]');
+  const [st, fl] = await Promise.all([send({ type: "lev:status", tabId: tab.id }), send({ type: "lev:folders" })]);
+  showStatus(st);
+  if (fl.ok) {
+    for (const f of fl.folders) folderSelect.add(new Option(f.name, f.id));
+  }
+  const { lastFolder } = await chrome.storage.local.get("lastFolder");
+  if (lastFolder && [...folderSelect.options].some((o) => o.value === lastFolder)) folderSelect.value = lastFolder;
+  folderSelect.addEventListener("change", () => chrome.storage.local.set({ lastFolder: folderSelect.value }));
+  const buttons = [...document.querySelectorAll("button[data-lev^='save-']")];
+
+  async function run(button, msg, done) {
+    buttons.forEach((b) => { b.disabled = true; });
+    say(null);
+    const folderId = folderSelect.value || undefined;
+    const answer = await send({ ...msg, folderId });
+    buttons.forEach((b) => { b.disabled = false; });
+    if (!answer.ok) { say($("#problem"), answer.message); return; }
+    say($("#result"), done(answer));
+    showStatus(await send({ type: "lev:status", tabId: tab.id }));
+  }
+
+  $('[data-lev="save-page"]').addEventListener("click", (ev) => run(ev.target, { type: "lev:save-page", tabId: tab.id },
+    (a) => (a.status === "ready" ? "Saved: searchable now." : "Saved: Lev is still reading it.")));
+  $('[data-lev="save-selection"]').addEventListener("click", (ev) => run(ev.target,
+    { type: "lev:save-selection", tabId: tab.id }, () => "The selection is saved as a note."));
+  $('[data-lev="save-tabs"]').addEventListener("click", (ev) => {
+    const bar = $("#progress");
+    bar.hidden = false; bar.value = 0;
+    run(ev.target, { type: "lev:save-tabs", windowId: tab.windowId }, (a) => {
+      const extra = a.failed.length ? ` ${a.failed.length} could not be saved: ${a.failed.map((f) => f.message).join(" ")}` : "";
+      return `Saved ${a.saved} tab${a.saved === 1 ? "" : "s"}.${extra}`;
+    });
+  });
+  chrome.runtime.onMessage.addListener((msg) => {
+    if (msg.type !== "lev:progress" || msg.windowId !== tab.windowId) return;
+    const bar = $("#progress");
+    bar.max = msg.total; bar.value = msg.done;
+    $("#page-state").textContent = `Saving tabs: ${msg.done} of ${msg.total}…`;
+  });
+}
+
+main();

@@ -1,0 +1,242 @@
+"""Reading feeds: fetching one through the SSRF guard with a conditional GET (ETag / Last-Modified), telling a feed
+(RSS 0.9x-2.0, RSS 1.0, Atom with feedparser; JSON Feed 1.0 / 1.1 by hand) from anything else, finding the feed a
+site's page names (`<link rel="alternate">`), and its entries newest first."""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from html.parser import HTMLParser
+from typing import Any
+from urllib.parse import urljoin
+
+import feedparser
+import httpx
+
+from lev.core.errors import ApiError, not_a_feed
+from lev.net.guard import Outbound, open_url, shared_client
+
+MAX_FEED_BYTES = 10 * 1024 * 1024
+READ_TIMEOUT_SEC = 15.0
+TOTAL_TIMEOUT_SEC = 30.0
+FEED_TYPES = ("application/rss+xml", "application/atom+xml", "application/feed+json", "application/json",
+              "application/rdf+xml", "application/xml", "text/xml")
+ACCEPT = ("application/rss+xml, application/atom+xml, application/feed+json, application/rdf+xml, "
+          "application/xml;q=0.9, text/xml;q=0.9, text/html;q=0.5, */*;q=0.1")
+
+
+@dataclass
+class Entry:
+    """One entry: its guid (the link when it has none), the URL to ingest (an audio or video enclosure before
+    the page link), title and date."""
+
+    guid: str
+    url: str | None
+    title: str | None
+    published: datetime | None
+
+
+@dataclass
+class Feed:
+    title: str | None
+    site_url: str | None
+    entries: list[Entry] = field(default_factory=list)
+
+
+@dataclass
+class Fetched:
+    """A fetch's answer: 200 with its body, or 304 (nothing new since the validators sent)."""
+
+    status: int
+    url: str
+    body: bytes = b""
+    content_type: str = ""
+    etag: str | None = None
+    last_modified: str | None = None
+
+
+async def _read(resp: httpx.Response) -> bytes:
+    declared = resp.headers.get("content-length", "")
+    too_big = f"the feed is larger than {MAX_FEED_BYTES // (1 << 20)} MB"
+    if declared.isdigit() and int(declared) > MAX_FEED_BYTES:
+        raise not_a_feed(too_big)
+    buf = bytearray()
+    async for piece in resp.aiter_bytes():
+        buf += piece
+        if len(buf) > MAX_FEED_BYTES:
+            raise not_a_feed(too_big)
+    return bytes(buf)
+
+
+async def fetch(outbound: Outbound, url: str, etag: str | None = None, last_modified: str | None = None) -> Fetched:
+    """GET `url` through the guard (at most 5 redirects, 10 MB, 30 s) with the validators of the last fetch.
+    Raises a descriptive ApiError (the guard's `ingest_failed`, or `not_a_feed` past the size)."""
+    headers = {"Accept": ACCEPT}
+    if etag:
+        headers["If-None-Match"] = etag
+    if last_modified:
+        headers["If-Modified-Since"] = last_modified
+    client = shared_client(outbound, READ_TIMEOUT_SEC)
+    try:
+        async with asyncio.timeout(TOTAL_TIMEOUT_SEC):
+            async with open_url(client, url, headers=headers, not_modified=bool(etag or last_modified)) as resp:
+                final = str(resp.url.copy_with(fragment=None))
+                if resp.status_code == 304:
+                    return Fetched(304, final, etag=etag, last_modified=last_modified)
+                body = await _read(resp)
+                return Fetched(200, final, body, resp.headers.get("content-type", ""),
+                               resp.headers.get("etag"), resp.headers.get("last-modified"))
+    except TimeoutError:
+        raise not_a_feed(f"the feed took longer than {TOTAL_TIMEOUT_SEC:g} s to fetch") from None
+
+
+def _when(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    try:  # feedparser's UTC struct_time
+        return datetime.fromtimestamp(calendar.timegm(value), UTC)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _http(url: Any, base: str) -> str | None:
+    if not isinstance(url, str) or not url.strip():
+        return None
+    full = urljoin(base, url.strip())
+    return full if full.lower().startswith(("http://", "https://")) else None
+
+
+def _text(value: Any) -> str | None:
+    return " ".join(value.split())[:500] or None if isinstance(value, str) else None
+
+
+def _newest_first(entries: list[Entry]) -> list[Entry]:
+    """By date, newest first; entries without a date keep the feed's order (feeds list the newest first)."""
+    if all(e.published is None for e in entries):
+        return entries
+    floor = datetime.min.replace(tzinfo=UTC)
+    return sorted(entries, key=lambda e: e.published or floor, reverse=True)
+
+
+def _json_feed(body: bytes, base: str) -> Feed | None:
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(doc, dict) or "jsonfeed.org/version/" not in str(doc.get("version", "")):
+        return None
+    entries = []
+    for item in doc.get("items") or []:
+        if not isinstance(item, dict):
+            continue
+        media = next((_http(a.get("url"), base) for a in item.get("attachments") or [] if isinstance(a, dict)
+                      and str(a.get("mime_type", "")).startswith(("audio/", "video/"))), None)
+        url = media or _http(item.get("url") or item.get("external_url"), base)
+        guid = str(item.get("id") or "") or url
+        if guid:
+            entries.append(Entry(guid[:2000], url, _text(item.get("title")),
+                                 _when(item.get("date_published") or item.get("date_modified"))))
+    return Feed(_text(doc.get("title")), _http(doc.get("home_page_url"), base), _newest_first(entries))
+
+
+def _xml_feed(body: bytes, base: str, content_type: str) -> Feed | None:
+    parsed = feedparser.parse(body, response_headers={"content-location": base, "content-type": content_type})
+    if not parsed.get("version"):
+        return None
+    if parsed.get("bozo") and not any(e.get("link") or e.get("id") for e in parsed.entries):
+        return None  # broken XML that yields no usable entry is not a feed (a broken one that does is read)
+    entries = []
+    for item in parsed.entries:
+        media = next((_http(e.get("href"), base) for e in item.get("enclosures", [])
+                      if str(e.get("type", "")).startswith(("audio/", "video/"))), None)
+        url = media or _http(item.get("link"), base)
+        guid = str(item.get("id") or "") or url
+        if guid:
+            entries.append(Entry(guid[:2000], url, _text(item.get("title")),
+                                 _when(item.get("published_parsed") or item.get("updated_parsed"))))
+    return Feed(_text(parsed.feed.get("title")), _http(parsed.feed.get("link"), base), _newest_first(entries))
+
+
+def parse(body: bytes, content_type: str, url: str) -> Feed | None:
+    """The feed in `body`, or None when it is not RSS, Atom or JSON Feed."""
+    head = body.lstrip()[:1]
+    if head in (b"{", b"["):
+        return _json_feed(body, url)
+    return _xml_feed(body, url, content_type)
+
+
+class _Alternates(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.found: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in ("link", "a"):
+            return
+        a = {k.lower(): (v or "") for k, v in attrs}
+        rels = a.get("rel", "").lower().split()
+        kind = a.get("type", "").split(";")[0].strip().lower()
+        if "alternate" in rels and kind in FEED_TYPES and a.get("href"):
+            self.found.append(a["href"])
+
+
+def alternates(body: bytes, base: str) -> list[str]:
+    """The feed URLs a page names in `<link rel="alternate" type="application/rss+xml">` (and Atom, JSON Feed)."""
+    finder = _Alternates()
+    try:
+        finder.feed(body[:2_000_000].decode("utf-8", errors="replace"))
+    except Exception:  # a page too broken to read names no feed
+        return []
+    return [u for u in (_http(h, base) for h in finder.found) if u]
+
+
+def looks_like_html(fetched: Fetched) -> bool:
+    kind = fetched.content_type.split(";")[0].strip().lower()
+    return kind in ("text/html", "application/xhtml+xml") or fetched.body.lstrip()[:15].lower().startswith(
+        (b"<!doctype html", b"<html"))
+
+
+def why_not(fetched: Fetched) -> str:
+    """Why a document that is not a feed is not one, in words."""
+    if looks_like_html(fetched):
+        return ("this page is not a feed and names none (no <link rel=\"alternate\"> to RSS, Atom or JSON "
+                "Feed); paste the feed's own URL")
+    parsed = feedparser.parse(fetched.body)
+    error = parsed.get("bozo_exception")
+    where = getattr(error, "getLineNumber", lambda: None)() if error is not None else None
+    detail = f" (XML error{f' at line {where}' if where else ''}: {error})" if error is not None else ""
+    return f"this document is not an RSS, Atom or JSON Feed{detail}"[:500]
+
+
+async def discover(outbound: Outbound, url: str) -> tuple[Fetched, Feed]:
+    """The feed at `url`, or the one its page names: (its fetch, its parse). 400 not_a_feed saying why not."""
+    try:
+        fetched = await fetch(outbound, url)
+    except ApiError as exc:
+        raise not_a_feed(f"The feed cannot be fetched: {exc.message or exc.code}.") from None
+    feed = await asyncio.to_thread(parse, fetched.body, fetched.content_type, fetched.url)
+    if feed is not None:
+        return fetched, feed
+    named = alternates(fetched.body, fetched.url) if looks_like_html(fetched) else []
+    if not named:
+        raise not_a_feed(f"Not a feed: {why_not(fetched)}.")
+    try:
+        linked = await fetch(outbound, named[0])
+    except ApiError as exc:
+        raise not_a_feed(f"The page names the feed {named[0]}, but it cannot be fetched: "
+                         f"{exc.message or exc.code}.") from None
+    feed = await asyncio.to_thread(parse, linked.body, linked.content_type, linked.url)
+    if feed is None:
+        raise not_a_feed(f"The page names the feed {named[0]}, but {why_not(linked)}.")
+    if feed.site_url is None:
+        feed.site_url = fetched.url
+    return linked, feed

@@ -1,0 +1,223 @@
+"""Polling a feed (the `poll_feed` job): a conditional GET through the guard, the new entries recorded `pending` in
+the same transaction as the validators and the feed's health, then each pending entry ingested like any link.
+
+Durable like imports: the entries in PostgreSQL are the record of promised work, so a crash mid-poll loses
+nothing (the schedule finds the pending entries and polls again) and adds nothing twice (an entry whose link the
+user already has is only filed). One poll of a feed runs at a time (an advisory lock). A feed that keeps failing
+is marked failing after three checks in a row and checked less often (doubled per failure, up to a day).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import random
+import uuid
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from lev.auth.policy import Principal, filing_target
+from lev.core import clock
+from lev.core.errors import ApiError, infrastructure_error
+from lev.core.settings import Settings
+from lev.feeds import parse
+from lev.feeds.parse import Feed
+from lev.imports.importfile import dedupe_key
+from lev.ingest.deps import Deps
+from lev.ingest.followups import job_id
+from lev.ingest.request import IngestRequest
+from lev.ingest.save import save_failed
+from lev.ingest.service import ingest
+from lev.ingest.urls import classify_media_url
+from lev.webhooks import events
+from store import feeds as feed_store
+from store import imports as import_store
+from store import users as user_store
+
+log = logging.getLogger("lev.feeds")
+
+POLL_JOB = "poll_feed"
+FAILING_AFTER = 3  # checks failed in a row before a feed shows as failing (feed.failing is told then)
+MAX_BACKOFF = timedelta(hours=24)
+FIRST_FOLLOW_ENTRIES = 20  # a first follow takes the newest entries (at most LEV_FEED_MAX_ENTRIES), not the archive
+ENTRY_TIMEOUT_SEC = 360.0  # one entry: a page fetch, or a podcast episode's download of up to 300 s
+
+
+def poll_job_id(feed_id: uuid.UUID | str) -> str:
+    return job_id(POLL_JOB, feed_id)
+
+
+def _lock_key(feed_id: uuid.UUID) -> int:
+    return int.from_bytes(hashlib.sha256(b"lev-feed:" + feed_id.bytes).digest()[:8], "big", signed=True)
+
+
+def _key(value: str) -> bytes:
+    return hashlib.sha256(value.encode()).digest()
+
+
+def next_poll(settings: Settings, failures: int) -> datetime:
+    """When to check again: every LEV_FEED_POLL_MINUTES, doubled per failure in a row up to a day, give or take
+    a tenth (a thousand feeds followed at once do not all come due in the same minute)."""
+    delay = timedelta(minutes=settings.feed_poll_minutes * 2 ** min(failures, 10))
+    if failures:
+        delay = min(delay, MAX_BACKOFF)
+    return clock.now() + delay * random.uniform(0.9, 1.1)
+
+
+def status(feed: dict[str, Any]) -> str:
+    if feed["paused"]:
+        return "paused"
+    return "failing" if feed["failures"] >= FAILING_AFTER else "active"
+
+
+async def record_new(s: AsyncSession, user_id: uuid.UUID, feed_id: uuid.UUID, feed: Feed, limit: int) -> int:
+    """Record the entries the user's feeds have not seen: the newest `limit` pending, older ones skipped (seen, so
+    never ingested later). Returns how many are pending."""
+    keyed = [(e, _key(e.guid), _key(dedupe_key(e.url)) if e.url else None) for e in feed.entries]
+    seen_guids, seen_urls = await feed_store.seen(s, user_id, [g for _, g, _ in keyed],
+                                                  [u for _, _, u in keyed if u is not None])
+    rows: list[dict[str, Any]] = []
+    for entry, guid_key, url_key in keyed:  # newest first
+        if guid_key in seen_guids or (url_key is not None and url_key in seen_urls):
+            continue
+        seen_guids.add(guid_key)
+        if url_key is not None:
+            seen_urls.add(url_key)
+        pending = entry.url is not None and sum(r["status"] == "pending" for r in rows) < limit
+        rows.append({"guid_key": guid_key, "url_key": url_key, "url": entry.url, "title": entry.title,
+                     "published_at": entry.published, "status": "pending" if pending else "skipped",
+                     "error": None if entry.url else "the entry has no http(s) link"})
+    await feed_store.record_entries(s, user_id, feed_id, rows)
+    return sum(r["status"] == "pending" for r in rows)
+
+
+async def poll(deps: Deps, feed_id: uuid.UUID) -> int:
+    """One run of the job: check the feed when it is due, then ingest its pending entries (at most
+    LEV_FEED_MAX_ENTRIES). Returns the items the feed brought."""
+    async with deps.db.try_advisory_lock(_lock_key(feed_id)) as held:
+        if not held:
+            return 0  # another run polls it now
+        async with deps.db.transaction() as s:
+            feed = await feed_store.row(s, feed_id)
+            user = await user_store.by_id(s, feed["user_id"]) if feed else None
+        if feed is None or user is None or feed["paused"]:
+            return 0
+        if feed["next_poll_at"] <= clock.now():
+            await check(deps, feed)
+        return await ingest_pending(deps, feed, user["tier"])
+
+
+async def check(deps: Deps, feed: dict[str, Any]) -> None:
+    """Fetch the feed (conditional GET) and record what it says, in one transaction."""
+    error: str | None = None
+    parsed: Feed | None = None
+    values: dict[str, Any] = {}
+    try:
+        fetched = await parse.fetch(deps.outbound, feed["url"], feed["etag"], feed["last_modified"])
+        if fetched.status == 200:
+            parsed = await asyncio.to_thread(parse.parse, fetched.body, fetched.content_type, fetched.url)
+            if parsed is None:
+                error = f"the feed is no longer a feed: {parse.why_not(fetched)}"
+            else:
+                values = {"etag": fetched.etag, "last_modified": fetched.last_modified,
+                          "feed_title": parsed.title, "site_url": parsed.site_url or feed["site_url"]}
+    except ApiError as exc:
+        if infrastructure_error(exc) is not None:
+            raise
+        error = exc.message or exc.code
+    failures = 0 if error is None else int(feed["failures"]) + 1
+    async with deps.db.transaction() as s:
+        if parsed is not None:
+            await record_new(s, feed["user_id"], feed["id"], parsed, deps.settings.feed_max_entries)
+        now_failing = await feed_store.checked(s, feed["id"], error=error, next_poll_at=next_poll(deps.settings,
+                                                                                                  failures),
+                                               **values)
+        if error is not None and now_failing == FAILING_AFTER:
+            await events.record(s, feed["user_id"], "feed.failing", {
+                "feed_id": str(feed["id"]), "url": feed["url"], "title": feed["title"] or feed["feed_title"],
+                "folder_id": str(feed["folder_id"]) if feed["folder_id"] else None, "last_error": error,
+                "failures": now_failing})
+    if error is not None:
+        log.info("feed check failed", extra={"feed_id": str(feed["id"]), "failures": failures})
+
+
+async def ingest_pending(deps: Deps, feed: dict[str, Any], tier: str) -> int:
+    async with deps.db.transaction() as s:
+        todo = await feed_store.pending(s, feed["id"], deps.settings.feed_max_entries)
+    principal = Principal(token_id=None, user_id=feed["user_id"], name="feed",
+                          capabilities=frozenset({"read", "write"}), is_unscoped=True, folder_ids=frozenset(),
+                          kb_only=False, write_cap=0, tier=tier)
+    brought = 0
+    for entry in todo:
+        brought += await _run_entry(deps, principal, feed, entry)
+    return brought
+
+
+async def _run_entry(deps: Deps, principal: Principal, feed: dict[str, Any], entry: dict[str, Any]) -> int:
+    """Ingest one entry; anything but an outage of the database or Redis ends as the entry's failure."""
+    try:
+        async with asyncio.timeout(ENTRY_TIMEOUT_SEC):
+            return await _ingest_entry(deps, principal, feed, entry)
+    except Exception as exc:
+        if infrastructure_error(exc) is not None:
+            raise  # the job is retried; the entry is still pending
+        reason = (f"gave up after {int(ENTRY_TIMEOUT_SEC)} s" if isinstance(exc, TimeoutError)
+                  else f"unexpected error: {type(exc).__name__}: {exc}")
+        await _fail(deps, principal, feed, entry, reason)
+        return 0
+
+
+async def _existing(deps: Deps, user_id: uuid.UUID, url: str) -> dict[str, Any] | None:
+    key = dedupe_key(url)
+    async with deps.db.transaction() as s:
+        return await import_store.existing_by_url(s, user_id, [url, key], [key])
+
+
+async def _finish(deps: Deps, feed: dict[str, Any], entry: dict[str, Any], item_id: uuid.UUID | None, *, brought: bool,
+                  error: str | None = None) -> int:
+    async with deps.db.transaction() as s:
+        await feed_store.finish_entry(s, entry, status="failed" if error else "done", item_id=item_id, error=error,
+                                      brought=brought, folder_id=feed["folder_id"])
+    return int(brought)
+
+
+async def _ingest_entry(deps: Deps, principal: Principal, feed: dict[str, Any], entry: dict[str, Any]) -> int:
+    url = entry["url"]
+    found = await _existing(deps, principal.user_id, url)
+    if found is not None:  # the user has it (or an earlier run of this poll stored it): only file it
+        return await _finish(deps, feed, entry, found["id"], brought=found["created_at"] >= entry["created_at"])
+    request = IngestRequest("url", url=url, title=entry["title"], in_kb=True, auto_transform=False,
+                            folder_id=feed["folder_id"])
+    try:
+        try:
+            stored = await ingest(deps, principal, request)
+        except ApiError as exc:
+            if exc.code != "folder_not_found":
+                raise
+            stored = await ingest(deps, principal, replace(request, folder_id=None))  # the folder went away
+    except ApiError as exc:
+        if infrastructure_error(exc) is not None:
+            raise
+        await _fail(deps, principal, feed, entry, exc.message or exc.code)
+        return 0
+    return await _finish(deps, feed, entry, stored.item_id, brought=True)
+
+
+async def _fail(deps: Deps, principal: Principal, feed: dict[str, Any], entry: dict[str, Any], reason: str) -> None:
+    """A failed entry becomes a failed item saying why, filed like the rest (as an import's dead link does)."""
+    found = await _existing(deps, principal.user_id, entry["url"])
+    if found is not None:
+        await _finish(deps, feed, entry, found["id"], brought=found["created_at"] >= entry["created_at"], error=reason)
+        return
+    try:
+        item_id = await save_failed(deps, filing_target(principal, feed["folder_id"]),
+                                     kind=classify_media_url(entry["url"]) or "url", url=entry["url"],
+                                     title=entry["title"], error=reason, in_kb=True)
+    except ApiError:  # the folder went away meanwhile: the entry fails without an item
+        await _finish(deps, feed, entry, None, brought=False, error=reason)
+        return
+    await _finish(deps, feed, entry, item_id, brought=False, error=reason)

@@ -1,0 +1,210 @@
+"""Following feeds (REST /api/v1/feeds and the folder page): follow a site or feed URL (the feed a page names is
+found), list, rename, move, pause and resume, unfollow, "Refresh now", and OPML import and export.
+
+Following fetches the feed once, in the request: what is not a feed is refused in words (400 not_a_feed) and
+nothing is followed. The newest entries are recorded with the feed and ingested by the `poll_feed` job.
+Managing feeds takes a whole-library write token or the browser session; reads show the feeds of the folders in
+the token's scope.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from lev.auth.policy import Principal, require, require_whole_library
+from lev.core import clock
+from lev.core.errors import ApiError, folder_not_found, invalid_body, limit_reached, not_found
+from lev.feeds import opml, parse
+from lev.feeds.poll import FIRST_FOLLOW_ENTRIES, POLL_JOB, next_poll, poll_job_id, record_new, status
+from lev.ingest.deps import Deps
+from lev.ingest.followups import enqueue_job, requeue
+from store import feeds as feed_store
+from store import folders as folder_store
+from store import imports as import_store
+
+OPML_CONCURRENCY = 8
+MAX_URL_CHARS = 4096
+
+
+def shape(feed: dict[str, Any]) -> dict[str, Any]:
+    """A feed as the API shows it."""
+    def when(value: Any) -> str | None:
+        return value.isoformat() if value else None
+
+    return {
+        "id": str(feed["id"]), "url": feed["url"], "title": feed["title"] or feed["feed_title"],
+        "site_url": feed["site_url"], "folder_id": str(feed["folder_id"]) if feed["folder_id"] else None,
+        "status": status(feed), "last_checked_at": when(feed["last_checked_at"]), "last_error": feed["last_error"],
+        "failures": feed["failures"], "next_check_at": None if feed["paused"] else when(feed["next_poll_at"]),
+        "entries_ingested": feed["entries_ingested"], "created_at": when(feed["created_at"]),
+    }
+
+
+def _manage(p: Principal) -> None:
+    require(p, "write")
+    require_whole_library(p, "manage feeds")
+
+
+async def _check_folder(deps: Deps, p: Principal, folder_id: uuid.UUID | None) -> None:
+    if folder_id is None:
+        return
+    async with deps.db.transaction() as s:
+        if not await folder_store.owned_ids(s, p.user_id, [folder_id]):
+            raise folder_not_found("There is no such folder.", missing=[str(folder_id)])
+
+
+def _url(url: str) -> str:
+    url = url.strip()
+    if not url.lower().startswith(("http://", "https://")) or len(url) > MAX_URL_CHARS:
+        raise invalid_body(f"url must be an http or https URL of at most {MAX_URL_CHARS} characters.")
+    return url
+
+
+async def follow(deps: Deps, p: Principal, url: str, folder_id: uuid.UUID | None = None,
+                 title: str | None = None) -> tuple[dict[str, Any], bool]:
+    """Follow the feed at `url` (or the one its page names) into `folder_id`; (the feed, whether it is new). A
+    feed the user follows already is answered as it is."""
+    _manage(p)
+    url = _url(url)
+    await _check_folder(deps, p, folder_id)
+    cap = deps.settings.feed_max_per_user
+    async with deps.db.transaction() as s:
+        existing = await feed_store.by_url(s, p.user_id, [url])
+        used = await feed_store.count_for_user(s, p.user_id)
+    if existing is not None:
+        return shape(existing), False
+    if used >= cap:
+        raise limit_reached(f"You follow {used} feeds, the most one account may follow ({cap}); unfollow one "
+                            "first.", cap=cap, used=used)
+    fetched, feed = await parse.discover(deps.outbound, url)
+    async with deps.db.transaction() as s:
+        await feed_store.lock_user(s, p.user_id)
+        existing = await feed_store.by_url(s, p.user_id, [url, fetched.url])
+        if existing is not None:
+            return shape(existing), False
+        used = await feed_store.count_for_user(s, p.user_id)
+        if used >= cap:
+            raise limit_reached(f"You follow {used} feeds, the most one account may follow ({cap}); unfollow one "
+                                "first.", cap=cap, used=used)
+        if folder_id is not None and not await folder_store.owned_ids(s, p.user_id, [folder_id], lock=True):
+            raise folder_not_found("There is no such folder.", missing=[str(folder_id)])
+        row = await feed_store.create(
+            s, user_id=p.user_id, folder_id=folder_id, url=fetched.url, site_url=feed.site_url,
+            title=(title or "").strip()[:500] or None, feed_title=feed.title, etag=fetched.etag,
+            last_modified=fetched.last_modified, last_checked_at=clock.now(), last_success_at=clock.now(),
+            next_poll_at=next_poll(deps.settings, 0))
+        if row is None:  # a concurrent follow of the same feed won
+            existing = await feed_store.by_url(s, p.user_id, [fetched.url])
+            assert existing is not None
+            return shape(existing), False
+        pending = await record_new(s, p.user_id, row["id"], feed,
+                                   min(FIRST_FOLLOW_ENTRIES, deps.settings.feed_max_entries))
+    if pending:
+        await enqueue_job(deps.queue, POLL_JOB, str(row["id"]), job_id=poll_job_id(row["id"]))
+    return shape(row), True
+
+
+async def list_feeds(deps: Deps, p: Principal, folder_id: uuid.UUID | None = None) -> list[dict[str, Any]]:
+    async with deps.db.transaction() as s:
+        return [shape(f) for f in await feed_store.list_visible(s, p.scope, folder_id)]
+
+
+async def get(deps: Deps, p: Principal, feed_id: uuid.UUID) -> dict[str, Any]:
+    async with deps.db.transaction() as s:
+        row = await feed_store.get_visible(s, p.scope, feed_id)
+    if row is None:
+        raise not_found()
+    return shape(row)
+
+
+async def update(deps: Deps, p: Principal, feed_id: uuid.UUID, body: dict[str, Any]) -> dict[str, Any]:
+    """Rename (`title`, null for the feed's own), move (`folder_id`, null for unfiled), pause or resume."""
+    _manage(p)
+    values: dict[str, Any] = {}
+    if "title" in body:
+        values["title"] = (body["title"] or "").strip()[:500] or None
+    async with deps.db.transaction() as s:
+        row = await feed_store.get_visible(s, p.scope, feed_id, lock=True)
+        if row is None:
+            raise not_found()
+        if "folder_id" in body:
+            folder = uuid.UUID(body["folder_id"]) if body["folder_id"] else None
+            if folder is not None and not await folder_store.owned_ids(s, p.user_id, [folder], lock=True):
+                raise folder_not_found("There is no such folder.", missing=[str(folder)])
+            values["folder_id"] = folder
+        if "paused" in body and bool(body["paused"]) != row["paused"]:
+            values["paused"] = bool(body["paused"])
+            if not values["paused"]:  # resumed: checked at once
+                values["next_poll_at"] = clock.now()
+        row = await feed_store.update_feed(s, feed_id, **values) if values else row
+    if values.get("paused") is False:
+        await requeue(deps.queue, POLL_JOB, str(feed_id), job_id=poll_job_id(feed_id))
+    return shape(row)
+
+
+async def unfollow(deps: Deps, p: Principal, feed_id: uuid.UUID) -> dict[str, Any]:
+    """Stop following; the items it brought stay."""
+    _manage(p)
+    async with deps.db.transaction() as s:
+        if await feed_store.get_visible(s, p.scope, feed_id, lock=True) is None:
+            raise not_found()
+        await feed_store.delete_feed(s, feed_id)
+    return {"id": str(feed_id), "deleted": True}
+
+
+async def refresh(deps: Deps, p: Principal, feed_id: uuid.UUID) -> dict[str, Any]:
+    """Check the feed now (a paused feed is resumed by PATCH paused: false, not by a refresh)."""
+    _manage(p)
+    async with deps.db.transaction() as s:
+        row = await feed_store.get_visible(s, p.scope, feed_id, lock=True)
+        if row is None:
+            raise not_found()
+        if row["paused"]:
+            raise invalid_body("This feed is paused: resume it (PATCH paused: false) to check it.")
+        row = await feed_store.update_feed(s, feed_id, next_poll_at=clock.now())
+    await requeue(deps.queue, POLL_JOB, str(feed_id), job_id=poll_job_id(feed_id))
+    return shape(row)
+
+
+async def export_opml(deps: Deps, p: Principal) -> bytes:
+    async with deps.db.transaction() as s:
+        found = [shape(f) for f in await feed_store.list_visible(s, p.scope)]
+        names = {f["id"]: f["name"] for f in await folder_store.list_visible(s, p.scope)}
+    return opml.render(found, names)
+
+
+async def import_opml(deps: Deps, p: Principal, data: bytes) -> dict[str, Any]:
+    """Follow every feed an OPML file lists (a few at a time), into folders named after its outlines."""
+    _manage(p)
+    outlines = await asyncio.to_thread(opml.parse, data)
+    names = list(dict.fromkeys(o.folder for o in outlines if o.folder))
+    async with deps.db.transaction() as s:
+        folder_ids, _ = await import_store.ensure_folders(s, p.user_id, names)
+    gate = asyncio.Semaphore(OPML_CONCURRENCY)
+    added: list[dict[str, Any]] = []
+    already: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []
+
+    async def one(o: opml.Outline) -> None:
+        async with gate:
+            try:
+                feed, new = await follow(deps, p, o.url, folder_ids.get((o.folder or "").lower()), o.title)
+            except ApiError as exc:
+                if exc.status >= 500:
+                    raise
+                refused.append({"line": o.line, "url": o.url, "error": exc.message or exc.code})
+                return
+            (added if new else already).append(feed)
+
+    first: dict[str, opml.Outline] = {}
+    for outline in outlines:  # a feed listed twice is followed where it is listed first
+        first.setdefault(outline.url.strip(), outline)
+    async with asyncio.TaskGroup() as group:
+        for outline in first.values():
+            group.create_task(one(outline))
+    already.extend({} for _ in range(len(outlines) - len(first)))
+    refused.sort(key=lambda r: r["line"])
+    return {"added": len(added), "already_followed": len(already), "refused": len(refused),
+            "refusals": refused, "feeds": sorted(added, key=lambda f: f["url"])}

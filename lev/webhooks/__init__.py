@@ -1,0 +1,6 @@
+"""Webhooks: signed event deliveries to the user's endpoints (Standard Webhooks), from a transactional outbox.
+
+Rooms: `events` (the outbox's one way in: `record` and the item helpers, called in the transaction that makes an
+event true), `deliver` (one attempt: sign, POST through the guard, the retry schedule, the sweep), `service`
+(endpoints: add, change, remove, rotate the secret, deliveries, test, re-send).
+"""

@@ -1,0 +1,114 @@
+"""The webhook outbox's one way in: `record` (and the item helpers built on it) writes an event and its
+deliveries in the caller's transaction, the one that makes the event true, and queues the delivery jobs once that
+transaction has committed. A rollback takes the event with it (never invented); a crash after the commit leaves
+the deliveries in PostgreSQL, where the sweep finds them (never lost).
+
+Call it inside `store.db.transaction()`. A user without an endpoint for the event type costs one indexed query.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from lev.core import clock
+from lev.ingest.deps import JobQueue
+from lev.ingest.followups import job_id
+from store import webhooks as webhook_store
+from store.db import after_commit
+
+log = logging.getLogger("lev.webhooks")
+
+EVENT_TYPES = ("item.created", "item.ready", "item.failed", "item.deleted", "import.finished", "feed.failing")
+TEST_EVENT = "webhook.test"  # sent by POST /webhooks/{id}/test to that endpoint alone; no one subscribes to it
+DELIVER_JOB = "deliver_webhook"
+QUEUE_INFO = "queue"  # the session.info key of the job queue (lev.runtime builds Deps.db with it)
+
+
+def new_event_id() -> str:
+    """A Standard Webhooks message id (`webhook-id`): the same on every attempt and re-send of the event."""
+    return f"msg_{uuid.uuid4().hex}"
+
+
+def delivery_job_id(delivery_id: uuid.UUID | str, attempt: int) -> str:
+    """The fixed arq job id of one attempt of a delivery (a second nudge for the same attempt finds it queued)."""
+    return job_id(DELIVER_JOB, f"{delivery_id}:{attempt}")
+
+
+def payload(event_type: str, data: dict[str, Any]) -> dict[str, Any]:
+    """The body receivers get: `{type, timestamp, data}`."""
+    return {"type": event_type, "timestamp": clock.now().isoformat().replace("+00:00", "Z"), "data": data}
+
+
+async def record(s: AsyncSession, user_id: uuid.UUID, event_type: str, data: dict[str, Any]) -> None:
+    """Record `event_type` with `data` for the user's endpoints that take it (none: nothing is written)."""
+    hooks = await webhook_store.subscribers(s, user_id, event_type)
+    if hooks:
+        await _write(s, user_id, event_type, data, hooks)
+
+
+async def _write(s: AsyncSession, user_id: uuid.UUID, event_type: str, data: dict[str, Any],
+                 hooks: list[uuid.UUID]) -> None:
+    ids = await webhook_store.add_event(s, event_id=new_event_id(), user_id=user_id, event_type=event_type,
+                                        payload=payload(event_type, data), webhook_ids=hooks)
+    nudge_after_commit(s, ids)
+
+
+def nudge_after_commit(s: AsyncSession, delivery_ids: list[uuid.UUID]) -> None:
+    """Queue the first attempt of these deliveries once `s` has committed, to the queue its database carries
+    (`Deps.db`); a transaction without one leaves them to the sweep."""
+    queue = s.info.get(QUEUE_INFO)
+    if queue is None:
+        return
+
+    async def nudge() -> None:
+        await queue_attempts([(d, 0) for d in delivery_ids], queue=queue)
+
+    after_commit(s, nudge)
+
+
+async def queue_attempts(work: list[tuple[uuid.UUID, int]], defer_sec: float | None = None,
+                         queue: JobQueue | None = None) -> None:
+    """Queue delivery attempts (delivery id, attempts made so far). A failure only costs latency: the sweep
+    re-queues every due delivery whose job is missing."""
+    if queue is None:
+        return
+    try:
+        for delivery_id, attempts in work:
+            kwargs: dict[str, Any] = {"_job_id": delivery_job_id(delivery_id, attempts)}
+            if defer_sec:
+                kwargs["_defer_by"] = defer_sec
+            await queue.enqueue_job(DELIVER_JOB, str(delivery_id), **kwargs)
+    except Exception as exc:  # Redis away: the deliveries wait in PostgreSQL for the sweep
+        log.warning("could not queue webhook deliveries; the sweep will: %s", type(exc).__name__)
+
+
+def item_data(row: dict[str, Any]) -> dict[str, Any]:
+    """What an item event tells a receiver."""
+    return {
+        "item_id": str(row["id"]), "content_id": str(row["content_id"]), "url": row["url"], "title": row["title"],
+        "kind": row["kind"], "status": row["status"], "error": row["error"],
+        "folder_ids": sorted(str(f) for f in row["folder_ids"] or []),
+    }
+
+
+def deleting(s: AsyncSession) -> Callable[[list[uuid.UUID]], Awaitable[None]]:
+    """The `before_delete` of the item deletes (store.items, store.folders): item.deleted for each item."""
+    async def before_delete(item_ids: list[uuid.UUID]) -> None:
+        await items_changed(s, "item.deleted", item_ids=item_ids)
+
+    return before_delete
+
+
+async def items_changed(s: AsyncSession, event_type: str, *, item_ids: list[uuid.UUID] | None = None,
+                        content_id: uuid.UUID | None = None) -> None:
+    """Record `event_type` for each of these items (or each item of a content), as they are now in `s`, for its
+    owner's endpoints. Call it before a delete (item.deleted) and after the change otherwise."""
+    if item_ids is not None and not item_ids:
+        return
+    for row in await webhook_store.items_with_subscribers(s, event_type, item_ids=item_ids, content_id=content_id):
+        await _write(s, row["user_id"], event_type, item_data(row), list(row["webhook_ids"]))

@@ -1,0 +1,176 @@
+"""Feeds: the user's followed feeds (with the validators of their last fetch and their health) and every entry they
+brought, keyed per user by guid and by canonical URL so nothing is ingested twice. An entry is recorded `pending`
+in the same transaction as the fetch that found it: the database is the record of promised work."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, delete, exists, func, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from store.models import feed_entries, feeds, folders, item_folders
+from store.scope import Scope
+
+
+def _row(row: Any) -> dict[str, Any]:
+    return dict(row._mapping)
+
+
+def _in_scope(scope: Scope) -> ColumnElement[bool]:
+    conds: list[ColumnElement[bool]] = [feeds.c.user_id == scope.user_id]
+    if scope.folder_ids is not None:
+        conds.append(feeds.c.folder_id.in_(scope.folder_ids) if scope.folder_ids else feeds.c.id.is_(None))
+    return and_(*conds)
+
+
+async def lock_user(session: AsyncSession, user_id: uuid.UUID) -> None:
+    """Serialise the user's follows until the transaction ends (the per-user cap holds under concurrent follows)."""
+    key = int.from_bytes(hashlib.sha256(b"lev-feeds:" + user_id.bytes).digest()[:8], "big", signed=True)
+    await session.execute(select(func.pg_advisory_xact_lock(key)))
+
+
+async def count_for_user(session: AsyncSession, user_id: uuid.UUID) -> int:
+    return int((await session.execute(
+        select(func.count()).select_from(feeds).where(feeds.c.user_id == user_id))).scalar_one())
+
+
+async def by_url(session: AsyncSession, user_id: uuid.UUID, urls: list[str]) -> dict[str, Any] | None:
+    """The user's feed followed at one of these URLs."""
+    row = (await session.execute(select(feeds).where(feeds.c.user_id == user_id, feeds.c.url.in_(urls))
+                                 .limit(1))).first()
+    return _row(row) if row else None
+
+
+async def create(session: AsyncSession, **values: Any) -> dict[str, Any] | None:
+    """A new feed; None when the user follows this URL already (a concurrent follow won)."""
+    row = (await session.execute(
+        pg_insert(feeds).values(id=uuid.uuid4(), paused=False, failures=0, entries_ingested=0, **values)
+        .on_conflict_do_nothing().returning(*feeds.c))).first()
+    return _row(row) if row else None
+
+
+async def list_visible(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None = None) -> list[dict[str, Any]]:
+    q = select(feeds).where(_in_scope(scope))
+    if folder_id is not None:
+        q = q.where(feeds.c.folder_id == folder_id)
+    rows = await session.execute(q.order_by(func.lower(func.coalesce(feeds.c.title, feeds.c.feed_title, feeds.c.url)),
+                                            feeds.c.id))
+    return [_row(r) for r in rows]
+
+
+async def get_visible(session: AsyncSession, scope: Scope, feed_id: uuid.UUID, *,
+                      lock: bool = False) -> dict[str, Any] | None:
+    q = select(feeds).where(feeds.c.id == feed_id, _in_scope(scope))
+    if lock:
+        q = q.with_for_update()
+    row = (await session.execute(q)).first()
+    return _row(row) if row else None
+
+
+async def update_feed(session: AsyncSession, feed_id: uuid.UUID, **values: Any) -> dict[str, Any]:
+    return _row((await session.execute(update(feeds).where(feeds.c.id == feed_id).values(**values)
+                                       .returning(*feeds.c))).one())
+
+
+async def delete_feed(session: AsyncSession, feed_id: uuid.UUID) -> None:
+    await session.execute(delete(feeds).where(feeds.c.id == feed_id))
+
+
+async def row(session: AsyncSession, feed_id: uuid.UUID) -> dict[str, Any] | None:
+    """The feed as its poll sees it, or None once it is unfollowed."""
+    found = (await session.execute(select(feeds).where(feeds.c.id == feed_id))).first()
+    return _row(found) if found else None
+
+
+# ------------------------------------------------------------------------------------------------ entries
+
+
+async def seen(session: AsyncSession, user_id: uuid.UUID, guid_keys: list[bytes],
+               url_keys: list[bytes]) -> tuple[set[bytes], set[bytes]]:
+    """Which of these guids and canonical URLs the user's feeds recorded already."""
+    if not guid_keys and not url_keys:
+        return set(), set()
+    rows = (await session.execute(
+        select(feed_entries.c.guid_key, feed_entries.c.url_key)
+        .where(feed_entries.c.user_id == user_id,
+               or_(feed_entries.c.guid_key.in_(guid_keys), feed_entries.c.url_key.in_(url_keys))))).all()
+    return {r.guid_key for r in rows}, {r.url_key for r in rows if r.url_key is not None}
+
+
+async def record_entries(session: AsyncSession, user_id: uuid.UUID, feed_id: uuid.UUID,
+                         entries: list[dict[str, Any]]) -> int:
+    """Record entries (each with guid_key, url_key, url, title, published_at, status); an entry the user's feeds
+    have already (same guid or canonical URL) is left out. Returns how many were recorded."""
+    if not entries:
+        return 0
+    res = await session.execute(
+        pg_insert(feed_entries).values([{"id": uuid.uuid4(), "user_id": user_id, "feed_id": feed_id, **e}
+                                        for e in entries]).on_conflict_do_nothing().returning(feed_entries.c.id))
+    return len(res.all())
+
+
+async def pending(session: AsyncSession, feed_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:
+    """The feed's pending entries, oldest first (so the newest item is also the newest in the library)."""
+    rows = await session.execute(
+        select(feed_entries).where(feed_entries.c.feed_id == feed_id, feed_entries.c.status == "pending")
+        .order_by(feed_entries.c.published_at.asc().nulls_first(), feed_entries.c.created_at, feed_entries.c.id)
+        .limit(limit))
+    return [_row(r) for r in rows]
+
+
+async def finish_entry(session: AsyncSession, entry: dict[str, Any], *, status: str, item_id: uuid.UUID | None,
+                       error: str | None, brought: bool, folder_id: uuid.UUID | None) -> None:
+    """An entry done (or failed): its item filed into the feed's folder, counted when the feed brought it."""
+    if item_id is not None and folder_id is not None:
+        live = (await session.execute(select(folders.c.id).where(folders.c.id == folder_id)
+                                      .with_for_update(read=True, key_share=True))).first()
+        if live is not None:
+            await session.execute(pg_insert(item_folders).values(item_id=item_id, folder_id=folder_id)
+                                  .on_conflict_do_nothing())
+    done = (await session.execute(
+        update(feed_entries).where(feed_entries.c.id == entry["id"], feed_entries.c.status == "pending")
+        .values(status=status, item_id=item_id, error=error[:1000] if error else None)
+        .returning(feed_entries.c.id))).first()
+    if done is not None and brought:
+        await session.execute(update(feeds).where(feeds.c.id == entry["feed_id"])
+                              .values(entries_ingested=feeds.c.entries_ingested + 1))
+
+
+async def recent_entries(session: AsyncSession, feed_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:
+    rows = await session.execute(
+        select(feed_entries.c.url, feed_entries.c.title, feed_entries.c.status, feed_entries.c.item_id,
+               feed_entries.c.error, feed_entries.c.created_at)
+        .where(feed_entries.c.feed_id == feed_id)
+        .order_by(feed_entries.c.created_at.desc(), feed_entries.c.published_at.desc().nulls_last()).limit(limit))
+    return [_row(r) for r in rows]
+
+
+# ------------------------------------------------------------------------------------------------ the schedule
+
+
+async def due(session: AsyncSession, now: datetime, limit: int = 1000) -> list[uuid.UUID]:
+    """Feeds to poll now: due and not paused, or holding pending entries (their job was lost)."""
+    has_pending = exists().where(feed_entries.c.feed_id == feeds.c.id, feed_entries.c.status == "pending")
+    rows = await session.execute(
+        select(feeds.c.id).where(feeds.c.paused.is_(False), or_(feeds.c.next_poll_at <= now, has_pending))
+        .order_by(feeds.c.next_poll_at).limit(limit))
+    return list(rows.scalars())
+
+
+async def checked(session: AsyncSession, feed_id: uuid.UUID, *, error: str | None, next_poll_at: datetime,
+                  **values: Any) -> int:
+    """A check's outcome: success (validators, titles, failures back to 0) or failure (`error`, one more failure
+    in a row). Returns the failures in a row now."""
+    if error is None:
+        values.update(failures=0, last_error=None, last_success_at=func.now())
+    else:
+        values.update(failures=feeds.c.failures + 1, last_error=error[:1000])
+    return int((await session.execute(
+        update(feeds).where(feeds.c.id == feed_id)
+        .values(last_checked_at=func.now(), next_poll_at=next_poll_at, **values)
+        .returning(feeds.c.failures))).scalar_one())

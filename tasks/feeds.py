@@ -1,0 +1,38 @@
+"""Feed jobs: the schedule (a cron that queues every due feed) and one feed's poll (lev.feeds.poll)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Any
+
+from lev.core import clock
+from lev.feeds.poll import POLL_JOB, poll, poll_job_id
+from lev.ingest.deps import Deps
+from lev.ingest.followups import requeue
+from store import feeds as feed_store
+
+log = logging.getLogger("lev.worker")
+
+POLL_BOUND_SEC = 3000.0  # a check and up to LEV_FEED_MAX_ENTRIES entries; the rest wait for the next run
+
+
+async def poll_feed(ctx: dict[str, Any], feed_id: str) -> int:
+    """Check one feed if it is due and ingest its pending entries; the items it brought."""
+    async with asyncio.timeout(POLL_BOUND_SEC):
+        return await poll(ctx["deps"], uuid.UUID(feed_id))
+
+
+async def schedule_feeds(ctx: dict[str, Any]) -> int:
+    """Queue a poll of every feed that is due (or holds pending entries whose job was lost)."""
+    deps: Deps = ctx["deps"]
+    async with deps.db.transaction() as s:
+        due = await feed_store.due(s, clock.now())
+    queued = 0
+    for feed_id in due:
+        if await requeue(deps.queue, POLL_JOB, str(feed_id), job_id=poll_job_id(feed_id)):
+            queued += 1
+    if queued:
+        log.info("queued %d feed polls", queued)
+    return queued

@@ -1,0 +1,109 @@
+"""A poll survives kill -9 of its worker: after a new worker starts, every promised entry is an item exactly once.
+A poll that stored an item but died before marking its entry adds nothing twice. On the same private Lev, with
+private addresses refused (only 127.0.0.1 allowlisted) and small caps: a feed on a refused address is not
+followed, a check adds at most LEV_FEED_MAX_ENTRIES, and LEV_FEED_MAX_PER_USER answers 409 limit_reached."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fixtures_feeds import FeedEntry, FeedSite
+from tests.fixtures_worker import SplitStack
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[SplitStack]:
+    s = SplitStack({"LEV_ALLOW_PRIVATE_URLS": "false", "LEV_PRIVATE_URL_ALLOWLIST": '["127.0.0.1/32"]',
+                    "LEV_FEED_MAX_ENTRIES": "3", "LEV_FEED_MAX_PER_USER": "4"})
+    s.start_worker()
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[FeedSite]:
+    s = FeedSite()
+    yield s
+    s.close()
+
+
+def client(stack: SplitStack, email: str) -> httpx.Client:
+    return httpx.Client(base_url=stack.server.url, headers={"Authorization": f"Bearer {stack.token(email)}"},
+                        timeout=120)
+
+
+def wait_feed(c: httpx.Client, feed_id: str, pred: Any, timeout: float = 180) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        feed = c.get(f"/api/v1/feeds/{feed_id}").json()
+        if pred(feed):
+            return feed
+        assert time.monotonic() < deadline, feed
+        time.sleep(0.5)
+
+
+def urls(c: httpx.Client) -> list[str]:
+    return sorted(i["url"] for i in c.get("/api/v1/items", params={"per_page": 100}).json()["items"])
+
+
+def test_kill_9_mid_poll_loses_nothing_and_adds_nothing_twice(stack: SplitStack, site: FeedSite) -> None:
+    c = client(stack, "crash@example.com")
+    url = site.add("slow", "rss", [FeedEntry(n, slow=6.0) for n in (13, 12, 11)])
+    feed = c.post("/api/v1/feeds", json={"url": url}).json()
+    deadline = time.monotonic() + 120
+    while "/a/12?slow=6.0" not in site.arrived:  # the first entry is stored, the second is being fetched
+        assert time.monotonic() < deadline, site.arrived
+        time.sleep(0.2)
+    stack.kill_worker()
+    assert c.get(f"/api/v1/feeds/{feed['id']}").json()["entries_ingested"] == 1
+    stack.start_worker()
+    feed = wait_feed(c, feed["id"], lambda f: f["entries_ingested"] == 3)
+    assert urls(c) == [f"{site.url}/a/{n}?slow=6.0" for n in (11, 12, 13)]
+    assert stack.sql("SELECT status, count(*) FROM feed_entries WHERE feed_id = %(f)s GROUP BY status",
+                     f=feed["id"]) == [("done", 3)]
+
+    # a poll that stored an item and died before marking its entry: the next one only finds the item
+    stack.sql("UPDATE feed_entries SET status = 'pending', item_id = NULL WHERE feed_id = %(f)s AND url LIKE "
+              "'%%/a/13%%'", f=feed["id"])
+    stack.sql("UPDATE feeds SET entries_ingested = entries_ingested - 1 WHERE id = %(f)s", f=feed["id"])
+    c.post(f"/api/v1/feeds/{feed['id']}/refresh")
+    wait_feed(c, feed["id"], lambda f: f["entries_ingested"] == 3)
+    assert stack.sql("SELECT count(*) FROM feed_entries WHERE feed_id = %(f)s AND status = 'pending'",
+                     f=feed["id"]) == [(0,)]
+    assert len(urls(c)) == 3
+
+
+def test_refused_addresses_caps_and_the_limit(stack: SplitStack, site: FeedSite) -> None:
+    c = client(stack, "caps@example.com")
+    port = site.url.rsplit(":", 1)[1]
+    r = c.post("/api/v1/feeds", json={"url": f"http://127.0.0.2:{port}/feeds/x"})
+    assert r.status_code == 400 and r.json()["error"] == "not_a_feed", r.text
+    assert "non-public address (127.0.0.2)" in r.json()["message"]
+    r = c.post("/api/v1/webhooks", json={"url": f"http://127.0.0.2:{port}/hook", "events": ["item.ready"]})
+    assert r.status_code == 400 and r.json()["error"] == "invalid_body", r.text
+    assert "refused" in r.json()["message"] and "127.0.0.2" in r.json()["message"]
+    r = c.post("/api/v1/webhooks", json={"url": "http://169.254.169.254/latest", "events": ["item.ready"]})
+    assert r.status_code == 400 and "refused" in r.json()["message"], r.text
+
+    url = site.add("many", "rss", [FeedEntry(n) for n in range(108, 100, -1)])  # 8 entries
+    feed = c.post("/api/v1/feeds", json={"url": url}).json()
+    wait_feed(c, feed["id"], lambda f: f["entries_ingested"] == 3)  # the newest three
+    assert urls(c) == [f"{site.url}/a/{n}" for n in (106, 107, 108)]
+    site.publish("many", *[FeedEntry(n) for n in range(115, 110, -1)])  # five new ones
+    c.post(f"/api/v1/feeds/{feed['id']}/refresh")
+    wait_feed(c, feed["id"], lambda f: f["entries_ingested"] == 6)
+    time.sleep(3)
+    assert urls(c)[3:] == [f"{site.url}/a/{n}" for n in (113, 114, 115)]  # at most three a check
+
+    for n in range(3):
+        assert c.post("/api/v1/feeds", json={"url": site.add(f"cap{n}", "atom", [])}).status_code == 201
+    r = c.post("/api/v1/feeds", json={"url": site.add("cap-over", "atom", [])})
+    assert r.status_code == 409, r.text
+    assert (r.json()["error"], r.json()["cap"], r.json()["used"]) == ("limit_reached", 4, 4)
+    assert "unfollow one" in r.json()["message"]
+    assert len(c.get("/api/v1/feeds").json()["feeds"]) == 4
