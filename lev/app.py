@@ -27,8 +27,6 @@ from lev.core import context
 from lev.core.contract import OperationResolver, connexion_spec, operations, security_map, validator_map
 from lev.core.errors import ApiError, not_signed_in, to_api_error
 from lev.core.settings import Settings, get_settings
-from lev.embedding.embedder import check_dimension, get_embedder
-from lev.embedding.pool import stop_ingest_pool, use_ingest_pool
 from lev.middleware import LevMiddleware, allowed_methods, error_response
 from lev.oauth import server as oauth
 from lev.ops import logs, metrics
@@ -96,15 +94,8 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
-        # Ingest batches are embedded in low-priority child processes, never beside the searches' embeddings; the
-        # first child also hands this process its query graph.
-        pool = use_ingest_pool(settings.ingest_embed_processes, settings.ingest_embed_nice,
-                               settings.ingest_embed_threads)
-        if pool is not None:
-            await asyncio.to_thread(pool.start)
-        # Loads the model once per process and refuses to start on a vector-size mismatch.
-        await asyncio.to_thread(check_dimension, get_embedder(), settings.embed_dim)
-        rt = await runtime.start(settings)
+        # Ingest batches are embedded on threads of lower CPU priority, never ahead of the searches' embeddings.
+        rt = await runtime.start(settings, ingest_nice=settings.ingest_embed_nice)
         worker = None
         if settings.workers_inline:
             worker = make_worker(rt.redis_url, own_runtime=False)
@@ -116,7 +107,6 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
                 await stop_gracefully(worker, runtime.shutdown_budget(settings.shutdown_grace_sec))
                 task.cancel()
             await runtime.stop(timeout_sec=2.0)
-            await asyncio.to_thread(stop_ingest_pool, 0.5)
             metrics.mark_process_dead()
 
     app = AsyncApp(__name__, lifespan=lifespan)

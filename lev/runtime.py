@@ -1,8 +1,10 @@
-"""Process-wide resources: database engine, Redis, job queue, limiter, activity writer, object store."""
+"""Process-wide resources: database engine, Redis, job queue, limiter, activity writer, object store, and the
+embedder with its query batcher (built here, once per process, and handed on in `Deps`)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -17,7 +19,8 @@ from redis.asyncio import Redis
 from lev.auth import principal_cache as principals
 from lev.core.settings import Settings, get_settings
 from lev.embedded import resolve_urls
-from lev.embedding.embedder import get_embedder
+from lev.embedding.embedder import build_embedder, check_dimension
+from lev.embedding.pool import QueryBatcher
 from lev.ingest.deps import Deps
 from lev.ingest.transcriber import transcriber_from
 from lev.limits.ratelimit import Limiter
@@ -48,6 +51,7 @@ CLEANUP_SHARE, CLEANUP_MAX_SEC = 0.4, 3.0
 
 log = logs.get_logger("lev.runtime")
 QUEUE = "lev:queue"  # the arq queue the API enqueues to and the worker reads
+QUERY_THREADS = max(1, min(4, os.cpu_count() or 1))  # threads embedding search queries (each batch on one core)
 
 
 async def requeue(job: str, *args: Any, job_id: str) -> bool:
@@ -89,20 +93,34 @@ def get_runtime() -> Runtime:
     return _runtime
 
 
-async def start(settings: Settings | None = None, *, migrate: bool = True) -> Runtime:
-    """Open every shared resource (idempotent within a process)."""
+async def start(settings: Settings | None = None, *, migrate: bool = True, ingest_nice: int = 0) -> Runtime:
+    """Open every shared resource (idempotent within a process). The embedder computes batches on threads at CPU
+    niceness +`ingest_nice` (an API process; a standalone worker runs niced as a whole); its model loads while the
+    embedded servers start, and its vector size is checked against the database column."""
     global _runtime
     if _runtime is not None:
         return _runtime
     settings = settings or get_settings()
-    db_url, redis_url = await asyncio.to_thread(
-        resolve_urls, settings.database_url, settings.redis_url, settings.data_dir
-    )
-    if migrate:
-        newer = await asyncio.to_thread(db.migrate, db_url)
-        if newer is not None:
-            log.warning("the database is at a newer release's migration; running on it as it is",
-                        database=newer, this_release=db.head_revision_cached())
+    emb = build_embedder(settings, ingest_nice)
+    try:
+        loaded, urls = await asyncio.gather(asyncio.to_thread(emb.start),
+                                            asyncio.to_thread(resolve_urls, settings.database_url,
+                                                              settings.redis_url, settings.data_dir),
+                                            return_exceptions=True)
+        if isinstance(loaded, BaseException):
+            raise loaded
+        if isinstance(urls, BaseException):
+            raise urls
+        db_url, redis_url = urls
+        await asyncio.to_thread(check_dimension, emb)  # refuses to start on a vector-size mismatch
+        if migrate:
+            newer = await asyncio.to_thread(db.migrate, db_url)
+            if newer is not None:
+                log.warning("the database is at a newer release's migration; running on it as it is",
+                            database=newer, this_release=db.head_revision_cached())
+    except BaseException:
+        await asyncio.to_thread(emb.close)
+        raise
     db.init_engine(db_url, settings.db_pool_size, generic_plans=settings.db_generic_plans)
     redis = Redis.from_url(redis_url)
     rt = Runtime(settings=settings, database_url=db_url, redis_url=redis_url, redis=redis)
@@ -115,7 +133,9 @@ async def start(settings: Settings | None = None, *, migrate: bool = True) -> Ru
     # transactions carry the queue their after-commit nudges (the webhook outbox) go to
     database = db.database().with_info(**{webhook_events.QUEUE_INFO: rt.arq})
     rt.deps = Deps(settings=settings, db=database, queue=rt.arq, redis=redis, objects=get_object_store(),
-                   embedder=get_embedder(), transcriber=transcriber_from(settings))
+                   embedder=emb, queries=QueryBatcher(emb.embed_queries, max(1, settings.query_batch_max),
+                                                      QUERY_THREADS),
+                   transcriber=transcriber_from(settings))
     _runtime = rt
     return rt
 
@@ -167,3 +187,5 @@ async def stop(timeout_sec: float = 5.0) -> None:
         await _bounded("job queue", rt.arq.aclose(), timeout_sec)
     await _bounded("redis", rt.redis.aclose(), timeout_sec)
     await _bounded("database", db.dispose_engine(), timeout_sec)
+    if rt.deps is not None:
+        await _bounded("embedder", asyncio.to_thread(rt.deps.embedder.close), timeout_sec)

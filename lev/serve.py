@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import logging
 import os
 import signal
@@ -15,6 +13,7 @@ from lev import runtime
 from lev.app import create_app
 from lev.core.settings import get_settings
 from lev.embedded import claim_data_dir, stop_embedded, stop_started_redis
+from lev.embedding.minilm import return_freed_memory
 from lev.ops import logs, metrics
 from lev.supervisor import ShutdownWatchdog, Supervisor
 from tasks.worker import run_worker
@@ -22,27 +21,11 @@ from tasks.worker import run_worker
 
 def quiet_libraries() -> None:
     """Silence library chatter that says nothing to an operator (model-loading notes, fork advice)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", module="(transformers|torch|sentence_transformers|pgserver|platformdirs)")
-    for name in ("pgserver", "alembic", "sentence_transformers", "httpx"):  # start-up chatter at INFO
+    warnings.filterwarnings("ignore", module="(pgserver|platformdirs)")
+    for name in ("pgserver", "alembic", "httpx"):  # start-up chatter at INFO
         logging.getLogger(name).setLevel(logging.WARNING)
-
-
-def return_freed_memory() -> None:
-    """Fix glibc's mmap threshold at 128 KiB: a freed activation of a batched query embedding goes back to the
-    system instead of staying in the heap (glibc raises the threshold after such frees, so later big blocks come
-    from the heap and the process keeps them). About 75 MiB less resident memory after batches of 16 queries
-    (bench/TUNING.md, issue 18). No-op off glibc."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
-    except (OSError, AttributeError):  # musl and others: nothing to tune
-        pass
 
 
 def banner(url: str, data_dir: str, lev: str) -> str:

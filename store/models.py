@@ -19,6 +19,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR, UUID
 
+EMBEDDING_DIM = 384  # chunks.embedding is vector(384) (migration 0001): every embedder must return this size
+
 metadata = MetaData()
 
 users = Table(
@@ -93,7 +95,7 @@ chunks = Table(
     Column("ord", Integer, nullable=False),
     Column("title", Text),
     Column("text", Text, nullable=False),
-    Column("embedding", Vector(384), nullable=False),
+    Column("embedding", Vector(EMBEDDING_DIM), nullable=False),
     Column("tsv", TSVECTOR),
     Column("start_sec", Float),  # transcript chunks: where in the recording the chunk is spoken
     Column("end_sec", Float),

@@ -19,7 +19,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from lev import runtime
 from lev.core.settings import get_settings
 from lev.embedded import resolve_urls
-from lev.embedding.embedder import check_dimension, get_embedder
 from lev.ops import logs, metrics
 from lev.runtime import QUEUE
 from lev.transforms.service import transformer_from
@@ -68,7 +67,7 @@ async def open_clients(ctx: dict[str, Any]) -> None:
     deps = runtime.deps()
     ctx["deps"] = deps
     ctx["settings"] = deps.settings
-    ctx["transformer"] = transformer_from(deps.settings)
+    ctx["transformer"] = transformer_from(deps.settings, deps.embedder)
     stop = asyncio.Event()
     ctx["heartbeat_stop"] = stop
     ctx["heartbeat"] = asyncio.get_running_loop().create_task(
@@ -83,10 +82,9 @@ async def close_clients(ctx: dict[str, Any]) -> None:
 
 
 async def startup(ctx: dict[str, Any]) -> None:
-    """A standalone worker opens the process's runtime first (the model is loaded and its size checked)."""
-    settings = get_settings()
-    await asyncio.to_thread(check_dimension, get_embedder(), settings.embed_dim)
-    ctx["runtime"] = await runtime.start(settings)
+    """A standalone worker opens the process's runtime first (the model is loaded and its size checked; its
+    batches are computed in this process, which runs niced as a whole)."""
+    ctx["runtime"] = await runtime.start(get_settings())
     await open_clients(ctx)
 
 

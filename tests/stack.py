@@ -36,12 +36,13 @@ class LiveServer:
     another one serves `data_dir` is pointed at those servers by URL (LEV_DATABASE_URL, LEV_REDIS_URL) instead."""
 
     def __init__(self, data_dir: Path, env: dict[str, str] | None = None, log_name: str = "server",
-                 root: Path = ROOT, args: list[str] | None = None) -> None:
+                 root: Path = ROOT, args: list[str] | None = None, python: str = sys.executable) -> None:
         from lev.embedded import data_dir_server, running_postgres_url, running_redis_url
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.root = root  # another checkout's code (the benchmarks' old commit) runs with its own sources first
+        self.python = python  # and, when its dependencies differ, with its own virtualenv's interpreter
         self.env = {**os.environ, "LEV_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1",
                     "LEV_BASE_URL": self.url, **(env or {})}
         if data_dir_server(data_dir) is not None:
@@ -58,7 +59,7 @@ class LiveServer:
     def start(self, timeout: float = 300) -> LiveServer:
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "lev.cli", "serve", "--port", str(self.port), *self.args],
+            [self.python, "-m", "lev.cli", "serve", "--port", str(self.port), *self.args],
             env=self.env, cwd=self.root, stdout=log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + timeout
@@ -134,7 +135,8 @@ class Admin:
     def job_ctx(self) -> dict[str, Any]:
         """The ctx a job gets from the worker (`tasks.worker.open_clients`), for running a job in this process."""
         from lev.core.settings import get_settings
-        from lev.embedding.embedder import get_embedder
+        from lev.embedding.embedder import build_embedder
+        from lev.embedding.pool import QueryBatcher
         from lev.ingest.deps import Deps
         from lev.ingest.transcriber import transcriber_from
         from lev.runtime import get_object_store
@@ -152,10 +154,13 @@ class Admin:
                 return await create_pool(RedisSettings.from_dsn(url)), Redis.from_url(url)
 
             self._pools = self.run_coro(pools())
+            self._embedder = build_embedder(get_settings())  # batches computed in this process
         queue, redis = self._pools
         settings = get_settings()
+        emb = self._embedder
         return {"deps": Deps(settings=settings, db=db.database(), queue=queue, redis=redis, objects=get_object_store(),
-                             embedder=get_embedder(), transcriber=transcriber_from(settings))}
+                             embedder=emb, queries=QueryBatcher(emb.embed_queries),
+                             transcriber=transcriber_from(settings))}
 
     def close(self) -> None:
         from store import db

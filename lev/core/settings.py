@@ -77,14 +77,10 @@ class Settings(BaseSettings):
     """API key for the embeddings service."""
     embed_model: str = "text-embedding-3-small"
     """Embedding model name (with LEV_EMBEDDER=openai)."""
-    embed_dim: int = 384
-    """Vector size; must match the database (Lev refuses to start on a mismatch)."""
-    ingest_embed_processes: int = 1
-    """Child processes per API process embedding ingested text with the local model (0: in the API process)."""
     ingest_embed_nice: int = 4
-    """CPU niceness added to those processes and to `lev worker` (searches keep the CPU first)."""
+    """CPU niceness added to the API's ingest embedding threads and to `lev worker` (searches keep the CPU first)."""
     ingest_embed_threads: int = 0
-    """Threads each of those processes computes with (0: one per core)."""
+    """Threads embedding ingested text with the local model, each one part of a batch at a time (0: one per core)."""
     query_batch_max: int = 16
     """Most search queries embedded together in one pass when they arrive at once (1: each alone)."""
 

@@ -1,23 +1,25 @@
-"""Text embedders: the `Embedder` interface, the bundled local model (`minilm`; queries: `query_graph`) and an
-OpenAI-compatible adapter.
+"""Text embedders: the `Embedder` interface, the bundled local model (`minilm`; batches on `pool`'s ingest threads)
+and an OpenAI-compatible adapter.
 
-Embedding is synchronous and CPU/IO-bound; async callers run `embed` in a worker thread.
+Embedding is synchronous and CPU/IO-bound; async callers run `embed` in a worker thread. The composition root
+builds one embedder per process (`build_embedder`), starts it, and hands it to whoever embeds.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from functools import lru_cache
+import os
+import threading
 from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
 from lev.core.retry import retrying
-from lev.core.settings import get_settings
-from lev.embedding import query_graph
-from lev.embedding.minilm import LOCAL_BATCH_SIZE, LOCAL_DIM, LOCAL_MODEL_NAME, PROBE_TEXT, load_model
+from lev.core.settings import Settings
+from lev.embedding.minilm import LOCAL_DIM, LOCAL_MODEL_NAME, PROBE_TEXT, MiniLM
+from lev.embedding.pool import IngestThreads
 from lev.ops.metrics import embedding_timer
+from store.models import EMBEDDING_DIM
 
 
 @runtime_checkable
@@ -33,6 +35,10 @@ class Embedder(Protocol):
 
     def embed_queries(self, texts: list[str]) -> list[list[float]]: ...
 
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
 
 def _normalize(vec: list[float]) -> list[float]:
     norm = math.sqrt(sum(x * x for x in vec))
@@ -41,42 +47,49 @@ def _normalize(vec: list[float]) -> list[float]:
     return [x / norm for x in vec]
 
 
-_batch_sink: Callable[[list[str]], list[list[float]]] | None = None
-
-
-def send_batches_to(sink: Callable[[list[str]], list[list[float]]] | None) -> None:
-    """Where `LocalEmbedder.embed` sends its batches from now on (None: computed in this process)."""
-    global _batch_sink
-    _batch_sink = sink
-
-
 class LocalEmbedder:
-    """sentence-transformers all-MiniLM-L6-v2 on CPU, 384 dims, normalized."""
+    """all-MiniLM-L6-v2 with ONNX Runtime (`minilm.MiniLM`), 384 dims, normalized.
+
+    One session, loaded once (at `start` or at the first embedding), computes every run on the thread that asks:
+    queries on the caller's thread (the query batcher's, at the server's priority), batches (ingest, the local
+    transformer) on this embedder's ingest threads, `threads` of them at CPU niceness +`nice` (`IngestThreads`),
+    several runs of a batch at once. Thread-safe.
+    """
 
     dim = LOCAL_DIM
     name = f"local:{LOCAL_MODEL_NAME}"
 
+    def __init__(self, threads: int = 0, nice: int = 0) -> None:
+        self.ingest = IngestThreads(threads or os.cpu_count() or 1, nice)
+        self._model: MiniLM | None = None
+        self._lock = threading.Lock()
+
+    def model(self) -> MiniLM:
+        """This embedder's session (loaded on first use)."""
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    self._model = MiniLM()
+        return self._model
+
+    def start(self) -> None:
+        self.model()
+
+    def close(self) -> None:
+        self.ingest.shutdown(wait=True, cancel_futures=True)
+
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        sink = _batch_sink
-        if sink is not None:  # an API process: batches go to the low-priority embedding process (embed_pool)
-            return sink(texts)
-        vectors = load_model().encode(
-            texts,
-            batch_size=LOCAL_BATCH_SIZE,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        rows: list[list[float]] = vectors.tolist()
+        rows: list[list[float]] = self.model().embed(texts, executor=self.ingest, spread=self.ingest.threads).tolist()
         return rows
 
     def embed_query(self, text: str) -> list[float]:
-        return query_graph.embed_query(text)
+        return self.embed_queries([text])[0]
 
     def embed_queries(self, texts: list[str]) -> list[list[float]]:
-        return query_graph.embed_queries(texts)
+        rows: list[list[float]] = self.model().embed(texts, max_batch=len(texts)).tolist()
+        return rows
 
 
 class EmbeddingServiceError(RuntimeError):
@@ -144,6 +157,9 @@ class OpenAIEmbedder:
     def embed_queries(self, texts: list[str]) -> list[list[float]]:
         return self.embed(texts)
 
+    def start(self) -> None:
+        """Nothing to load: the provider holds the model."""
+
     def close(self) -> None:
         self._client.close()
 
@@ -168,34 +184,35 @@ class TimedEmbedder:
         with embedding_timer("query"):
             return self.inner.embed_queries(texts)
 
+    def start(self) -> None:
+        self.inner.start()
 
-@lru_cache(maxsize=1)
-def get_embedder() -> Embedder:
-    """The configured embedder (`LEV_EMBEDDER`: local or openai), one per process, timed."""
-    return TimedEmbedder(_configured_embedder())
+    def close(self) -> None:
+        self.inner.close()
 
 
-def _configured_embedder() -> Embedder:
-    s = get_settings()
-    kind = s.embedder.lower()
+def build_embedder(settings: Settings, ingest_nice: int = 0) -> Embedder:
+    """The configured embedder (`LEV_EMBEDDER`: local or openai), timed, not started yet. The local one embeds
+    batches on `LEV_INGEST_EMBED_THREADS` threads at CPU niceness +`ingest_nice`."""
+    kind = settings.embedder.lower()
     if kind == "local":
-        return LocalEmbedder()
+        return TimedEmbedder(LocalEmbedder(settings.ingest_embed_threads, ingest_nice))
     if kind == "openai":
-        if not s.embed_url:
+        if not settings.embed_url:
             raise RuntimeError(
                 "LEV_EMBEDDER=openai needs LEV_EMBED_URL (an OpenAI-compatible base ending in /v1)"
             )
-        return OpenAIEmbedder(s.embed_url, s.embed_api_key, s.embed_model, s.embed_dim)
-    raise RuntimeError(f"unknown LEV_EMBEDDER {s.embedder!r}; use 'local' or 'openai'")
+        return TimedEmbedder(OpenAIEmbedder(settings.embed_url, settings.embed_api_key, settings.embed_model,
+                                            EMBEDDING_DIM))
+    raise RuntimeError(f"unknown LEV_EMBEDDER {settings.embedder!r}; use 'local' or 'openai'")
 
 
-def check_dimension(embedder: Embedder, expected: int | None = None) -> None:
+def check_dimension(embedder: Embedder, expected: int = EMBEDDING_DIM) -> None:
     """Embed a probe string and fail loudly if the vector size differs from the database column."""
-    want = get_settings().embed_dim if expected is None else expected
     got = len(embedder.embed_query(PROBE_TEXT))
-    if got != want:
+    if got != expected:
         raise RuntimeError(
             f"embedder {embedder.name} returns {got}-dimensional vectors; the database column is "
-            f"vector({want}). Choose an embedding model that returns {want}-dimensional vectors "
+            f"vector({expected}). Choose an embedding model that returns {expected}-dimensional vectors "
             f"(LEV_EMBEDDER / LEV_EMBED_MODEL)."
         )

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from lev.core.settings import Settings
 from lev.embedding.embedder import Embedder
+from lev.embedding.pool import QueryBatcher
 from lev.ingest.progress import Redis
 from lev.ingest.transcriber import Transcriber
 from lev.net.guard import Outbound
@@ -32,7 +33,8 @@ class Deps:
     queue: JobQueue
     redis: Redis
     objects: ObjectStore
-    embedder: Embedder
+    embedder: Embedder  # owns its low-priority ingest processes, if any
+    queries: QueryBatcher  # search queries' embeddings (the embedder's), batched on their own thread
     transcriber: Transcriber | None
 
     @property

@@ -13,7 +13,6 @@ from lev.auth.policy import Principal, folder_name, folder_visible
 from lev.core import context
 from lev.core.errors import invalid_body, name_taken, not_found
 from lev.core.settings import Settings
-from lev.embedding.pool import embed_query
 from lev.ingest import progress
 from lev.ingest.deps import Deps
 from store import folders as folder_store
@@ -45,7 +44,7 @@ async def search(deps: Deps, principal: Principal, *, query: str, mode: str = "h
     if folder_id is not None and not folder_visible(principal.scope, folder_id):
         raise not_found()
     # The query is embedded in a worker thread while the database plans and finds keyword candidates.
-    vector = embed_query(query) if mode != "keyword" else None
+    vector = deps.queries.submit(query) if mode != "keyword" else None
     try:
         async with deps.db.read_session() as s:  # reads only: no BEGIN and COMMIT round trips
             if folder_id is not None and not await folder_store.owned_ids(s, principal.user_id, [folder_id]):

@@ -19,7 +19,6 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import httpx
-from mcp.shared.auth import OAuthClientMetadata
 from pydantic import ValidationError
 
 from lev.core import clock, jsonguard
@@ -292,6 +291,10 @@ async def register(body: bytes) -> dict[str, Any]:
     if len(body) > MAX_REGISTRATION_BYTES:
         raise OAuthError("invalid_client_metadata", f"The registration request is larger than "
                                                     f"{MAX_REGISTRATION_BYTES} bytes.")
+    # The MCP SDK's model of client metadata; imported here, since importing the SDK costs a server about 35 MiB
+    # and a second at start-up, for a request that comes once per client installation.
+    from mcp.shared.auth import OAuthClientMetadata
+
     try:
         raw = jsonguard.loads(body)
         if not isinstance(raw, dict):

@@ -20,7 +20,7 @@ import numpy as np
 
 from lev.core.retry import async_retrying
 from lev.core.settings import Settings
-from lev.embedding.embedder import Embedder, get_embedder
+from lev.embedding.embedder import Embedder
 from lev.transforms.stopwords import ENGLISH_STOP_WORDS
 
 MAX_SENTENCES = 160  # sentences embedded for the local summary (evenly sampled beyond this)
@@ -101,12 +101,8 @@ def _mmr(doc: np.ndarray, cands: np.ndarray, top: int, diversity: float) -> list
 class LocalTransformer:
     """Extractive summary and key phrases from embeddings; no third party involved."""
 
-    def __init__(self, embedder: Embedder | None = None) -> None:
-        self._embedder = embedder
-
-    @property
-    def embedder(self) -> Embedder:
-        return self._embedder or get_embedder()
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
 
     @property
     def generator(self) -> str:
@@ -239,8 +235,8 @@ class OpenAIChatTransformer:
         return outputs
 
 
-def transformer_from(s: Settings) -> Transformer:
-    """The chat adapter when LEV_LLM_URL is set, else the local extractive transformer."""
+def transformer_from(s: Settings, embedder: Embedder) -> Transformer:
+    """The chat adapter when LEV_LLM_URL is set, else the local extractive transformer (with `embedder`)."""
     if s.llm_url:
         return OpenAIChatTransformer(s.llm_url, s.llm_api_key, s.llm_model)
-    return LocalTransformer()
+    return LocalTransformer(embedder)

@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from lev.core.settings import get_settings
+from lev.core.settings import Settings
 from lev.embedding.embedder import (
     EmbeddingServiceError,
     LocalEmbedder,
     OpenAIEmbedder,
+    TimedEmbedder,
+    build_embedder,
     check_dimension,
-    get_embedder,
 )
 from lev.embedding.minilm import tokenizer
 
@@ -113,12 +114,14 @@ def test_local_embedder_shape_norm_and_similarity(local: LocalEmbedder) -> None:
         check_dimension(local, 768)
 
 
-def test_local_embedder_is_loaded_once_across_threads(local: LocalEmbedder) -> None:
-    from lev.embedding import minilm as mod
-
+def test_local_embedder_is_loaded_once_across_threads() -> None:
+    emb = LocalEmbedder()
     results: list[list[float]] = []
+    models: list[object] = []
+
     def work() -> None:
-        results.append(LocalEmbedder().embed_query("x"))
+        results.append(emb.embed_query("x"))
+        models.append(emb.model())
 
     threads = [threading.Thread(target=work) for _ in range(4)]
     for t in threads:
@@ -126,11 +129,11 @@ def test_local_embedder_is_loaded_once_across_threads(local: LocalEmbedder) -> N
     for t in threads:
         t.join()
     assert len(results) == 4 and all(r == results[0] for r in results)
-    assert mod._model is mod.load_model()
+    assert len(models) == 4 and all(m is models[0] for m in models)  # one session, loaded once
 
 
 def test_local_query_path_matches_the_batch_path(local: LocalEmbedder) -> None:
-    """embed_query runs the exported ONNX graph; it must give the same vectors as `embed` at every length."""
+    """A batch runs its texts in runs of similar length, padded: every vector must equal the text's alone."""
     texts = ["x", "cat on a mat", "  padded with spaces\n", "Ünïcode — naïve café 東京",
              "vitamin D deficiency and the risk of fractures in older adults " * 3,
              "a long document that is truncated at 256 wordpieces " * 80]
@@ -186,30 +189,32 @@ def test_check_dimension_rejects_512_dim_provider(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("LEV_EMBEDDER", "openai")
     monkeypatch.setenv("LEV_EMBED_URL", s.base)
     monkeypatch.setenv("LEV_EMBED_MODEL", "big-model")
-    get_settings.cache_clear()
-    get_embedder.cache_clear()
+    timed = build_embedder(Settings())
     try:
-        emb = get_embedder().inner  # type: ignore[attr-defined]
+        assert isinstance(timed, TimedEmbedder)
+        emb = timed.inner
         assert isinstance(emb, OpenAIEmbedder) and emb.name == "openai-compatible:big-model"
         with pytest.raises(RuntimeError) as info:
-            check_dimension(emb)
+            check_dimension(timed)
         msg = str(info.value)
         assert "embedder openai-compatible:big-model returns 512-dimensional vectors" in msg
         assert "the database column is vector(384)" in msg
         assert s.requests and s.requests[0]["body"]["model"] == "big-model"
     finally:
+        timed.close()
         s.close()
-        get_settings.cache_clear()
-        get_embedder.cache_clear()
 
 
-def test_get_embedder_defaults_to_local(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_build_embedder_defaults_to_local_with_its_ingest_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LEV_EMBEDDER", raising=False)
-    get_settings.cache_clear()
-    get_embedder.cache_clear()
-    try:
-        assert isinstance(get_embedder().inner, LocalEmbedder)  # type: ignore[attr-defined]
-        assert get_embedder() is get_embedder()
-    finally:
-        get_settings.cache_clear()
-        get_embedder.cache_clear()
+    monkeypatch.setenv("LEV_INGEST_EMBED_THREADS", "3")
+    plain = build_embedder(Settings())
+    assert isinstance(plain, TimedEmbedder) and isinstance(plain.inner, LocalEmbedder)
+    assert plain.inner.ingest.nice == 0 and plain.inner.ingest.threads == 3
+    niced = build_embedder(Settings(), ingest_nice=4)  # an API process's
+    assert isinstance(niced, TimedEmbedder) and isinstance(niced.inner, LocalEmbedder)
+    assert niced.inner.ingest.nice == 4
+    assert build_embedder(Settings()) is not plain  # one per call: the composition root builds it once
+    monkeypatch.setenv("LEV_EMBEDDER", "nonsense")
+    with pytest.raises(RuntimeError, match="unknown LEV_EMBEDDER"):
+        build_embedder(Settings())

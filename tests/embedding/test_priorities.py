@@ -1,12 +1,12 @@
-"""Query work never waits for ingest work: the API process embeds ingested text in a low-priority child process,
-and its searches embed their queries on their own thread, so a search answers while an ingest's embedding cannot
-move at all (its process stopped with SIGSTOP). Query embeddings that arrive together are embedded together."""
+"""Query work never waits for ingest work: an API process embeds ingested text on its ingest threads, at lower CPU
+priority, and its searches embed their queries on their own thread, so a query is embedded while no ingest
+embedding can move at all. Query embeddings that arrive together are embedded together."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import time
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import psutil
@@ -18,61 +18,58 @@ from tests.stack import Api, LiveServer, User
 BEES = "Honeybees communicate the direction of flowers with a waggle dance inside the hive."
 
 
-def _ingest_processes(server: LiveServer) -> list[psutil.Process]:
-    assert server.proc is not None
-    return [c for c in psutil.Process(server.proc.pid).children()
-            if "lev.embedding.child" in " ".join(c.cmdline())]
+def _nice(tid: int) -> int:
+    return os.getpriority(os.PRIO_PROCESS, tid)
 
 
-def test_searches_answer_while_the_ingest_embedding_process_is_stopped(server: LiveServer, user: User) -> None:
-    api = Api(server.url, user.token(write=True))
-    assert api.post("/api/v1/ingest", json={"kind": "text", "text": "warm the embedding process"}).status_code == 200
-    children = _ingest_processes(server)
-    assert len(children) == 1
-    child = children[0]
-    parent_nice = psutil.Process(server.proc.pid).nice()  # type: ignore[union-attr]
-    threads = [t.id for t in child.threads()]
-    assert len(threads) > 1  # torch's pool is up: every one of its threads runs at the lower CPU priority
-    assert all(os.getpriority(os.PRIO_PROCESS, tid) > parent_nice for tid in threads)
-
-    child.suspend()
+def test_queries_are_embedded_while_every_ingest_thread_is_held() -> None:
+    emb = LocalEmbedder(threads=1, nice=4)
+    gate = threading.Event()
+    held = emb.ingest.submit(gate.wait)  # the one ingest thread cannot move until the gate opens
     try:
-        with ThreadPoolExecutor(1) as pool:
-            ingest = pool.submit(api.post, "/api/v1/ingest", json={"kind": "text", "text": BEES})
+        with ThreadPoolExecutor(1) as caller:
+            ingest = caller.submit(emb.embed, [BEES, "a second chunk of the same document"])
             for _ in range(3):
-                for mode in ("hybrid", "semantic"):  # both embed the query
-                    r = api.get("/api/v1/search", params={"q": "how do insects talk", "mode": mode})
-                    assert r.status_code == 200, r.text
-            assert not ingest.done()  # its embedding cannot move; the searches did not wait for it
-            child.resume()
-            answer = ingest.result(120)
+                assert len(emb.embed_query("how do insects talk")) == 384
+            assert not ingest.done()  # its runs wait behind the held thread; the queries did not
+            alone = emb.embed_query(BEES)
+            gate.set()
+            vectors = ingest.result(120)
+        assert held.result() is True
+        assert max(abs(a - b) for a, b in zip(vectors[0], alone, strict=True)) < 1e-5
     finally:
-        child.resume()
-    assert answer.status_code == 200 and answer.json()["status"] == "ready"  # the contract: ready on return
+        gate.set()
+        emb.close()
+
+
+def test_ingest_threads_run_at_lower_cpu_priority() -> None:
+    emb = LocalEmbedder(threads=2, nice=3)
+    try:
+        here = _nice(threading.get_native_id())
+        seen = {emb.ingest.submit(lambda: (threading.get_native_id(), _nice(threading.get_native_id()))).result()
+                for _ in range(4)}
+        assert seen and all(nice == min(19, here + 3) for _, nice in seen)
+        assert _nice(threading.get_native_id()) == here  # the caller's priority is untouched
+    finally:
+        emb.close()
+
+
+def test_the_server_embeds_ingested_text_on_niced_threads(server: LiveServer, user: User) -> None:
+    api = Api(server.url, user.token(write=True))
+    r = api.post("/api/v1/ingest", json={"kind": "text", "text": BEES, "auto_transform": False})
+    assert r.status_code == 200 and r.json()["status"] == "ready"  # the contract: ready on return
+    assert server.proc is not None
+    proc = psutil.Process(server.proc.pid)
+    main = _nice(proc.pid)
+    nices = [_nice(t.id) for t in proc.threads()]
+    assert nices.count(min(19, main + 4)) >= 1, nices  # LEV_INGEST_EMBED_NICE's threads did the batch
+    assert nices.count(main) >= 2, nices  # the event loop's and the others at the server's priority
     hits = api.get("/api/v1/search", params={"q": "waggle dance direction of flowers", "mode": "semantic"}).json()
     assert hits["results"][0]["text"].startswith("Honeybees")
 
 
-def test_a_killed_ingest_embedding_process_is_replaced(server: LiveServer, user: User) -> None:
-    api = Api(server.url, user.token(write=True))
-    assert api.post("/api/v1/ingest", json={"kind": "text", "text": "start it"}).status_code == 200
-    old = _ingest_processes(server)[0]
-    old.kill()
-    # it stays a zombie until the server reaps it at the next batch: wait for it to be dead, not gone
-    for _ in range(100):
-        try:
-            if old.status() == psutil.STATUS_ZOMBIE:
-                break
-        except psutil.NoSuchProcess:
-            break
-        time.sleep(0.1)
-    r = api.post("/api/v1/ingest", json={"kind": "text", "text": "after the kill"})
-    assert r.status_code == 200 and r.json()["status"] == "ready"
-    assert [p.pid for p in _ingest_processes(server)] != [old.pid]
-
-
-def test_the_api_process_embeds_queries_without_torch(server: LiveServer, user: User) -> None:
-    """Its query graph comes from the ingest process as ONNX: torch (about 220 MiB) is never mapped into it."""
+def test_the_api_process_embeds_with_onnx_runtime_and_without_torch(server: LiveServer, user: User) -> None:
+    """tests/embedding/test_no_torch.py shows it never even tries to import torch."""
     api = Api(server.url, user.token(write=True))
     assert api.post("/api/v1/ingest", json={"kind": "text", "text": BEES}).status_code == 200
     assert api.get("/api/v1/search", params={"q": "insect dance", "mode": "semantic"}).json()["results"]
@@ -80,8 +77,6 @@ def test_the_api_process_embeds_queries_without_torch(server: LiveServer, user: 
     libraries = {m.path.rsplit("/", 1)[-1] for m in psutil.Process(server.proc.pid).memory_maps()}
     assert any(name.startswith("libonnxruntime") for name in libraries), sorted(libraries)
     assert not any(name.startswith("libtorch") for name in libraries), sorted(libraries)
-    child = _ingest_processes(server)[0]
-    assert any(m.path.rsplit("/", 1)[-1].startswith("libtorch") for m in child.memory_maps())
 
 
 def test_queries_that_arrive_together_are_embedded_in_one_batch() -> None:
@@ -107,3 +102,24 @@ def test_queries_that_arrive_together_are_embedded_in_one_batch() -> None:
         single = local.embed_query(text)
         assert max(abs(a - b) for a, b in zip(vec, single, strict=True)) < 1e-5
     assert max(abs(a - b) for a, b in zip(alone, together[1], strict=True)) < 1e-5
+
+
+def test_query_threads_embed_batches_side_by_side() -> None:
+    """With two query threads, a query that arrives while another computes starts at once on the other thread: each
+    batch waits at a barrier that only two batches running at the same time can pass."""
+    local = LocalEmbedder()
+    together = threading.Barrier(2, timeout=60)
+    sizes: list[int] = []
+
+    def batch(items: list[str]) -> list[list[float]]:
+        sizes.append(len(items))
+        together.wait()
+        return local.embed_queries(items)
+
+    async def go() -> list[list[float]]:
+        batcher = QueryBatcher(batch, threads=2)
+        return list(await asyncio.gather(batcher.embed("bees"), batcher.embed("honeybees find flowers")))
+
+    vectors = asyncio.run(go())
+    assert sizes == [1, 1]
+    assert max(abs(a - b) for a, b in zip(vectors[1], local.embed_query("honeybees find flowers"), strict=True)) < 1e-5

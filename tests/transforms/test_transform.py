@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from lev.core.settings import get_settings
+from lev.embedding.embedder import LocalEmbedder
 from lev.transforms.service import (
     LLM_TEXT_BUDGET,
     LocalTransformer,
@@ -20,6 +21,8 @@ from lev.transforms.service import (
     split_sentences,
     transformer_from,
 )
+
+LOCAL = LocalEmbedder()  # loads its model at the first embedding
 
 TEXT = """Coral reefs are among the most diverse ecosystems on Earth. They cover less than one percent of \
 the ocean floor, yet they support about a quarter of all marine species. Reef-building corals live in a \
@@ -96,7 +99,7 @@ def _norm(s: str) -> str:
 
 @pytest.mark.asyncio
 async def test_local_transformer_summary_and_key_phrases() -> None:
-    outputs = await LocalTransformer().transform("Coral reefs", TEXT)
+    outputs = await LocalTransformer(LOCAL).transform("Coral reefs", TEXT)
     by_kind = {o.kind: o for o in outputs}
     assert set(by_kind) == {"summary", "key_phrases"}
     assert all(o.generator == "lev-local-extractive (all-MiniLM-L6-v2)" for o in outputs)
@@ -121,7 +124,7 @@ async def test_local_transformer_summary_and_key_phrases() -> None:
 
 @pytest.mark.asyncio
 async def test_local_transformer_empty_text() -> None:
-    assert await LocalTransformer().transform(None, "  ") == []
+    assert await LocalTransformer(LOCAL).transform(None, "  ") == []
 
 
 @pytest.mark.asyncio
@@ -193,9 +196,10 @@ def llm_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
 
 def test_transformer_choice(llm_env: pytest.MonkeyPatch) -> None:
     llm_env.delenv("LEV_LLM_URL", raising=False)
-    assert isinstance(transformer_from(get_settings()), LocalTransformer)
+    local = transformer_from(get_settings(), LOCAL)
+    assert isinstance(local, LocalTransformer) and local.embedder is LOCAL  # the embedder it was handed
     llm_env.setenv("LEV_LLM_URL", "http://127.0.0.1:9/v1")
     llm_env.setenv("LEV_LLM_MODEL", "llama3")
     get_settings.cache_clear()
-    tr = transformer_from(get_settings())
+    tr = transformer_from(get_settings(), LOCAL)
     assert isinstance(tr, OpenAIChatTransformer) and tr.generator == "openai-compatible:llama3"
