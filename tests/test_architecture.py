@@ -7,6 +7,8 @@
 - Only the composition root (lev/app.py, serve.py, cli.py, runtime.py, embedded.py) imports `handlers/` or `tasks/`.
 - `lev/` keeps at most 12 modules directly; the rest live in domain packages whose `__init__` lists their rooms.
 - Every domain package has a test that imports it.
+- Settings are read from the environment (`get_settings()`) only by the root modules and the worker's entry point;
+  everything else is handed its settings.
 """
 
 from __future__ import annotations
@@ -159,6 +161,12 @@ def test_every_domain_package_has_a_test_that_imports_it() -> None:
                 imported.update(a.name for a in node.names)
     untested = [r for r in rooms if not any(i == r or i.startswith(r + ".") for i in imported)]
     assert not untested, untested
+
+
+def test_only_the_root_reads_the_settings() -> None:
+    allowed = {*ROOT_MODULES, "lev.core.settings", "tasks.worker"}
+    readers = sorted(m for m, p in MODULES.items() if m not in allowed and "get_settings" in p.read_text())
+    assert not readers, f"{readers} read the settings themselves: take them as a parameter instead"
 
 
 def test_the_checker_sees_a_circle() -> None:
