@@ -34,7 +34,7 @@ def data_dir() -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def admin(data_dir: Path) -> Iterator[Admin]:
     from lev.embedded import resolve_urls
-    from store import db
+    from lev.store import db
 
     db_url, redis_url = resolve_urls(None, None, data_dir)
     db.migrate(db_url)

@@ -83,7 +83,7 @@ def start_lev(env: dict[str, str] | None = None, root: Path = ROOT, python: str 
     """Start `lev serve` (of the checkout at `root`, run by `python`) on a fresh data dir with the hourly limits
     off (unless `env` says otherwise)."""
     from lev.embedded import resolve_urls
-    from store import db
+    from lev.store import db
 
     data_dir = Path(tempfile.mkdtemp(prefix="levbench-", dir="/tmp"))
     os.environ["LEV_DATA_DIR"] = str(data_dir)

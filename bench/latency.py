@@ -38,7 +38,7 @@ SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 # ----------------------------------------------------------------------------- corpus
 def db_url() -> str:
-    from store import db
+    from lev.store import db
 
     url = db.engine().url.render_as_string(hide_password=False)
     return "postgresql://" + url.split("://", 1)[1]
@@ -217,8 +217,8 @@ def hnsw_recall(lev: Lev, queries: list[str], limit: int) -> dict[str, Any]:
     from lev.core.settings import get_settings
     from lev.embedding.embedder import LocalEmbedder
     from lev.library.reads import search_params
-    from store import scoped_sql
-    from store import search as ss
+    from lev.store import scoped_sql
+    from lev.store import search as ss
 
     emb = LocalEmbedder()
     scope = Scope(lev.user_id, None, kb_only=True)
@@ -255,7 +255,7 @@ def hnsw_recall(lev: Lev, queries: list[str], limit: int) -> dict[str, Any]:
 def estimate_cost(lev: Lev) -> float:
     """ms of the visible-chunk count the planner caches for 30 s per scope (store.search._scope_size)."""
     from lev.auth.policy import Scope
-    from store import scoped_sql
+    from lev.store import scoped_sql
 
     scope = Scope(lev.user_id, None, kb_only=True)
     ms = []

@@ -14,8 +14,8 @@ import httpx
 from bench.common import Lev
 from lev.core.settings import get_settings
 from lev.library.reads import search_params
-from store import search as search_store
-from store.scope import Scope
+from lev.store import search as search_store
+from lev.store.scope import Scope
 
 INGEST_CLIENTS = 3
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 from bench.scifact import load_data  # noqa: E402
 
 # The production BM25 schema, imported from its migration rather than copied (a copy drifted once).
-BM25_MIGRATION = importlib.import_module("store.migrations.versions.0002_bm25")
+BM25_MIGRATION = importlib.import_module("lev.store.migrations.versions.0002_bm25")
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = (HERE / ".." / ".." / "shared" / "bench" / "scifact").resolve()

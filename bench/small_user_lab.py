@@ -31,9 +31,9 @@ def main() -> None:
     from lev.core.settings import get_settings
     from lev.embedding.embedder import LocalEmbedder
     from lev.library.reads import search_params
-    from store import scoped_sql
-    from store import search as ss
-    from store.scope import Scope
+    from lev.store import scoped_sql
+    from lev.store import search as ss
+    from lev.store.scope import Scope
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--big", type=int, default=300_000)

@@ -10,8 +10,9 @@ from pathlib import Path
 import httpx
 
 from lev.core import errors
-from lev.core.contract import ROOT, load_spec
+from lev.core.contract import load_spec
 from tests.api.test_rest_foundation import err
+from tests.stack import ROOT
 
 DOCUMENTED = set(load_spec()["components"]["schemas"]["Error"]["properties"]["error"]["enum"])
 SOURCE_DIRS = ("lev", "store", "handlers", "tasks")

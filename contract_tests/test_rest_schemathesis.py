@@ -20,7 +20,8 @@ from schemathesis.config import SchemathesisConfig
 from schemathesis.core.failures import FailureGroup
 
 from contract_tests.conftest import FUZZ_EXAMPLES, TOKEN_KINDS, Library, count_case, examples
-from lev.core.contract import ROOT, SPEC_PATH
+from lev.core.contract import SPEC_PATH
+from tests.stack import ROOT
 
 # Every check schemathesis has (what `st run --checks all` runs), with the project's schemathesis.toml (the
 # few rejections a schema cannot express).

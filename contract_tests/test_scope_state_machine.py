@@ -87,7 +87,7 @@ class ScopeMachine(RuleBasedStateMachine):
     def mint(self, user: int, *, write: bool, folders: list[str] | None, kb_only: bool) -> MToken:
         from lev.auth.policy import mint
         from lev.limits.tiers import Tiers
-        from store import users
+        from lev.store import users
 
         email = self.users[user].email
 

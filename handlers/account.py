@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers import deps, principal
 from lev import runtime
 from lev.auth import accounts
 from lev.auth.policy import parse_uuid, parse_uuid_field
 from lev.auth.principal_cache import changing_auth
 from lev.core import context
+from lev.handlers import deps, principal
 from lev.limits.ratelimit import Limiter
-from store import activity as activity_store
-from store import users as user_store
+from lev.store import activity as activity_store
+from lev.store import users as user_store
 
 Response = tuple[dict[str, Any], int, dict[str, str]]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers import principal
 from lev.auth.policy import parse_uuid_field, require_whole_library
 from lev.core import context
-from store import activity as activity_store
-from store.db import transaction
+from lev.handlers import principal
+from lev.store import activity as activity_store
+from lev.store.db import transaction
 
 
 async def list_activity(token_info: dict[str, Any], token_id: str | None = None, surface: str | None = None,

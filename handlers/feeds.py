@@ -7,11 +7,11 @@ from typing import Any
 from starlette.datastructures import UploadFile
 from starlette.responses import Response
 
-from handlers import deps, principal
 from lev.auth.policy import parse_uuid, parse_uuid_field
 from lev.core import context
 from lev.core.errors import file_too_large, invalid_body
 from lev.feeds import service as feeds
+from lev.handlers import deps, principal
 
 
 async def list_feeds(token_info: dict[str, Any], folder_id: str | None = None) -> dict[str, Any]:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers import deps, principal
 from lev.auth.policy import parse_uuid, require, require_whole_library
 from lev.auth.principal_cache import changing_auth
 from lev.core import context
 from lev.core.errors import not_found
+from lev.handlers import deps, principal
 from lev.library import reads as library
+from lev.store import folders as folder_store
 from lev.webhooks import events
-from store import folders as folder_store
 
 
 async def list_folders(token_info: dict[str, Any]) -> dict[str, Any]:

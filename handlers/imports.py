@@ -8,10 +8,10 @@ from typing import Any
 from starlette.datastructures import UploadFile
 from starlette.responses import StreamingResponse
 
-from handlers import deps, principal
 from lev.auth.policy import parse_uuid
 from lev.core import clock, context
 from lev.core.errors import file_too_large, invalid_body
+from lev.handlers import deps, principal
 from lev.imports import service as imports
 from lev.library import export as library_export
 

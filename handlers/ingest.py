@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers import deps, principal
 from lev.auth.policy import parse_uuid_field
+from lev.handlers import deps, principal
 from lev.ingest.request import IngestRequest
 from lev.ingest.service import ingest as run_ingest
 

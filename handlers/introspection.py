@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers import principal
 from lev import runtime
 from lev.core.errors import invalid_token, not_found
-from store import tokens as token_store
-from store.db import transaction
+from lev.handlers import principal
+from lev.store import tokens as token_store
+from lev.store.db import transaction
 
 
 async def introspect_token(token_info: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,6 @@ from typing import Any
 
 from starlette.responses import FileResponse, RedirectResponse, Response
 
-from handlers import deps, principal
 from lev.auth.policy import (
     check_membership_targets,
     folder_visible,
@@ -18,11 +17,12 @@ from lev.auth.policy import (
 )
 from lev.core import context
 from lev.core.errors import folder_not_found, invalid_body, not_found
+from lev.handlers import deps, principal
 from lev.ingest.urls import canonical_url
 from lev.library import reads as library
+from lev.store import folders as folder_store
+from lev.store import items as item_store
 from lev.webhooks import events
-from store import folders as folder_store
-from store import items as item_store
 
 
 async def list_items(

@@ -20,7 +20,6 @@ from jsonschema.exceptions import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from handlers import deps
 from lev import runtime
 from lev.auth.policy import Principal, parse_uuid_field, require
 from lev.core import context, jsonguard
@@ -40,6 +39,7 @@ from lev.core.errors import (
     tool_error,
     transport_error,
 )
+from lev.handlers import deps
 from lev.ingest.request import IngestRequest
 from lev.ingest.service import ingest
 from lev.library import reads as library

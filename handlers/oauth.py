@@ -10,16 +10,16 @@ from urllib.parse import quote, urlsplit
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from handlers import deps, pages
 from lev.auth import accounts
 from lev.auth.policy import Principal
 from lev.core import context, pagepolicy
 from lev.core.errors import ApiError, not_signed_in
+from lev.handlers import deps, pages
 from lev.oauth import server as oauth
 from lev.oauth.clients import MAX_REGISTRATION_BYTES, OAuthError, authenticate_client, describe, register
 from lev.runtime import get_runtime
-from store import folders as folder_store
-from store.db import read_session
+from lev.store import folders as folder_store
+from lev.store.db import read_session
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 CORS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET, POST, OPTIONS",

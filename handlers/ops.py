@@ -5,9 +5,9 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from handlers import deps
 from lev import runtime
 from lev.core.errors import unavailable
+from lev.handlers import deps
 from lev.ops import health, metrics
 
 

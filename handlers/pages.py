@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import uuid
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -14,24 +13,25 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from handlers import deps
 from lev.auth import accounts
 from lev.auth.policy import Principal
 from lev.core import context
 from lev.core.errors import ApiError
+from lev.core.packagedata import packaged
 from lev.feeds import service as feed_service
+from lev.handlers import deps
 from lev.imports import service as imports
 from lev.library import reads as library
 from lev.limits.tiers import Tiers
+from lev.store import activity as activity_store
+from lev.store import folders as folder_store
+from lev.store import items as item_store
+from lev.store import lifecycle
+from lev.store.db import read_session, transaction
 from lev.webhooks import events as webhook_events
 from lev.webhooks import service as webhook_service
-from store import activity as activity_store
-from store import folders as folder_store
-from store import items as item_store
-from store import lifecycle
-from store.db import read_session, transaction
 
-WEB = Path(__file__).resolve().parent.parent / "web"
+WEB = packaged("web")
 STATIC = WEB / "static"
 PER_PAGE = 25
 ACTIVITY_PER_PAGE = 50

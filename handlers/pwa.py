@@ -12,9 +12,9 @@ from urllib.parse import quote, urlencode
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 
-from handlers import pages
-from store import folders as folder_store
-from store.db import read_session
+from lev.handlers import pages
+from lev.store import folders as folder_store
+from lev.store.db import read_session
 
 SHARE_PATH = "/share"
 FIELDS = ("title", "text", "url")

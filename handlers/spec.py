@@ -7,9 +7,10 @@ from connexion.lifecycle import ConnexionResponse
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 
-from lev.core.contract import ROOT, spec_json
+from lev.core.contract import spec_json
+from lev.core.packagedata import packaged
 
-REDOC_JS = ROOT / "web" / "static" / "redoc" / "redoc.standalone.js"
+REDOC_JS = packaged("web", "static", "redoc", "redoc.standalone.js")
 
 
 async def get_open_api_document() -> ConnexionResponse:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers import deps, principal
+from lev.handlers import deps, principal
 from lev.ingest import uploads
 
 

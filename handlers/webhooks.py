@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers import deps, principal
 from lev.auth.policy import parse_uuid
 from lev.core import context
+from lev.handlers import deps, principal
 from lev.webhooks import service as webhooks
 
 

@@ -16,10 +16,6 @@ from connexion.options import SwaggerUIOptions
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp
 
-from handlers import mcp as mcp_handler
-from handlers import oauth as oauth_handler
-from handlers import ops, pages, pwa
-from handlers import spec as spec_handler
 from lev import runtime
 from lev.auth import accounts
 from lev.auth import principal_cache as principals
@@ -27,11 +23,15 @@ from lev.core import context
 from lev.core.contract import OperationResolver, connexion_spec, operations, security_map, validator_map
 from lev.core.errors import ApiError, not_signed_in, to_api_error
 from lev.core.settings import Settings, get_settings
+from lev.handlers import mcp as mcp_handler
+from lev.handlers import oauth as oauth_handler
+from lev.handlers import ops, pages, pwa
+from lev.handlers import spec as spec_handler
 from lev.middleware import LevMiddleware, allowed_methods, error_response
 from lev.oauth import server as oauth
 from lev.ops import logs, metrics
-from store.db import read_session
-from tasks.worker import make_worker, stop_gracefully
+from lev.store.db import read_session
+from lev.tasks.worker import make_worker, stop_gracefully
 
 log = logging.getLogger("lev")
 request_log = logs.get_logger("lev.request")

@@ -22,8 +22,8 @@ from lev.library import reads as library
 from lev.limits.tiers import Tiers
 from lev.ops.backup import BackupError, backup, restore
 from lev.runtime import get_object_store
-from store import activity, db, folders, tokens, users
-from store.objects import ObjectStore
+from lev.store import activity, db, folders, tokens, users
+from lev.store.objects import ObjectStore
 
 
 def _die(message: str, code: int = 1) -> None:

@@ -26,9 +26,9 @@ from lev.ingest.transcriber import transcriber_from
 from lev.limits.ratelimit import Limiter
 from lev.ops import logs
 from lev.ops.activity import ActivityWriter
+from lev.store import db
+from lev.store.objects import LocalObjectStore, ObjectStore, S3ObjectStore, load_or_create_secret
 from lev.webhooks import events as webhook_events
-from store import db
-from store.objects import LocalObjectStore, ObjectStore, S3ObjectStore, load_or_create_secret
 
 
 @dataclass

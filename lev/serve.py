@@ -16,7 +16,7 @@ from lev.embedded import claim_data_dir, stop_embedded, stop_started_redis
 from lev.embedding.minilm import return_freed_memory
 from lev.ops import logs, metrics
 from lev.supervisor import ShutdownWatchdog, Supervisor
-from tasks.worker import run_worker
+from lev.tasks.worker import run_worker
 
 
 def quiet_libraries() -> None:

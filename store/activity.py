@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store import tokens as token_store
-from store.models import activity
+from lev.store import tokens as token_store
+from lev.store.models import activity
 
 
 async def list_for_user(

@@ -9,9 +9,9 @@ from typing import Any
 from sqlalchemy import delete, exists, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.items import visible
-from store.models import contents, outputs, user_items
-from store.scope import Scope
+from lev.store.items import visible
+from lev.store.models import contents, outputs, user_items
+from lev.store.scope import Scope
 
 
 async def lock_url(session: AsyncSession, user_id: uuid.UUID, owner_url: str) -> None:

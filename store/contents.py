@@ -10,8 +10,8 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.lifecycle import Status, Transcription
-from store.models import chunks, contents, outputs, user_items
+from lev.store.lifecycle import Status, Transcription
+from lev.store.models import chunks, contents, outputs, user_items
 
 
 async def by_canonical_url(session: AsyncSession, canonical: str) -> dict[str, Any] | None:

@@ -9,9 +9,9 @@ from typing import Any
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.items import visible
-from store.models import contents, folders, item_folders, outputs, user_items
-from store.scope import Scope
+from lev.store.items import visible
+from lev.store.models import contents, folders, item_folders, outputs, user_items
+from lev.store.scope import Scope
 
 
 async def all_folders(session: AsyncSession, user_id: uuid.UUID) -> list[dict[str, Any]]:

@@ -13,8 +13,8 @@ from sqlalchemy import ColumnElement, and_, delete, exists, func, or_, select, u
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.models import feed_entries, feeds, folders, item_folders
-from store.scope import Scope
+from lev.store.models import feed_entries, feeds, folders, item_folders
+from lev.store.scope import Scope
 
 
 def _row(row: Any) -> dict[str, Any]:

@@ -9,10 +9,10 @@ from sqlalchemy import delete, exists, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store import items as item_store
-from store import tokens as token_store
-from store.models import folders, item_folders, user_items
-from store.scope import Scope
+from lev.store import items as item_store
+from lev.store import tokens as token_store
+from lev.store.models import folders, item_folders, user_items
+from lev.store.scope import Scope
 
 
 def _shape(row: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.models import contents, folders, import_entries, imports, item_folders, outputs, user_items
+from lev.store.models import contents, folders, import_entries, imports, item_folders, outputs, user_items
 
 
 async def ensure_folders(session: AsyncSession, user_id: uuid.UUID,

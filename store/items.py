@@ -22,9 +22,9 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.lifecycle import Status, Transcription
-from store.models import contents, folders, item_folders, object_deletions, outputs, user_items
-from store.scope import Scope
+from lev.store.lifecycle import Status, Transcription
+from lev.store.models import contents, folders, item_folders, object_deletions, outputs, user_items
+from lev.store.scope import Scope
 
 
 async def create_item(

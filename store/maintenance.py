@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store.db import engine
-from store.models import metadata
+from lev.store.db import engine
+from lev.store.models import metadata
 
 COUNTED = ("users", "folders", "contents", "user_items", "item_folders", "chunks", "outputs", "tokens",
            "token_folders", "activity", "uploads", "usage_monthly")

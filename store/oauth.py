@@ -14,7 +14,7 @@ from sqlalchemy import delete, exists, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.models import oauth_clients, oauth_codes, oauth_refresh_tokens, tokens, users
+from lev.store.models import oauth_clients, oauth_codes, oauth_refresh_tokens, tokens, users
 
 
 async def get_client(session: AsyncSession, client_id: str) -> dict[str, Any] | None:

@@ -13,10 +13,10 @@ from sqlalchemy import exists, literal_column, select
 from sqlalchemy.dialects.postgresql import psycopg2
 from sqlalchemy.engine.interfaces import BindTyping
 
-from store.items import visible
-from store.lifecycle import Status
-from store.models import contents, item_folders, user_items
-from store.scope import Scope
+from lev.store.items import visible
+from lev.store.lifecycle import Status
+from lev.store.models import contents, item_folders, user_items
+from lev.store.scope import Scope
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.types import UserDefinedType
 
-from store.scope import Scope
-from store.scoped_sql import Bound, bound_params, item_sql, probe_sql, scope_sql
+from lev.store.scope import Scope
+from lev.store.scoped_sql import Bound, bound_params, item_sql, probe_sql, scope_sql
 
 MODES = ("hybrid", "semantic", "keyword")
 

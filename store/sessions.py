@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.models import sessions, users
+from lev.store.models import sessions, users
 
 
 async def create_session(session: AsyncSession, id_hash: bytes, user_id: uuid.UUID, csrf_token: str,

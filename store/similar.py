@@ -9,11 +9,11 @@ from typing import Any
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.items import visible
-from store.models import user_items
-from store.scope import Scope
-from store.scoped_sql import item_sql
-from store.search import SearchParams, plan_scope
+from lev.store.items import visible
+from lev.store.models import user_items
+from lev.store.scope import Scope
+from lev.store.scoped_sql import item_sql
+from lev.store.search import SearchParams, plan_scope
 
 # Similar items: for each of the item's first :src chunks, its :depth nearest visible chunks of other contents;
 # a content scores the best cosine any of its chunks reached. Contents with the item's own text (pasted twice)

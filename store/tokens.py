@@ -10,7 +10,7 @@ from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.models import folders, token_folders, token_monthly_writes, tokens, users
+from lev.store.models import folders, token_folders, token_monthly_writes, tokens, users
 
 
 async def lookup_token(session: AsyncSession, digest: bytes) -> dict[str, Any] | None:

@@ -10,7 +10,7 @@ from sqlalchemy import delete, exists, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.models import contents, item_folders, object_deletions, uploads, user_items
+from lev.store.models import contents, item_folders, object_deletions, uploads, user_items
 
 
 async def create_upload(session: AsyncSession, *, path: str, user_id: uuid.UUID, mime: str, size: int, filename: str,

@@ -8,8 +8,8 @@ from sqlalchemy import func, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.lifecycle import Transcription
-from store.models import contents, usage_monthly, user_items
+from lev.store.lifecycle import Transcription
+from lev.store.models import contents, usage_monthly, user_items
 
 
 async def lock_user(session: AsyncSession, user_id: uuid.UUID) -> None:

@@ -10,7 +10,7 @@ from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.models import tokens, users
+from lev.store.models import tokens, users
 
 _hasher = PasswordHasher()
 _FIRST_ACCOUNT_LOCK = 0x4C455631  # pg_advisory_xact_lock key: sign-ups on an empty instance take turns

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import and_, delete, func, insert, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from store.models import (
+from lev.store.models import (
     item_folders,
     user_items,
     webhook_attempts,

@@ -11,7 +11,7 @@ from lev.core import clock
 from lev.feeds.poll import POLL_JOB, poll, poll_job_id
 from lev.ingest.deps import Deps
 from lev.ingest.followups import requeue
-from store import feeds as feed_store
+from lev.store import feeds as feed_store
 
 log = logging.getLogger("lev.worker")
 

@@ -13,13 +13,13 @@ from lev.ingest.deps import Deps
 from lev.ingest.finish import to_finish
 from lev.ingest.followups import requeue
 from lev.ingest.uploads import UPLOAD_EXPIRY
-from store import activity, sessions
-from store import contents as content_store
-from store import imports as import_store
-from store import oauth as oauth_store
-from store import uploads as upload_store
-from store.db import Database
-from store.objects import InvalidObjectPath, ObjectStore
+from lev.store import activity, sessions
+from lev.store import contents as content_store
+from lev.store import imports as import_store
+from lev.store import oauth as oauth_store
+from lev.store import uploads as upload_store
+from lev.store.db import Database
+from lev.store.objects import InvalidObjectPath, ObjectStore
 
 log = logging.getLogger("lev.worker")
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from lev.ingest.deps import Deps
 from lev.ingest.finish import finish_content
-from store import contents as content_store
-from store import lifecycle
-from store.db import Database
+from lev.store import contents as content_store
+from lev.store import lifecycle
+from lev.store.db import Database
 
 
 def work_bound(*, chars: int = 0, size_bytes: int = 0, media_sec: float = 0.0) -> float:

@@ -17,9 +17,9 @@ from lev.ingest.finish import fail_content, finish_content
 from lev.ingest.media import EXT_MIME, media_duration_seconds
 from lev.ingest.transcriber import Transcript, TranscriptionError
 from lev.ingest.youtube import youtube_audio
-from store import contents as content_store
-from store import lifecycle
-from tasks.jobs import work_bound
+from lev.store import contents as content_store
+from lev.store import lifecycle
+from lev.tasks.jobs import work_bound
 
 log = logging.getLogger("lev.media")
 

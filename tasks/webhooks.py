@@ -8,8 +8,8 @@ from datetime import timedelta
 from typing import Any
 
 from lev.core import clock
+from lev.store import webhooks as webhook_store
 from lev.webhooks.deliver import attempt, requeue_due
-from store import webhooks as webhook_store
 
 EVENT_RETENTION = timedelta(days=30)
 

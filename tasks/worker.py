@@ -21,14 +21,14 @@ from lev.core.settings import get_settings
 from lev.embedded import resolve_urls
 from lev.ops import logs, metrics
 from lev.runtime import QUEUE
+from lev.tasks.feeds import poll_feed, schedule_feeds
+from lev.tasks.housekeeping import drain_object_deletions, expire_uploads, purge_activity, reconcile_unfinished
+from lev.tasks.imports import run_import
+from lev.tasks.jobs import process_content, transform_item
+from lev.tasks.liveness import heartbeat, instrumented
+from lev.tasks.media import extract_document, transcribe_content
+from lev.tasks.webhooks import deliver_webhook, sweep_webhooks
 from lev.transforms.service import transformer_from
-from tasks.feeds import poll_feed, schedule_feeds
-from tasks.housekeeping import drain_object_deletions, expire_uploads, purge_activity, reconcile_unfinished
-from tasks.imports import run_import
-from tasks.jobs import process_content, transform_item
-from tasks.liveness import heartbeat, instrumented
-from tasks.media import extract_document, transcribe_content
-from tasks.webhooks import deliver_webhook, sweep_webhooks
 
 JOB_TIMEOUT_SEC = 3600
 REDIS_RETRY_SEC = 1.0

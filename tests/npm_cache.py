@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from lev.core.contract import ROOT
+from tests.stack import ROOT
 
 CACHE = ROOT / ".cache"
 

@@ -95,7 +95,7 @@ class Admin:
     (a new auth epoch in Redis, as `lev token revoke` does): a token revoked or expired by hand stops at once."""
 
     def __init__(self, database_url: str, redis_url: str | None = None) -> None:
-        from store import db
+        from lev.store import db
 
         self.redis_url = redis_url
         self.loop = asyncio.new_event_loop()
@@ -110,7 +110,7 @@ class Admin:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(120)
 
     def run(self, fn: Callable[[Any], Awaitable[T]]) -> T:
-        from store.db import transaction
+        from lev.store.db import transaction
 
         async def go() -> T:
             async with transaction() as s:
@@ -140,7 +140,7 @@ class Admin:
         from lev.ingest.deps import Deps
         from lev.ingest.transcriber import transcriber_from
         from lev.runtime import get_object_store
-        from store import db
+        from lev.store import db
 
         if getattr(self, "_pools", None) is None:
             from arq import create_pool
@@ -163,7 +163,7 @@ class Admin:
                              transcriber=transcriber_from(settings))}
 
     def close(self) -> None:
-        from store import db
+        from lev.store import db
 
         self.run_coro(db.dispose_engine())
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -188,7 +188,7 @@ class User:
               expires_in_days: int = 365, write_cap: int = 0, name: str = "test") -> str:
         from lev.auth.policy import mint
         from lev.limits.tiers import Tiers
-        from store import users
+        from lev.store import users
 
         async def go(s: Any) -> str:
             user = await users.by_email(s, self.email)
@@ -202,7 +202,7 @@ class User:
 
 
 def new_user(admin: Admin, tier: str = "pro") -> User:
-    from store import users
+    from lev.store import users
 
     email = f"u{uuid.uuid4().hex[:10]}@example.com"
     uid = admin.run(lambda s: users.create_user(s, email, tier))
@@ -218,7 +218,7 @@ def mint_token(database_url: str, email: str, *, name: str = "test", write: bool
 
     from lev.auth.policy import mint
     from lev.limits.tiers import Tiers
-    from store import users
+    from lev.store import users
 
     async def go() -> str:
         engine = create_async_engine(database_url, poolclass=NullPool)

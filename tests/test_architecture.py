@@ -1,10 +1,12 @@
 """The house rules that keep the code readable from its folder names, checked on every CI run.
 
 - No import circle among the project's modules (any import, at module level or inside a function).
-- `store/` imports nothing above it (no `lev`, `handlers`, `tasks`).
+- `store/` imports nothing above it (no other `lev` module, no `handlers`, `tasks`).
 - No function-level import of a project module: such an import exists only to dodge a circle.
 - No product module reaches 400 lines.
 - Only the composition root (lev/app.py, serve.py, cli.py, runtime.py, embedded.py) imports `handlers/` or `tasks/`.
+- The top-level folders `store/`, `handlers/`, `tasks/` install as `lev.store`, `lev.handlers`, `lev.tasks` (the links
+  in `lev/`), and are imported only by those names: a top-level `store` would collide with other software.
 - `lev/` keeps at most 12 modules directly; the rest live in domain packages whose `__init__` lists their rooms.
 - Every domain package has a test that imports it.
 - Settings are read from the environment (`get_settings()`) only by the root modules and the worker's entry point;
@@ -17,7 +19,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("lev", "store", "handlers", "tasks")
+PACKAGES = {"lev": "lev", "store": "lev.store", "handlers": "lev.handlers", "tasks": "lev.tasks"}
+LINKED = ("store", "handlers", "tasks")
 MAX_LINES = 400
 ROOT_MODULES = ("lev.app", "lev.middleware", "lev.serve", "lev.cli", "lev.runtime", "lev.embedded", "lev.supervisor")
 MAX_TOP_MODULES = 12
@@ -25,9 +28,9 @@ MAX_TOP_MODULES = 12
 
 def _modules() -> dict[str, Path]:
     out = {}
-    for pkg in PACKAGES:
-        for path in sorted((ROOT / pkg).rglob("*.py")):
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    for folder, name in PACKAGES.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):  # rglob does not enter lev/'s links
+            parts = [name, *path.relative_to(ROOT / folder).with_suffix("").parts]
             if parts[-1] == "__init__":
                 parts.pop()
             out[".".join(parts)] = path
@@ -116,7 +119,8 @@ def test_no_import_circles() -> None:
 
 
 def test_store_depends_on_nothing_above_it() -> None:
-    upward = {m: [t for t in ts if not t.startswith("store")] for m, ts in GRAPH.items() if m.startswith("store")}
+    upward = {m: [t for t in ts if not t.startswith("lev.store")] for m, ts in GRAPH.items()
+              if m.startswith("lev.store")}
     assert not {m: ts for m, ts in upward.items() if ts}, upward
 
 
@@ -132,9 +136,9 @@ def test_product_modules_stay_small() -> None:
 
 def test_only_the_composition_root_imports_handlers_and_tasks() -> None:
     def room(module: str) -> str:
-        return module.split(".")[0]
+        return ".".join(module.split(".")[:2])
 
-    outside = {m: [t for t in ts if room(t) in ("handlers", "tasks") and room(t) != room(m)]
+    outside = {m: [t for t in ts if room(t) in ("lev.handlers", "lev.tasks") and room(t) != room(m)]
                for m, ts in GRAPH.items() if m not in ROOT_MODULES}
     assert not {m: ts for m, ts in outside.items() if ts}, outside
 
@@ -142,7 +146,7 @@ def test_only_the_composition_root_imports_handlers_and_tasks() -> None:
 def test_lev_keeps_few_modules_and_packages_list_their_rooms() -> None:
     top = sorted(p.name for p in (ROOT / "lev").glob("*.py"))
     assert len(top) <= MAX_TOP_MODULES, top
-    for init in sorted((ROOT / "lev").glob("*/__init__.py")):
+    for init in sorted(p for p in (ROOT / "lev").glob("*/__init__.py") if p.parent.name not in LINKED):
         doc = ast.get_docstring(ast.parse(init.read_text())) or ""
         rooms = sorted(p.stem for p in init.parent.glob("*.py") if p.name != "__init__.py")
         unlisted = [r for r in rooms if f"`{r}`" not in doc]
@@ -150,7 +154,7 @@ def test_lev_keeps_few_modules_and_packages_list_their_rooms() -> None:
 
 
 def test_every_domain_package_has_a_test_that_imports_it() -> None:
-    rooms = ["lev." + p.parent.name for p in (ROOT / "lev").glob("*/__init__.py")] + ["store", "handlers", "tasks"]
+    rooms = ["lev." + p.parent.name for p in (ROOT / "lev").glob("*/__init__.py")]
     imported: set[str] = set()
     for test in (ROOT / "tests").rglob("*.py"):
         for node in ast.walk(ast.parse(test.read_text())):
@@ -164,9 +168,23 @@ def test_every_domain_package_has_a_test_that_imports_it() -> None:
 
 
 def test_only_the_root_reads_the_settings() -> None:
-    allowed = {*ROOT_MODULES, "lev.core.settings", "tasks.worker"}
+    allowed = {*ROOT_MODULES, "lev.core.settings", "lev.tasks.worker"}
     readers = sorted(m for m, p in MODULES.items() if m not in allowed and "get_settings" in p.read_text())
     assert not readers, f"{readers} read the settings themselves: take them as a parameter instead"
+
+
+def test_the_design_card_folders_install_under_lev_and_are_imported_by_that_name() -> None:
+    for folder in (*LINKED, "web", "openapi.yaml", "mcp_tools.json"):
+        link = ROOT / "lev" / folder
+        assert link.is_symlink() and link.resolve() == (ROOT / folder).resolve(), link
+    bare = []
+    for folder in ("lev", *LINKED, "tests", "contract_tests", "bench", "cluster"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                bare += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in LINKED]
+    assert not bare, bare
 
 
 def test_the_checker_sees_a_circle() -> None:

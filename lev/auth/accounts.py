@@ -32,10 +32,10 @@ from lev.core.settings import Settings
 from lev.limits import quota
 from lev.limits.ratelimit import Limiter
 from lev.limits.tiers import Tiers
-from store import activity as activity_store
-from store import sessions as session_store
-from store import tokens as token_store
-from store import users as user_store
+from lev.store import activity as activity_store
+from lev.store import sessions as session_store
+from lev.store import tokens as token_store
+from lev.store import users as user_store
 
 COOKIE_NAME = "lev_session"
 CSRF_HEADER = "x-csrf-token"

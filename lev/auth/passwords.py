@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.core.errors import invalid_body
-from store import oauth as oauth_store
-from store import sessions as session_store
-from store import tokens as token_store
-from store import users as user_store
+from lev.store import oauth as oauth_store
+from lev.store import sessions as session_store
+from lev.store import tokens as token_store
+from lev.store import users as user_store
 
 MIN_CHARS, MAX_CHARS = 8, 1000
 

@@ -26,9 +26,9 @@ from lev.core.errors import (
     missing_bearer_token,
 )
 from lev.limits.tiers import Tiers, check_token_room
-from store import folders as folder_store
-from store import tokens as token_store
-from store.scope import Scope
+from lev.store import folders as folder_store
+from lev.store import tokens as token_store
+from lev.store.scope import Scope
 
 TOKEN_PREFIX = "lev_"
 TOKEN_SECRET_BYTES = 32  # token_urlsafe(32) -> 43 URL-safe characters

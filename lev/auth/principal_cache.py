@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.auth.policy import Principal, authenticate
 from lev.ops import metrics
-from store.db import read_session, transaction
+from lev.store.db import read_session, transaction
 
 log = logging.getLogger("lev.auth.principal_cache")
 

@@ -14,7 +14,6 @@ import re
 import reprlib
 from functools import lru_cache
 from itertools import islice
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -47,11 +46,11 @@ from lev.core.errors import (
     method_not_allowed,
     unsupported_media_type,
 )
+from lev.core.packagedata import packaged
 from lev.ingest.media import ALLOWED_MIMES
 
-ROOT = Path(__file__).resolve().parents[2]
-SPEC_PATH = ROOT / "openapi.yaml"
-MCP_TOOLS_PATH = ROOT / "mcp_tools.json"
+SPEC_PATH = packaged("openapi.yaml")
+MCP_TOOLS_PATH = packaged("mcp_tools.json")
 
 
 @lru_cache(maxsize=1)

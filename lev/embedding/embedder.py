@@ -19,7 +19,7 @@ from lev.core.settings import Settings
 from lev.embedding.minilm import LOCAL_DIM, LOCAL_MODEL_NAME, PROBE_TEXT, MiniLM
 from lev.embedding.pool import IngestThreads
 from lev.ops.metrics import embedding_timer
-from store.models import EMBEDDING_DIM
+from lev.store.models import EMBEDDING_DIM
 
 
 @runtime_checkable

@@ -11,17 +11,18 @@ import sys
 from collections.abc import Iterable
 from concurrent.futures import Executor
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from lev.core.packagedata import packaged
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-MODEL_DIR = Path(__file__).resolve().parent / "model"
+MODEL_DIR = packaged("embedding", "model")
 MODEL_FILE = MODEL_DIR / "all-MiniLM-L6-v2.onnx"  # written by lev.embedding.export
 TOKENIZER_FILE = MODEL_DIR / "tokenizer.json"
 

@@ -33,10 +33,10 @@ from lev.ingest.request import IngestRequest
 from lev.ingest.save import save_failed
 from lev.ingest.service import ingest
 from lev.ingest.urls import classify_media_url
+from lev.store import feeds as feed_store
+from lev.store import imports as import_store
+from lev.store import users as user_store
 from lev.webhooks import events
-from store import feeds as feed_store
-from store import imports as import_store
-from store import users as user_store
 
 log = logging.getLogger("lev.feeds")
 

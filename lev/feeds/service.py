@@ -20,9 +20,9 @@ from lev.feeds import opml, parse
 from lev.feeds.poll import FIRST_FOLLOW_ENTRIES, POLL_JOB, next_poll, poll_job_id, record_new, status
 from lev.ingest.deps import Deps
 from lev.ingest.followups import enqueue_job, requeue
-from store import feeds as feed_store
-from store import folders as folder_store
-from store import imports as import_store
+from lev.store import feeds as feed_store
+from lev.store import folders as folder_store
+from lev.store import imports as import_store
 
 OPML_CONCURRENCY = 8
 MAX_URL_CHARS = 4096

@@ -22,7 +22,7 @@ from lev.ingest.media import media_class, media_duration_seconds
 from lev.ingest.request import Resolved
 from lev.ingest.webpage import UnsupportedMedia, extract_html, fetch_page
 from lev.limits import quota
-from store import uploads as upload_store
+from lev.store import uploads as upload_store
 
 INLINE_DOC_BYTES = 20 * 1024 * 1024  # documents larger than this are finished by the worker
 

@@ -12,8 +12,8 @@ from lev.embedding.pool import QueryBatcher
 from lev.ingest.progress import Redis
 from lev.ingest.transcriber import Transcriber
 from lev.net.guard import Outbound
-from store.db import Database
-from store.objects import ObjectStore
+from lev.store.db import Database
+from lev.store.objects import ObjectStore
 
 
 class JobQueue(Protocol):

@@ -15,10 +15,10 @@ from lev.ingest.followups import EMBED, EXTRACT, TRANSCRIBE, Followup, enqueue, 
 from lev.ingest.plan import Chunks
 from lev.ingest.save import index_content
 from lev.limits import quota
+from lev.store import contents as content_store
+from lev.store import items as item_store
+from lev.store import lifecycle
 from lev.webhooks import events
-from store import contents as content_store
-from store import items as item_store
-from store import lifecycle
 
 EMBED_BATCH = 64  # chunks the worker embeds between two progress reports
 

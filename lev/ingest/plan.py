@@ -12,7 +12,7 @@ from lev.core.errors import ingest_failed
 from lev.ingest import followups
 from lev.ingest.acquire import Acquired, Captions, Recording, Source, Text, Unread
 from lev.ingest.chunking import chunk_text, timed_chunks
-from store import lifecycle
+from lev.store import lifecycle
 
 INLINE_CHUNK_LIMIT = 60  # more chunks than this: stored now, embedded by the worker (`processing`)
 

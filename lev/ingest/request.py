@@ -15,7 +15,7 @@ from lev.ingest import youtube
 from lev.ingest.deps import Deps
 from lev.ingest.urls import canonical_url, classify_media_url
 from lev.net.guard import check_host
-from store import folders as folder_store
+from lev.store import folders as folder_store
 
 MAX_TEXT_CHARS = 1_000_000
 MAX_URL_CHARS = 4096

@@ -24,12 +24,12 @@ from lev.ingest.followups import Followup, finishing, transforms
 from lev.ingest.plan import Chunks, Plan
 from lev.ingest.request import Resolved
 from lev.limits import quota
+from lev.store import captures as capture_store
+from lev.store import contents as content_store
+from lev.store import items as item_store
+from lev.store import lifecycle
+from lev.store import uploads as upload_store
 from lev.webhooks import events
-from store import captures as capture_store
-from store import contents as content_store
-from store import items as item_store
-from store import lifecycle
-from store import uploads as upload_store
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from lev.ingest.followups import enqueue
 from lev.ingest.plan import chunk, plan
 from lev.ingest.request import IngestRequest, Resolved, resolve
 from lev.ingest.save import Stored, link_existing, save
-from store import uploads as upload_store
+from lev.store import uploads as upload_store
 
 
 async def ingest(deps: Deps, principal: Principal, req: IngestRequest) -> Stored:

@@ -33,8 +33,8 @@ from lev.ingest.media import SNIFF_HEAD, check_signing, finalize_endpoint, media
 from lev.ingest.request import Resolved
 from lev.ingest.save import Stored, finalized
 from lev.ingest.service import keep
-from store import uploads as upload_store
-from store.objects import InvalidObjectPath, LocalObjectStore, SignatureError, SizeExceeded, check_path
+from lev.store import uploads as upload_store
+from lev.store.objects import InvalidObjectPath, LocalObjectStore, SignatureError, SizeExceeded, check_path
 
 log = logging.getLogger("lev.uploads")
 

@@ -16,8 +16,8 @@ from typing import Any
 from lev.auth.policy import Principal, require, require_whole_library
 from lev.core import clock
 from lev.imports.importfile import LEV_EXPORT_TYPE, LEV_EXPORT_VERSION
-from store import export as export_store
-from store.db import read_snapshot
+from lev.store import export as export_store
+from lev.store.db import read_snapshot
 
 PAGE = 200
 

@@ -15,12 +15,12 @@ from lev.core.errors import invalid_body, name_taken, not_found
 from lev.core.settings import Settings
 from lev.ingest import progress
 from lev.ingest.deps import Deps
-from store import folders as folder_store
-from store import items as item_store
-from store import lifecycle
-from store import search as search_store
-from store import similar as similar_store
-from store.scope import Scope
+from lev.store import folders as folder_store
+from lev.store import items as item_store
+from lev.store import lifecycle
+from lev.store import search as search_store
+from lev.store import similar as similar_store
+from lev.store.scope import Scope
 
 
 def search_params(s: Settings) -> search_store.SearchParams:

@@ -16,7 +16,7 @@ from lev.core import clock
 from lev.core.errors import quota_exceeded
 from lev.core.settings import Settings
 from lev.limits.tiers import Tiers
-from store import usage
+from lev.store import usage
 
 RESOURCE = "transcription_minutes"
 

@@ -24,8 +24,8 @@ from lev.core.errors import ApiError, rate_limited
 from lev.core.settings import Settings
 from lev.limits.attempts import AttemptBudget, Reservation, reserve_all, window_text
 from lev.ops import metrics
-from store import tokens as token_store
-from store.db import transaction
+from lev.store import tokens as token_store
+from lev.store.db import transaction
 
 log = logging.getLogger("lev.limits.ratelimit")
 

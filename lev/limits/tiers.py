@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.core.errors import payment_required
 from lev.core.settings import Settings
-from store import tokens as token_store
+from lev.store import tokens as token_store
 
 UNLIMITED = -1
 

@@ -24,8 +24,8 @@ from pydantic import ValidationError
 from lev.core import clock, jsonguard
 from lev.core.errors import ApiError
 from lev.net.guard import Outbound, guarded_client
-from store import oauth as oauth_store
-from store.db import transaction
+from lev.store import oauth as oauth_store
+from lev.store.db import transaction
 
 SCOPES = ("lev:read", "lev:write")
 SECRET_METHODS = ("client_secret_basic", "client_secret_post")

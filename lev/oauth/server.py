@@ -29,10 +29,10 @@ from lev.core.settings import Settings
 from lev.limits.tiers import Tiers, token_room
 from lev.net.guard import Outbound
 from lev.oauth.clients import SCOPES, Client, OAuthError, load_client, redirect_matches
-from store import oauth as oauth_store
-from store import sessions as session_store
-from store import tokens as token_store
-from store.db import read_session, transaction
+from lev.store import oauth as oauth_store
+from lev.store import sessions as session_store
+from lev.store import tokens as token_store
+from lev.store.db import read_session, transaction
 
 READ, WRITE = SCOPES
 MCP_PATH = "/api/mcp"

@@ -10,8 +10,8 @@ import asyncio
 import logging
 from typing import Any
 
-from store import activity as activity_store
-from store.db import transaction
+from lev.store import activity as activity_store
+from lev.store.db import transaction
 
 log = logging.getLogger("lev.ops.activity")
 

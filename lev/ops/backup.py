@@ -26,8 +26,8 @@ from sqlalchemy.engine import make_url
 
 from lev import __version__
 from lev.core import clock
-from store import maintenance
-from store.objects import ObjectStore
+from lev.store import maintenance
+from lev.store.objects import ObjectStore
 
 FORMAT = 1
 DUMP = "database.dump"

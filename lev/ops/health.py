@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from lev.core.errors import unavailable
-from store import db
-from store.objects import ObjectStore
+from lev.store import db
+from lev.store.objects import ObjectStore
 
 CHECK_TIMEOUT_SEC = 2.0
 ARQ_IN_PROGRESS_PREFIX = "arq:in-progress:"

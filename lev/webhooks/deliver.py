@@ -24,8 +24,8 @@ from lev.core.errors import ApiError
 from lev.ingest.deps import Deps
 from lev.ingest.followups import requeue
 from lev.net.guard import Outbound, shared_client
+from lev.store import webhooks as webhook_store
 from lev.webhooks import events
-from store import webhooks as webhook_store
 
 RETRY_DELAYS_SEC = (5, 300, 1800, 7200, 18000, 36000)  # after attempts 1-6; attempt 7 is the last
 TIMEOUT_SEC = 10.0

@@ -18,8 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from lev.core import clock
 from lev.ingest.deps import JobQueue
 from lev.ingest.followups import job_id
-from store import webhooks as webhook_store
-from store.db import after_commit
+from lev.store import webhooks as webhook_store
+from lev.store.db import after_commit
 
 log = logging.getLogger("lev.webhooks")
 

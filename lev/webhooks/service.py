@@ -18,8 +18,8 @@ from lev.core import clock
 from lev.core.errors import ApiError, invalid_body, limit_reached, not_found
 from lev.ingest.deps import Deps
 from lev.net.guard import Outbound, check_host
+from lev.store import webhooks as webhook_store
 from lev.webhooks import events
-from store import webhooks as webhook_store
 
 SECRET_BYTES = 24
 OLD_SECRET_GRACE = timedelta(hours=24)

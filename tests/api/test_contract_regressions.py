@@ -88,7 +88,8 @@ def test_every_pattern_means_the_same_in_the_server_and_in_other_regex_engines()
     import jsonschema_rs
     from jsonschema import Draft4Validator
 
-    from lev.core.contract import ROOT, ContractParameterValidator, ContractValidator, load_spec
+    from lev.core.contract import ContractParameterValidator, ContractValidator, load_spec
+    from tests.stack import ROOT
 
     odd = sorted({chr(c) for c in [*range(0x00, 0x21), *range(0x7F, 0xA1)] if c}
                  | {c for c in map(chr, range(0x3001)) if c.isspace()}
@@ -136,7 +137,8 @@ def test_strings_the_server_refuses_are_refused_by_the_schema_too(server, api, u
 
     import httpx
 
-    from lev.core.contract import ROOT, ContractValidator, load_spec
+    from lev.core.contract import ContractValidator, load_spec
+    from tests.stack import ROOT
 
     schemas = load_spec()["components"]["schemas"]
     for schema, field in (("SignIn", "email"), ("SignIn", "password"), ("SignUp", "password"),
@@ -163,7 +165,8 @@ def test_an_invalid_value_is_quoted_short_in_the_error(server, api, user) -> Non
     the contract's common patterns are said in words."""
     import json
 
-    from lev.core.contract import EMAIL, NO_NUL, NON_BLANK, ROOT, load_spec
+    from lev.core.contract import EMAIL, NO_NUL, NON_BLANK, load_spec
+    from tests.stack import ROOT
 
     in_spec = list(_patterns(load_spec())) + list(_patterns(json.loads((ROOT / "mcp_tools.json").read_text())))
     assert {NON_BLANK, NO_NUL, EMAIL} <= set(in_spec)  # the words belong to patterns the contract uses

@@ -6,9 +6,9 @@ from __future__ import annotations
 import inspect
 import uuid
 
-import handlers
-from handlers import folders, imports, ingest, items, search, uploads
+from lev import handlers
 from lev.core.contract import load_spec
+from lev.handlers import folders, imports, ingest, items, search, uploads
 
 
 def _snake(name: str) -> str:

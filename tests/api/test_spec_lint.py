@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import yaml
 
-from lev.core.contract import ROOT
+from tests.stack import ROOT
 
 REDOCLY = "@redocly/cli@2.77.0"
 SPECTRAL = "@stoplight/spectral-cli@6.16.3"

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from handlers.pwa import prefill
+from lev.handlers.pwa import prefill
 from tests.sites import Site
 from tests.stack import Admin
 from tests.web.test_web import PASSWORD, pytestmark, shot, sign_up  # noqa: F401 (pytestmark)

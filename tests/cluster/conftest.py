@@ -78,7 +78,7 @@ class Ops:
         """A new pro user's token (what `lev user create` and `lev token create` do)."""
         from lev.auth.policy import mint
         from lev.limits.tiers import Tiers
-        from store import users
+        from lev.store import users
 
         async def go() -> str:
             async with AsyncSession(self.engine) as s, s.begin():

@@ -318,7 +318,7 @@ def new_release(ops: Ops) -> Path:
     """A copy of the source tree with one migration more, standing for the next release: the test-only revision
     (tests/cluster/upgrade_migration.py) is placed after this code's head in the copy's migrations, never in the
     product chain."""
-    from store.db import head_revision
+    from lev.store.db import head_revision
 
     release = ops.c.base / "release"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")

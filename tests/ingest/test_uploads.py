@@ -12,7 +12,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from tasks import housekeeping
+from lev.tasks import housekeeping
 from tests import fixtures_media as fm
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from store import lifecycle
-from store.lifecycle import Event, IllegalMove, Phase, State, Status, Transcription
+from lev.store import lifecycle
+from lev.store.lifecycle import Event, IllegalMove, Phase, State, Status, Transcription
 
 ROOT = Path(__file__).resolve().parents[2]
 

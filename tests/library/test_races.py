@@ -37,7 +37,7 @@ class Held:
     """A store transaction run on the admin's loop and held open (uncommitted) until `commit()`."""
 
     def __init__(self, admin: Admin, work: Callable[[Any], Awaitable[Any]]) -> None:
-        from store.db import transaction
+        from lev.store.db import transaction
 
         self.admin = admin
         self.ready = threading.Event()
@@ -118,7 +118,7 @@ def test_ingest_into_a_folder_being_deleted_is_404_and_stores_nothing(server, ad
 
 def test_shared_url_ingest_racing_the_last_item_delete(server, admin, user: User, site: Site) -> None:
     """A new item on a shared page while the page's last item (and so its content) is deleted."""
-    from store import items as item_store
+    from lev.store import items as item_store
 
     url = site.url + "/quantum?race=" + uuid.uuid4().hex
     first = client(server, user.token(write=True)).post("/api/v1/ingest", json={
@@ -173,7 +173,7 @@ def test_token_mint_with_a_folder_being_deleted_says_folder_not_found(server, ad
 
 
 def test_revocation_holds_when_two_folder_deletes_interleave(server, admin, user: User) -> None:
-    from store import folders as folder_store
+    from lev.store import folders as folder_store
 
     a, b = user.folder("a"), user.folder("b")
     scoped = user.token(folders=[a, b])
@@ -284,7 +284,7 @@ def test_a_job_finishing_a_content_racing_its_item_delete_never_deadlocks(server
     content. The job now locks the items first, so the delete waits for it instead of deadlocking with it."""
     from lev.ingest.plan import Chunks
     from lev.ingest.save import index_content
-    from store import contents as content_store
+    from lev.store import contents as content_store
 
     item = make_item(user, title="finishing")
     content = admin.sql("SELECT content_id FROM user_items WHERE id = :i", i=item)[0][0]
@@ -293,7 +293,7 @@ def test_a_job_finishing_a_content_racing_its_item_delete_never_deadlocks(server
     locked, finish, outcome = threading.Event(), threading.Event(), {}
 
     async def job() -> None:
-        from store.db import transaction
+        from lev.store.db import transaction
 
         try:
             async with transaction() as s:
@@ -325,7 +325,7 @@ def test_password_change_racing_the_activity_writer_never_deadlocks(server, admi
     table order, so each could hold a row the other waited for (a deadlock, answered 503)."""
     from sqlalchemy import text
 
-    from store.db import transaction
+    from lev.store.db import transaction
 
     web = httpx.Client(base_url=server.url, timeout=120)
     email = f"race{uuid.uuid4().hex[:8]}@example.com"

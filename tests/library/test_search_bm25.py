@@ -101,7 +101,7 @@ def test_scope_strategies_agree(server, api, user, admin) -> None:
     from lev.core.settings import get_settings
     from lev.embedding.embedder import LocalEmbedder
     from lev.library.reads import search_params
-    from store import search as search_store
+    from lev.store import search as search_store
     from tests.stack import new_user
 
     other = new_user(admin)
@@ -167,8 +167,8 @@ def test_the_plans_ef_search_reaches_the_index_scan(admin) -> None:
     changes; inside a transaction it is SET LOCAL."""
     from sqlalchemy import event, text
 
-    from store import db
-    from store.search import Plan, use_plan_ef
+    from lev.store import db
+    from lev.store.search import Plan, use_plan_ef
 
     sent: list[str] = []
 
@@ -209,7 +209,7 @@ def test_a_query_vector_reaches_postgresql_unchanged(admin) -> None:
     from pgvector.sqlalchemy import Vector
     from sqlalchemy import bindparam
 
-    from store.search import with_vector
+    from lev.store.search import with_vector
 
     rng = np.random.default_rng(7)
     vectors = [rng.standard_normal(384).astype(np.float32).tolist(), (rng.standard_normal(384) / 20).tolist(),
@@ -242,7 +242,7 @@ def test_hybrid_keyword_ranks_are_exact_bm25_for_every_candidate(server, api, us
     from lev.auth.policy import Scope
     from lev.core.settings import get_settings
     from lev.library.reads import search_params
-    from store import search as search_store
+    from lev.store import search as search_store
 
     # Five made-up words with document frequencies 4, 5, 6, 9 and 11 in this user's fourteen notes: with prune_df 0
     # the three rarest generate keyword candidates (every note but the last two holds one) and the other two only
@@ -307,7 +307,7 @@ def test_a_small_scope_reads_only_its_own_postings_of_a_common_term(server, api,
     from lev.auth.policy import Scope
     from lev.core.settings import get_settings
     from lev.library.reads import search_params
-    from store import search as search_store
+    from lev.store import search as search_store
     from tests.stack import new_user
 
     word = f"kittiwake{secrets.token_hex(3)}"
@@ -353,7 +353,7 @@ def test_connections_plan_their_prepared_statements_once(admin) -> None:
     from sqlalchemy.ext.asyncio import create_async_engine
 
     from lev.core.settings import Settings
-    from store import db
+    from lev.store import db
 
     assert Settings().db_generic_plans is True
 
@@ -381,8 +381,8 @@ def test_a_searchs_sql_text_is_the_same_for_every_user_of_a_scope_shape() -> Non
     connection. Parts compiled apart that bind one name to two values are refused, never silently merged."""
     import uuid
 
-    from store import scoped_sql
-    from store.scope import Scope
+    from lev.store import scoped_sql
+    from lev.store.scope import Scope
 
     a, b = (Scope(uuid.uuid4(), None, kb_only=True) for _ in range(2))
     fa, fb = (Scope(uuid.uuid4(), frozenset({uuid.uuid4(), uuid.uuid4()}), kb_only=True, token_id=uuid.uuid4())

@@ -264,7 +264,7 @@ def test_last_used_at_is_recorded(server, user, admin) -> None:
 
 
 def test_purge_removes_only_old_rows_and_clear(server, user, admin) -> None:
-    from tasks.housekeeping import purge_activity
+    from lev.tasks.housekeeping import purge_activity
 
     admin.sql("INSERT INTO activity (ts, user_id, surface, method, status, latency_ms) VALUES "
               "(now() - interval '91 days', :u, 'rest', 'old', 200, 1), "

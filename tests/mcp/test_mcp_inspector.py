@@ -12,7 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from lev.core.contract import ROOT, mcp_tools
+from lev.core.contract import mcp_tools
+from tests.stack import ROOT
 
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 HOME = ROOT / ".cache" / "inspector-2.12.0"

@@ -15,7 +15,7 @@ import httpx
 import psycopg
 import pytest
 
-from store.db import head_revision
+from lev.store.db import head_revision
 from tests.stack import ROOT, LiveServer, free_port
 
 
@@ -164,7 +164,7 @@ def test_concurrent_lev_migrate_runs_serialize(data_dir: Path, admin) -> None:  
         # a newer release migrated the database (a rolling upgrade under way, or this code rolled back to): this
         # release starts on it as it is instead of failing on a revision it does not know
         conn.execute("UPDATE alembic_version SET version_num = '9999_newer'")
-        from store import db
+        from lev.store import db
 
         assert db.migrate(env["LEV_DATABASE_URL"]) == "9999_newer"
         assert not db.knows_revision("9999_newer") and db.knows_revision(head_revision() or "")

@@ -13,7 +13,7 @@ import pytest
 
 from lev.core.settings import get_settings
 from lev.runtime import get_object_store
-from store.objects import (
+from lev.store.objects import (
     InvalidObjectPath,
     LocalObjectStore,
     S3ObjectStore,
