@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import sys
 import warnings
@@ -17,6 +18,15 @@ from lev.embedding.minilm import return_freed_memory
 from lev.ops import logs, metrics
 from lev.supervisor import ShutdownWatchdog, Supervisor
 from lev.tasks.worker import run_worker
+
+
+def _lev_command(argv0: str) -> str:
+    """How the banner spells the `lev` command: bare when that is what the shell finds, else a path to it."""
+    found = shutil.which("lev")
+    if os.path.sep not in argv0 or not argv0.endswith("lev") or (found and os.path.samefile(found, argv0)):
+        return "lev"
+    relative = os.path.relpath(argv0)
+    return os.path.abspath(argv0) if relative.startswith("..") else relative
 
 
 def quiet_libraries() -> None:
@@ -57,9 +67,7 @@ def serve(host: str, port: int, *, workers_inline: bool) -> None:
     return_freed_memory()
     settings.workers_inline = workers_inline
     setup_observability()
-    lev = os.path.relpath(sys.argv[0]) if os.path.sep in sys.argv[0] else "lev"
-    if not lev.endswith("lev"):
-        lev = "lev"
+    lev = _lev_command(sys.argv[0])
     grace = float(settings.shutdown_grace_sec)
     supervisor = Supervisor(settings.data_dir, redis=settings.redis_url is None,
                             postgres=settings.database_url is None)
