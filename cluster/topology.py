@@ -282,12 +282,6 @@ class Cluster:
 
         _wait(beating, f"worker{i}", 180, p.proc, p.log)
 
-    def worker_of_pid(self, pid: int) -> str | None:
-        for name, p in self.procs.items():
-            if name.startswith("worker") and p.proc is not None and p.pid == pid:
-                return name
-        return None
-
     # ------------------------------------------------------------------------------------------- balancer
 
     def _haproxy_config(self) -> Path:

@@ -141,15 +141,6 @@ async def finish_entry(session: AsyncSession, entry: dict[str, Any], *, status: 
                               .values(entries_ingested=feeds.c.entries_ingested + 1))
 
 
-async def recent_entries(session: AsyncSession, feed_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:
-    rows = await session.execute(
-        select(feed_entries.c.url, feed_entries.c.title, feed_entries.c.status, feed_entries.c.item_id,
-               feed_entries.c.error, feed_entries.c.created_at)
-        .where(feed_entries.c.feed_id == feed_id)
-        .order_by(feed_entries.c.created_at.desc(), feed_entries.c.published_at.desc().nulls_last()).limit(limit))
-    return [_row(r) for r in rows]
-
-
 # ------------------------------------------------------------------------------------------------ the schedule
 
 

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -159,10 +159,6 @@ async def touch_last_used(session: AsyncSession, seen: dict[uuid.UUID, datetime]
                                  (tokens.c.last_used_at.is_(None)) | (tokens.c.last_used_at < at))
             .values(last_used_at=at)
         )
-
-
-async def delete_for_user(session: AsyncSession, user_id: uuid.UUID) -> None:
-    await session.execute(delete(tokens).where(tokens.c.user_id == user_id))
 
 
 async def describe_token(session: AsyncSession, token_id: uuid.UUID) -> dict[str, Any] | None:

@@ -291,10 +291,6 @@ def name_taken(message: str) -> ApiError:
     return ApiError("name_taken", message)
 
 
-def email_taken(email: str) -> ApiError:
-    return ApiError("email_taken", f"A user with email {email} already exists.")
-
-
 def file_too_large(message: str, max_bytes: int) -> ApiError:
     return ApiError("file_too_large", message, maxBytes=max_bytes)
 

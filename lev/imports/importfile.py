@@ -107,11 +107,6 @@ class FolderPath:
         return at
 
 
-def flatten(path: list[str]) -> str:
-    """`Parent / Child` from a folder path; over 200 characters the start gives way (`… / Child`)."""
-    return FolderPath.of(path).name
-
-
 def unique_name(name: str, taken: set[str], suffixes: dict[str, int] | None = None) -> str:
     """`name`, or `name (2)`, `name (3)` ... when another folder of this file has it (compared case-insensitively).
     `suffixes` remembers the next number to try per name, so a thousand folders of one name cost a thousand
