@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 PORT ?= 8080
 
-.PHONY: cluster test-cluster cluster-deps browser-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light clean
+.PHONY: cluster test-cluster cluster-deps browser-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light wheel clean
 
 PIP := $(BIN)/pip install --disable-pip-version-check --progress-bar on
 
@@ -45,6 +45,13 @@ cluster: $(DEV_STAMP) cluster-deps
 # The cluster and fault tests alone (they are part of `make test` too).
 test-cluster: $(DEV_STAMP) cluster-deps
 	$(BIN)/pytest -q tests/cluster -p no:cacheprovider
+
+# The wheel `pipx install` / `uv tool install` take (README, "Install without the repository"). Built from a clean
+# build/ each time: setuptools never empties it, so a deleted file (a migration) would ship again.
+wheel:
+	rm -rf build dist
+	$(PYTHON) -m pip wheel . --no-deps --disable-pip-version-check -w dist
+	@ls dist/*.whl
 
 run: export LEV_LOG_FORMAT ?= console
 run: $(STAMP)

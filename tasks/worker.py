@@ -95,7 +95,7 @@ async def shutdown(ctx: dict[str, Any]) -> None:
 
 
 class WorkerSettings:
-    """The worker as arq sees it (`arq tasks.worker.WorkerSettings` with LEV_REDIS_URL set runs what `lev worker`
+    """The worker as arq sees it (`arq lev.tasks.worker.WorkerSettings` with LEV_REDIS_URL set runs what `lev worker`
     runs)."""
 
     functions = job_functions()

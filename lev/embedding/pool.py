@@ -54,9 +54,15 @@ class QueryBatcher:
             batch = [(t, f) for t, f in self._pending[:self.max_batch] if not f.done()]
             del self._pending[:self.max_batch]
             if batch:
+                try:
+                    work = loop.run_in_executor(self._executor, self._embed_batch, [t for t, _ in batch])
+                except RuntimeError as exc:  # the threads were shut down: answer this batch, hold no slot
+                    for _, f in batch:
+                        if not f.done():
+                            f.set_exception(exc)
+                    continue
                 self._busy += 1
                 self.batches = [*self.batches[-999:], len(batch)]
-                work = loop.run_in_executor(self._executor, self._embed_batch, [t for t, _ in batch])
                 work.add_done_callback(lambda done, batch=batch: self._finish(loop, batch, done))  # type: ignore[misc]
 
     def _finish(self, loop: asyncio.AbstractEventLoop, batch: list[tuple[str, asyncio.Future[list[float]]]],
@@ -80,7 +86,10 @@ def lower_thread_priority(nice: int) -> None:
     if nice <= 0 or not sys.platform.startswith("linux"):
         return
     tid = threading.get_native_id()
-    os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+    try:
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+    except OSError:  # a sandbox that forbids it: embed at the server's priority rather than not at all
+        pass
 
 
 class IngestThreads(ThreadPoolExecutor):

@@ -10,9 +10,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import psutil
+import pytest
 
 from lev.embedding.embedder import LocalEmbedder
-from lev.embedding.pool import QueryBatcher
+from lev.embedding.pool import IngestThreads, QueryBatcher
 from tests.stack import Api, LiveServer, User
 
 BEES = "Honeybees communicate the direction of flowers with a waggle dance inside the hive."
@@ -123,3 +124,29 @@ def test_query_threads_embed_batches_side_by_side() -> None:
     vectors = asyncio.run(go())
     assert sizes == [1, 1]
     assert max(abs(a - b) for a, b in zip(vectors[1], local.embed_query("honeybees find flowers"), strict=True)) < 1e-5
+
+
+def test_a_batcher_whose_threads_are_gone_answers_with_an_error_and_keeps_no_slot() -> None:
+    async def go() -> list[str]:
+        batcher = QueryBatcher(lambda items: [[0.0] for _ in items], threads=1)
+        batcher._executor.shutdown()
+        outcomes = []
+        for _ in range(3):  # past the one slot: each still answers at once
+            try:
+                await asyncio.wait_for(batcher.embed("q"), 5)
+                outcomes.append("answered")
+            except RuntimeError:
+                outcomes.append("refused")
+        assert batcher._busy == 0
+        return outcomes
+
+    assert asyncio.run(go()) == ["refused"] * 3
+
+
+def test_ingest_threads_embed_when_the_system_forbids_lowering_priority(monkeypatch: pytest.MonkeyPatch) -> None:
+    def forbidden(*_args: object) -> None:
+        raise PermissionError("setpriority is not allowed here")
+
+    monkeypatch.setattr(os, "setpriority", forbidden)
+    with IngestThreads(2, nice=4) as threads:
+        assert list(threads.map(len, ["ab", "abc"])) == [2, 3]
