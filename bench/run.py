@@ -43,10 +43,10 @@ def write_results() -> Path:
 def run_part(part: str) -> str:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     module = importlib.import_module(f"bench.{part}")
-    started = datetime.now(UTC)
+    started, measured = datetime.now(UTC), commit()  # the commit measured, not the one checked out at the end
     body = module.main()
     header = (f"## {part}\n\nMachine: {machine()}. Date: {started:%Y-%m-%d %H:%M} UTC. "
-              f"Commit: {commit()}.\n\n")
+              f"Commit: {measured}.\n\n")
     section = header + body.strip() + "\n"
     if part != "smoke":
         (HERE / "results").mkdir(exist_ok=True)
