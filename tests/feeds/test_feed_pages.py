@@ -69,9 +69,17 @@ def test_following_a_feed_from_the_folder_page(strict: StrictPage, site: FeedSit
     assert "paused" in row_text(page)
     with page.expect_navigation():
         page.get_by_role("button", name="Resume A tidy blog").click()
+    def checked() -> Any:
+        return admin.sql("SELECT last_checked_at FROM feeds WHERE url = :u", u=f"{site.url}/feeds/blog")[0][0]
+
+    before = checked()
     with page.expect_navigation():
         page.get_by_role("button", name="Refresh A tidy blog now").click()
     assert "active" in row_text(page)
+    deadline = time.monotonic() + 60  # the refresh's poll ends before the failures are set by hand below
+    while checked() == before:
+        assert time.monotonic() < deadline, "the refresh never polled the feed"
+        time.sleep(0.2)
 
     page.get_by_label("Follow a feed").fill(f"{site.url}/plain")
     page.get_by_role("button", name="Follow", exact=True).click()
