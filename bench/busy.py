@@ -1,6 +1,6 @@
 """Issue 18: search while Lev is busy, this commit against the commit before the work (`OLD`), in the same run on
-the same machine. The old commit's sources are exported with `git archive` and served by this checkout's
-virtualenv (the dependencies did not change); both read the same database where they share a corpus.
+the same machine. The old commit's sources are exported with `git archive` and served by the virtualenv its own
+Makefile builds (its own dependencies); both read the same database where they share a corpus.
 
 Sections: the per-request fixed cost; the load mix (16 clients, 60 s, fresh stack each); search at 10k, 100k and
 300k chunks of one user (the two servers up side by side on one database, c=1 requests alternating between them,
@@ -24,7 +24,7 @@ import httpx
 import numpy as np
 import psutil
 
-from bench.common import ROOT, SCIFACT, Lev, cleanup, fmt_pct, pct, schema_seen_by, start_lev
+from bench.common import ROOT, SCIFACT, Lev, cleanup, fmt_pct, own_python, pct, schema_seen_by, start_lev
 from bench.latency import DROP, MODES, NOISE, WARMUP, Floor, db_url, perturb_text, rest_call
 from bench.load import RAISED, _mixed_load
 from bench.scifact import load_data
@@ -142,7 +142,7 @@ def load_side(root: Path, base: list[tuple[str, list[str], np.ndarray]]) -> dict
     import psycopg
     from pgvector.psycopg import register_vector
 
-    lev = start_lev(RAISED, root=root)
+    lev = start_lev(RAISED, root=root, python=own_python(root))
     try:
         with psycopg.connect(db_url(), autocommit=True) as conn:  # 200 documents, as the load part ingests
             register_vector(conn)
@@ -338,9 +338,9 @@ def main() -> str:
     t_start = time.perf_counter()
     out: list[str] = [f"### Search while Lev is busy: this commit vs {OLD} (the commit before issue 18)", ""]
     lines = out.append
-    lines(f"Old code: `git archive {OLD}` served by this checkout's virtualenv (same dependencies). Load average "
-          "(1/5/15 min) is given at each step: the machine's 2 cores are shared with other sessions' test runs, so "
-          "every comparison is made in the same run, side by side.")
+    lines(f"Old code: `git archive {OLD}` served by the virtualenv its own `make` builds (its own dependencies). "
+          "Load average (1/5/15 min) is given at each step: the machine's 2 cores are shared with other sessions' "
+          "test runs, so every comparison is made in the same run, side by side.")
     lines("")
 
     # 1. load mix and fixed cost, fresh stacks, in the order old, new, new, old (a drift in the machine's speed

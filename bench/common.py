@@ -79,6 +79,18 @@ def schema_seen_by(admin: Admin, root: Path) -> Iterator[None]:
         admin.sql("UPDATE alembic_version SET version_num = :v", v=current)
 
 
+def own_python(root: Path) -> str:
+    """The interpreter that runs the checkout at `root`: this one for this checkout; for another (an old commit's
+    `git archive`) the virtualenv its own Makefile builds (`make .venv/.installed`, from pip's warm cache), so it
+    runs with its own dependencies (before issue 33: torch)."""
+    if root.resolve() == ROOT.resolve():
+        return sys.executable
+    if not (root / ".venv" / ".installed").exists():
+        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+        subprocess.run(["make", ".venv/.installed"], cwd=root, env=env, check=True, stdout=subprocess.DEVNULL)
+    return str(root / ".venv" / "bin" / "python")
+
+
 def start_lev(env: dict[str, str] | None = None, root: Path = ROOT, python: str = sys.executable) -> Lev:
     """Start `lev serve` (of the checkout at `root`, run by `python`) on a fresh data dir with the hourly limits
     off (unless `env` says otherwise)."""

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import psutil
 
-from bench.common import ROOT, cleanup, fmt_pct, pct, start_lev
+from bench.common import ROOT, cleanup, fmt_pct, own_python, pct, start_lev
 
 OLD = os.environ.get("LEV_BENCH_HOSTILE_OLD", "84739d0")  # main before issue 32
 TIMEOUT = 300.0
@@ -139,7 +139,7 @@ def quiet(url: str, proc: psutil.Process) -> dict[str, Any]:
 
 
 def side(root: Path) -> dict[str, dict[str, Any]]:
-    lev = start_lev(ENV, root=root)
+    lev = start_lev(ENV, root=root, python=own_python(root))
     proc = psutil.Process(lev.server.proc.pid)  # type: ignore[union-attr]
     try:
         load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -157,10 +157,11 @@ def main() -> str:
     for k in ("old", "new", "new", "old"):
         runs[k].append(side(roots[k]))
     out = [f"### /healthz while hostile bodies and imports arrive: this commit vs {OLD} (before issue 32)", "",
-           f"Old code: `git archive {OLD}` served by this checkout's virtualenv. A fresh stack per run, in the order "
-           "old, new, new, old; each side's two runs are pooled. One client sends the phase's requests one after "
-           "another while another asks `/healthz` every 20 ms (latency of each probe, ms). The worker is off "
-           "(`LEV_WORKERS_INLINE=false`), so only the requests themselves are measured.", "",
+           f"Old code: `git archive {OLD}` served by the virtualenv its own `make` builds (its own dependencies). "
+           "A fresh stack per run, in the order old, new, new, old; each side's two runs are pooled. One client "
+           "sends the phase's requests one after another while another asks `/healthz` every 20 ms (latency of "
+           "each probe, ms). The worker is off (`LEV_WORKERS_INLINE=false`), so only the requests themselves "
+           "are measured.", "",
            "| phase | side | /healthz p50 / p95 / p99 (ms) | max (ms) | probes (failed) | server RSS peak (MiB) |",
            "| --- | --- | --- | --- | --- | --- |"]
     for name in ("quiet", "hostile JSON", "hostile imports"):
