@@ -5,8 +5,9 @@
 - No function-level import of a project module: such an import exists only to dodge a circle.
 - No product module reaches 400 lines.
 - Only the composition root (lev/app.py, serve.py, cli.py, runtime.py, embedded.py) imports `handlers/` or `tasks/`.
-- The top-level folders `store/`, `handlers/`, `tasks/` install as `lev.store`, `lev.handlers`, `lev.tasks` (the links
-  in `lev/`), and are imported only by those names: a top-level `store` would collide with other software.
+- `store/`, `handlers/`, `tasks/` live where their import names say (`lev/store/`, `lev/handlers/`, `lev/tasks/`); the
+  design card's top-level names are links to them, and the code imports them only as `lev.store`, `lev.handlers`,
+  `lev.tasks`: a top-level `store` would collide with other software.
 - `lev/` keeps at most 12 modules directly; the rest live in domain packages whose `__init__` lists their rooms.
 - Every domain package has a test that imports it.
 - Settings are read from the environment (`get_settings()`) only by the root modules and the worker's entry point;
@@ -19,7 +20,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = {"lev": "lev", "store": "lev.store", "handlers": "lev.handlers", "tasks": "lev.tasks"}
+PACKAGES = {"lev": "lev"}
 LINKED = ("store", "handlers", "tasks")
 MAX_LINES = 400
 ROOT_MODULES = ("lev.app", "lev.middleware", "lev.serve", "lev.cli", "lev.runtime", "lev.embedded", "lev.supervisor")
@@ -174,11 +175,15 @@ def test_only_the_root_reads_the_settings() -> None:
 
 
 def test_the_design_card_folders_install_under_lev_and_are_imported_by_that_name() -> None:
-    for folder in (*LINKED, "web", "openapi.yaml", "mcp_tools.json"):
-        link = ROOT / "lev" / folder
-        assert link.is_symlink() and link.resolve() == (ROOT / folder).resolve(), link
+    for folder in LINKED:  # the import path and the file path agree; the card's names are links to them
+        real, link = ROOT / "lev" / folder, ROOT / folder
+        assert real.is_dir() and not real.is_symlink(), real
+        assert link.is_symlink() and link.resolve() == real.resolve(), link
+    for name in ("web", "openapi.yaml", "mcp_tools.json"):  # package data, linked into the package
+        link = ROOT / "lev" / name
+        assert link.is_symlink() and link.resolve() == (ROOT / name).resolve(), link
     bare = []
-    for folder in ("lev", *LINKED, "tests", "contract_tests", "bench", "cluster"):
+    for folder in ("lev", "tests", "contract_tests", "bench", "cluster"):
         for path in (ROOT / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 names = ([a.name for a in node.names] if isinstance(node, ast.Import)

@@ -325,12 +325,12 @@ def new_release(ops: Ops) -> Path:
 
     release = ops.c.base / "release"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for part in ("lev", "store", "tasks", "handlers", "web"):
-        shutil.copytree(ops.c.release / part, release / part, ignore=ignore, symlinks=True)  # lev/store links
+    for part in ("lev", "web"):
+        shutil.copytree(ops.c.release / part, release / part, ignore=ignore, symlinks=True)  # lev/web links
     for name in ("openapi.yaml", "mcp_tools.json"):
         shutil.copy(ops.c.release / name, release / name)
     text = RELEASE_MIGRATION.read_text().replace('down_revision = None', f'down_revision = "{head_revision()}"')
-    (release / "store" / "migrations" / "versions" / "9001_upgrade_probe.py").write_text(text)
+    (release / "lev" / "store" / "migrations" / "versions" / "9001_upgrade_probe.py").write_text(text)
     return release
 
 
