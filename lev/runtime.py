@@ -21,11 +21,11 @@ from lev.core.settings import Settings, get_settings
 from lev.embedded import resolve_urls
 from lev.embedding.embedder import build_embedder, check_dimension
 from lev.embedding.pool import QueryBatcher
-from lev.ingest.deps import Deps
-from lev.ingest.transcriber import transcriber_from
 from lev.limits.ratelimit import Limiter
 from lev.ops import logs
 from lev.ops.activity import ActivityWriter
+from lev.plumbing.deps import Deps
+from lev.providers.transcriber import transcriber_from
 from lev.store import db
 from lev.store.objects import LocalObjectStore, ObjectStore, S3ObjectStore, load_or_create_secret
 from lev.webhooks import events as webhook_events
@@ -52,16 +52,6 @@ CLEANUP_SHARE, CLEANUP_MAX_SEC = 0.4, 3.0
 log = logs.get_logger("lev.runtime")
 QUEUE = "lev:queue"  # the arq queue the API enqueues to and the worker reads
 QUERY_THREADS = max(1, min(4, os.cpu_count() or 1))  # threads embedding search queries (each batch on one core)
-
-
-async def requeue(job: str, *args: Any, job_id: str) -> bool:
-    """Queue `job` under its fixed id unless that job is queued or running now (a finished run's result is
-    cleared first, or arq would refuse the id); True when it was queued."""
-    redis = get_runtime().arq
-    if await redis.exists(f"arq:job:{job_id}", f"arq:in-progress:{job_id}"):
-        return False
-    await redis.delete(f"arq:result:{job_id}", f"arq:retry:{job_id}")
-    return await redis.enqueue_job(job, *args, _job_id=job_id) is not None
 
 
 @lru_cache(maxsize=1)

@@ -137,8 +137,8 @@ class Admin:
         from lev.core.settings import get_settings
         from lev.embedding.embedder import build_embedder
         from lev.embedding.pool import QueryBatcher
-        from lev.ingest.deps import Deps
-        from lev.ingest.transcriber import transcriber_from
+        from lev.plumbing.deps import Deps
+        from lev.providers.transcriber import transcriber_from
         from lev.runtime import get_object_store
         from lev.store import db
 

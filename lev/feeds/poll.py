@@ -27,12 +27,12 @@ from lev.core.settings import Settings
 from lev.feeds import parse
 from lev.feeds.parse import Feed
 from lev.imports.importfile import dedupe_key
-from lev.ingest.deps import Deps
-from lev.ingest.followups import job_id
 from lev.ingest.request import IngestRequest
 from lev.ingest.save import save_failed
 from lev.ingest.service import ingest
 from lev.ingest.urls import classify_media_url
+from lev.plumbing.deps import Deps
+from lev.plumbing.jobs import job_id
 from lev.store import feeds as feed_store
 from lev.store import imports as import_store
 from lev.store import users as user_store

@@ -18,8 +18,8 @@ from lev.core import clock
 from lev.core.errors import ApiError, folder_not_found, invalid_body, limit_reached, not_found
 from lev.feeds import opml, parse
 from lev.feeds.poll import FIRST_FOLLOW_ENTRIES, POLL_JOB, next_poll, poll_job_id, record_new, status
-from lev.ingest.deps import Deps
-from lev.ingest.followups import enqueue_job, requeue
+from lev.plumbing.deps import Deps
+from lev.plumbing.jobs import enqueue_job, requeue
 from lev.store import feeds as feed_store
 from lev.store import folders as folder_store
 from lev.store import imports as import_store

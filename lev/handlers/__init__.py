@@ -6,7 +6,7 @@ from typing import Any
 
 from lev import runtime
 from lev.auth.policy import Principal
-from lev.ingest.deps import Deps
+from lev.plumbing.deps import Deps
 
 
 def principal(token_info: dict[str, Any]) -> Principal:

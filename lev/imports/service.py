@@ -27,12 +27,12 @@ from lev.auth.policy import Principal, require, require_whole_library
 from lev.core.errors import ApiError, file_too_large, infrastructure_error, not_found
 from lev.imports.bookmarks import parse
 from lev.imports.importfile import Parsed, dedupe_key
-from lev.ingest.deps import Deps
-from lev.ingest.followups import enqueue_job, job_id, requeue
 from lev.ingest.request import IngestRequest
 from lev.ingest.save import save_failed
 from lev.ingest.service import ingest
 from lev.ingest.urls import classify_media_url
+from lev.plumbing.deps import Deps
+from lev.plumbing.jobs import enqueue_job, job_id, requeue
 from lev.store import imports as import_store
 from lev.store import users as user_store
 from lev.webhooks import events

@@ -3,5 +3,5 @@ resolve the request (`request`) → link to an existing content (`save`) → acq
 through `webpage`, a page the user's browser rendered (kind page), a download through `download`, `youtube`, a file
 read by `documents` or measured by `media`) →
 chunk and plan (`plan`, cutting with `chunking`) → embed → save in one transaction (`save`) → queue what follows
-(`followups`). Uploads wrap the same steps (`uploads`); jobs finish what was queued (`finish`, with `transcriber`
-and `progress`). URL rules in `urls`; what the process hands in, in `deps`."""
+(`followups`). Uploads wrap the same steps (`uploads`); jobs finish what was queued (`finish`, with the transcriber
+of `lev.providers` and `progress`). URL rules in `urls`."""

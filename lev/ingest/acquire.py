@@ -15,13 +15,13 @@ from urllib.parse import urlsplit
 
 from lev.core.errors import ApiError, ingest_failed, transcription_unavailable
 from lev.ingest import youtube
-from lev.ingest.deps import Deps
 from lev.ingest.documents import INLINE_OCR_PAGES, extract, pdf_plan
 from lev.ingest.download import download
 from lev.ingest.media import media_class, media_duration_seconds
 from lev.ingest.request import Resolved
 from lev.ingest.webpage import UnsupportedMedia, extract_html, fetch_page
 from lev.limits import quota
+from lev.plumbing.deps import Deps
 from lev.store import uploads as upload_store
 
 INLINE_DOC_BYTES = 20 * 1024 * 1024  # documents larger than this are finished by the worker

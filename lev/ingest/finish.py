@@ -10,11 +10,11 @@ from typing import Any
 
 from lev.ingest import progress
 from lev.ingest.chunking import chunk_text, embed_chunks, timed_chunks
-from lev.ingest.deps import Deps
 from lev.ingest.followups import EMBED, EXTRACT, TRANSCRIBE, Followup, enqueue, finishing, transforms
 from lev.ingest.plan import Chunks
 from lev.ingest.save import index_content
 from lev.limits import quota
+from lev.plumbing.deps import Deps
 from lev.store import contents as content_store
 from lev.store import items as item_store
 from lev.store import lifecycle

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
-from lev.ingest.deps import JobQueue
+from lev.plumbing.deps import JobQueue
+from lev.plumbing.jobs import job_id
 
 EXTRACT = "extract_document"  # OCR or a large document, by the worker
 EMBED = "process_content"  # chunk and embed stored text, by the worker
@@ -25,10 +25,6 @@ class Followup:
     def job_id(self) -> str:
         return job_id(self.job, self.args[0])
 
-
-def job_id(job: str, subject: object) -> str:
-    """The one arq job id of `job` on `subject` (a content or item id)."""
-    return f"{job}:{subject}"
 
 
 def finishing(job: str | None, content_id: uuid.UUID, user_id: uuid.UUID) -> list[Followup]:
@@ -48,17 +44,3 @@ async def enqueue(queue: JobQueue, followups: list[Followup]) -> None:
     """Queue the follow-up jobs (after the commit that made them due)."""
     for f in followups:
         await queue.enqueue_job(f.job, *f.args, _job_id=f.job_id)
-
-
-async def enqueue_job(queue: JobQueue, job: str, *args: Any, job_id: str) -> None:
-    """Queue one job under its fixed id (imports: one per slice)."""
-    await queue.enqueue_job(job, *args, _job_id=job_id)
-
-
-async def requeue(queue: JobQueue, job: str, *args: Any, job_id: str) -> bool:
-    """Queue `job` under its fixed id unless that job is queued or running now (a finished run's result is
-    cleared first, or arq would refuse the id); True when it was queued."""
-    if await queue.exists(f"arq:job:{job_id}", f"arq:in-progress:{job_id}"):
-        return False
-    await queue.delete(f"arq:result:{job_id}", f"arq:retry:{job_id}")
-    return await queue.enqueue_job(job, *args, _job_id=job_id) is not None

@@ -8,18 +8,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any, Protocol
+from typing import Any
+
+from lev.plumbing.deps import Redis
 
 _KEY = "lev:progress:{}"
 TTL_SEC = 3600
-
-
-class Redis(Protocol):
-    async def set(self, name: str, value: str, ex: int | None = None) -> Any: ...
-
-    async def get(self, name: str) -> Any: ...
-
-    async def delete(self, *names: str) -> Any: ...
 
 
 async def report(redis: Redis, content_id: uuid.UUID, stage: str, done: int, total: int | None) -> None:

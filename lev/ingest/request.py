@@ -12,9 +12,9 @@ from urllib.parse import urlsplit
 from lev.auth.policy import Principal, filing_target, require
 from lev.core.errors import file_too_large, folder_not_found, ingest_failed, invalid_body, transcription_unavailable
 from lev.ingest import youtube
-from lev.ingest.deps import Deps
 from lev.ingest.urls import canonical_url, classify_media_url
 from lev.net.guard import check_host
+from lev.plumbing.deps import Deps
 from lev.store import folders as folder_store
 
 MAX_TEXT_CHARS = 1_000_000

@@ -19,11 +19,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.auth.policy import Principal
 from lev.core.errors import not_found, object_missing
-from lev.ingest.deps import Deps
 from lev.ingest.followups import Followup, finishing, transforms
 from lev.ingest.plan import Chunks, Plan
 from lev.ingest.request import Resolved
 from lev.limits import quota
+from lev.plumbing.deps import Deps
 from lev.store import captures as capture_store
 from lev.store import contents as content_store
 from lev.store import items as item_store

@@ -14,11 +14,11 @@ from __future__ import annotations
 from lev.auth.policy import Principal
 from lev.ingest import acquire as sources
 from lev.ingest.chunking import embed_chunks
-from lev.ingest.deps import Deps
 from lev.ingest.followups import enqueue
 from lev.ingest.plan import chunk, plan
 from lev.ingest.request import IngestRequest, Resolved, resolve
 from lev.ingest.save import Stored, link_existing, save
+from lev.plumbing.deps import Deps
 from lev.store import uploads as upload_store
 
 

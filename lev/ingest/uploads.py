@@ -28,11 +28,11 @@ from lev.core.errors import (
 )
 from lev.ingest import acquire
 from lev.ingest.acquire import Source
-from lev.ingest.deps import Deps
 from lev.ingest.media import SNIFF_HEAD, check_signing, finalize_endpoint, media_class, normalize_mime, sniff_matches
 from lev.ingest.request import Resolved
 from lev.ingest.save import Stored, finalized
 from lev.ingest.service import keep
+from lev.plumbing.deps import Deps
 from lev.store import uploads as upload_store
 from lev.store.objects import InvalidObjectPath, LocalObjectStore, SignatureError, SizeExceeded, check_path
 

@@ -14,7 +14,7 @@ from lev.core import context
 from lev.core.errors import invalid_body, name_taken, not_found
 from lev.core.settings import Settings
 from lev.ingest import progress
-from lev.ingest.deps import Deps
+from lev.plumbing.deps import Deps
 from lev.store import folders as folder_store
 from lev.store import items as item_store
 from lev.store import lifecycle

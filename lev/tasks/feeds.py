@@ -9,8 +9,8 @@ from typing import Any
 
 from lev.core import clock
 from lev.feeds.poll import POLL_JOB, poll, poll_job_id
-from lev.ingest.deps import Deps
-from lev.ingest.followups import requeue
+from lev.plumbing.deps import Deps
+from lev.plumbing.jobs import requeue
 from lev.store import feeds as feed_store
 
 log = logging.getLogger("lev.worker")

@@ -9,10 +9,10 @@ from typing import Any
 
 from lev.core import clock
 from lev.imports.service import slice_job_id
-from lev.ingest.deps import Deps
 from lev.ingest.finish import to_finish
-from lev.ingest.followups import requeue
 from lev.ingest.uploads import UPLOAD_EXPIRY
+from lev.plumbing.deps import Deps
+from lev.plumbing.jobs import requeue
 from lev.store import activity, sessions
 from lev.store import contents as content_store
 from lev.store import imports as import_store

@@ -7,8 +7,8 @@ import uuid
 from dataclasses import asdict
 from typing import Any
 
-from lev.ingest.deps import Deps
 from lev.ingest.finish import finish_content
+from lev.plumbing.deps import Deps
 from lev.store import contents as content_store
 from lev.store import lifecycle
 from lev.store.db import Database

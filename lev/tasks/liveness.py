@@ -26,10 +26,10 @@ from arq.worker import Retry
 
 from lev.core.errors import infrastructure_error
 from lev.imports import service as imports
-from lev.ingest.deps import Deps
 from lev.ingest.finish import fail_content
 from lev.ingest.followups import EMBED, EXTRACT, TRANSCRIBE
 from lev.ops import health, logs, metrics
+from lev.plumbing.deps import Deps
 
 log = logs.get_logger("lev.worker")
 

@@ -21,9 +21,9 @@ from standardwebhooks.webhooks import Webhook
 
 from lev.core import clock
 from lev.core.errors import ApiError
-from lev.ingest.deps import Deps
-from lev.ingest.followups import requeue
 from lev.net.guard import Outbound, shared_client
+from lev.plumbing.deps import Deps
+from lev.plumbing.jobs import requeue
 from lev.store import webhooks as webhook_store
 from lev.webhooks import events
 

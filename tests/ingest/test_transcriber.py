@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from lev.core.settings import get_settings
-from lev.ingest.transcriber import OpenAITranscriber, TranscriptionError, transcriber_from
+from lev.providers.transcriber import OpenAITranscriber, TranscriptionError, transcriber_from
 
 try:
     from tests import fixtures_media as fm

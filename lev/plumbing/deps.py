@@ -1,5 +1,5 @@
-"""What ingest needs from the process, built once by the composition root (`lev.runtime`) and handed in: to a
-request's ingest by its handler, to a job through arq's `ctx["deps"]`."""
+"""What a request or a job runs with, built once per process by the composition root (`lev.runtime`) and handed in:
+to a request's operation by its handler (`lev.handlers.deps()`), to a job through arq's `ctx["deps"]`."""
 
 from __future__ import annotations
 
@@ -9,11 +9,20 @@ from typing import Any, Protocol
 from lev.core.settings import Settings
 from lev.embedding.embedder import Embedder
 from lev.embedding.pool import QueryBatcher
-from lev.ingest.progress import Redis
-from lev.ingest.transcriber import Transcriber
 from lev.net.guard import Outbound
+from lev.providers.transcriber import Transcriber
 from lev.store.db import Database
 from lev.store.objects import ObjectStore
+
+
+class Redis(Protocol):
+    """The few Redis calls the domains make (progress figures, flags)."""
+
+    async def set(self, name: str, value: str, ex: int | None = None) -> Any: ...
+
+    async def get(self, name: str) -> Any: ...
+
+    async def delete(self, *names: str) -> Any: ...
 
 
 class JobQueue(Protocol):
