@@ -35,7 +35,7 @@ async def delete_folder(id_: str, token_info: dict[str, Any], cascade_items: boo
     folder_id = parse_uuid(id_)
     require(p, "write")
     require_whole_library(p, "delete folders")
-    async with changing_auth() as s:  # a scoped token may lose its last folder (revoked) or one of them
+    async with changing_auth(deps().db) as s:  # a scoped token may lose its last folder (revoked) or one of them
         deleted = await folder_store.delete_folder(s, p.scope, folder_id, cascade_items, events.deleting(s))
     if deleted is None:
         raise not_found()
