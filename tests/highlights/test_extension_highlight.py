@@ -89,7 +89,8 @@ def test_a_page_lev_fetched_itself_is_saved_as_shown_when_its_copy_lacks_the_wor
     fetched = lev.post("/api/v1/ingest", json={"kind": "url", "url": url}).json()
     page, tab = open_tab(ext, url)
     page.evaluate("""() => { const p = document.createElement('p');
-        p.textContent = 'Update: a reader asked how far apart entangled photons have been sent, and the answer is over a thousand kilometres.';
+        p.textContent = 'Update: a reader asked how far apart entangled photons have been sent, and the ' +
+                        'answer is over a thousand kilometres.';
         document.querySelector('p').parentNode.appendChild(p); }""")
     select(page, "over a thousand kilometres")
     answer = ext.send({"type": "lev:highlight", "tabId": tab, "note": "By satellite."})
