@@ -5,6 +5,9 @@ one `item` per item (`id`, `kind`, `url`, or `text` for items without a URL, `ti
 `in_kb`, `archived`, `status`, `error`, `created_at`) each followed by its `output` lines (`item_id`, `kind`,
 `content`, `generator`, `created_at`); and an `end` line with the counts, so a cut-off file is recognised.
 `POST /api/v1/imports` reads the same file back (lev.imports.bookmarks).
+
+An export holds the user's own items and folders only, and its first line says so (`items: "own"`): what other
+members saved into folders shared with the user is theirs to export.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from lev.store import export as export_store
 from lev.store.db import read_snapshot
 
 PAGE = 200
+OWN_ONLY = ("Your own items and folders only: items other members saved into folders shared with you are theirs and "
+            "are not in this file; your own items in those folders are, without the shared folders.")
 
 
 def check(principal: Principal) -> None:
@@ -35,7 +40,8 @@ def _line(record: dict[str, Any]) -> bytes:
 async def lines(principal: Principal) -> AsyncIterator[bytes]:
     """The export, line by line (items a kb_only token cannot see are left out, as everywhere)."""
     counts = {"folders": 0, "items": 0, "outputs": 0}
-    yield _line({"type": LEV_EXPORT_TYPE, "version": LEV_EXPORT_VERSION, "exported_at": clock.now().isoformat()})
+    yield _line({"type": LEV_EXPORT_TYPE, "version": LEV_EXPORT_VERSION, "exported_at": clock.now().isoformat(),
+                 "items": "own", "note": OWN_ONLY})
     async with read_snapshot() as s:
         for f in await export_store.all_folders(s, principal.user_id):
             counts["folders"] += 1
@@ -43,7 +49,7 @@ async def lines(principal: Principal) -> AsyncIterator[bytes]:
                          "created_at": f["created_at"].isoformat()})
         after = None
         while True:
-            page = await export_store.items_page(s, principal.scope, after, PAGE)
+            page = await export_store.items_page(s, principal.scope.own_only(), after, PAGE)
             if not page:
                 break
             outs = await export_store.outputs_of(s, [i["id"] for i in page])
