@@ -24,6 +24,7 @@ from lev.embedding.pool import QueryBatcher
 from lev.limits.ratelimit import Limiter
 from lev.ops import logs
 from lev.ops.activity import ActivityWriter
+from lev.plumbing import offload
 from lev.plumbing.deps import Deps
 from lev.providers.transcriber import transcriber_from
 from lev.store import db
@@ -91,6 +92,7 @@ async def start(settings: Settings | None = None, *, migrate: bool = True, inges
     if _runtime is not None:
         return _runtime
     settings = settings or get_settings()
+    offload.configure(settings.cpu_processes, ingest_nice)
     emb = build_embedder(settings, ingest_nice)
     try:
         loaded, urls = await asyncio.gather(asyncio.to_thread(emb.start),
@@ -172,6 +174,7 @@ async def stop(timeout_sec: float = 5.0) -> None:
         return
     _runtime = None
     principals.install(None)
+    offload.shutdown()
     await _bounded("activity log", rt.activity.stop(), timeout_sec)
     if rt.arq is not None:
         await _bounded("job queue", rt.arq.aclose(), timeout_sec)

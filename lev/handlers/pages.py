@@ -20,6 +20,8 @@ from lev.core.errors import ApiError
 from lev.core.packagedata import packaged
 from lev.feeds import service as feed_service
 from lev.handlers import deps
+from lev.highlights import reader
+from lev.highlights import service as highlights
 from lev.imports import service as imports
 from lev.library import reads as library
 from lev.limits.tiers import Tiers
@@ -188,8 +190,29 @@ async def item_page(request: Request) -> Response:
     similar = (await library.similar_items(deps(), p, uuid.UUID(item["id"]), SIMILAR_SHOWN))["results"] \
         if ready else []
     media = item["kind"] in ("audio", "video") and bool(item["metadata"].get("mime"))
+    marks = await highlights.of_item(deps(), p, uuid.UUID(item["id"]))
+    q = request.query_params
+    reading = reader.view(item["text"] or item["transcript"] or "", marks, _int(q.get("part"), 1),
+                          showing=q.get("highlight"))
     return _render("item.html", request, p, item=item, folders=folders, similar=similar, media=media,
-                   names={f["id"]: f["name"] for f in folders})
+                   names={f["id"]: f["name"] for f in folders}, marks=marks, reading=reading)
+
+
+async def highlights_page(request: Request) -> Response:
+    """The user's highlights, newest first, with their items; filterable by folder."""
+    p = await _principal(request)
+    if p is None:
+        return _to_login(request)
+    folder_id = _uuid(request.query_params.get("folder_id"))
+    page = _int(request.query_params.get("page"), 1)
+    async with deps().db.read_session() as s:
+        folders = await folder_store.list_visible(s, p.scope)
+    if folder_id is not None and not any(f["id"] == str(folder_id) for f in folders):
+        return _not_found(request, p)
+    found = await highlights.recent(deps(), p, folder_id=folder_id, page=page, per_page=PER_PAGE)
+    return _render("highlights.html", request, p, found=found["highlights"], total=found["total"], page=page,
+                   pages=max(1, math.ceil(found["total"] / PER_PAGE)), folders=folders,
+                   folder_id=str(folder_id) if folder_id else "")
 
 
 async def item_status(request: Request) -> Response:
@@ -292,5 +315,6 @@ def add_routes(app: Any) -> None:
         ("/settings/integrations", "integrations", integrations_page), ("/activity", "activity", activity_page),
         ("/settings/account", "account", account_page), ("/static/{name}", "static", static_file),
         ("/import", "import", import_page), ("/partials/imports", "imports_partial", imports_partial),
+        ("/highlights", "highlights", highlights_page),
     ):
         app.add_url_rule(path, f"page_{name}", fn, methods=["GET"])

@@ -3,7 +3,8 @@
 Lines, in order: `{"type": "lev_export", "version": 1, "exported_at"}`; one `folder` per folder (`id`, `name`);
 one `item` per item (`id`, `kind`, `url`, or `text` for items without a URL, `title`, `metadata`, `folder_ids`,
 `in_kb`, `archived`, `status`, `error`, `created_at`) each followed by its `output` lines (`item_id`, `kind`,
-`content`, `generator`, `created_at`); and an `end` line with the counts, so a cut-off file is recognised.
+`content`, `generator`, `created_at`) and its `highlight` lines (`item_id`, `text`, `note`, `char_start`, `char_end`,
+`created_at`: the exporting user's own); and an `end` line with the counts, so a cut-off file is recognised.
 `POST /api/v1/imports` reads the same file back (lev.imports.bookmarks).
 
 An export holds the user's own items and folders only, and its first line says so (`items: "own"`): what other
@@ -20,6 +21,7 @@ from lev.auth.policy import Principal, require, require_whole_library
 from lev.core import clock
 from lev.imports.importfile import LEV_EXPORT_TYPE, LEV_EXPORT_VERSION
 from lev.store import export as export_store
+from lev.store import highlights as highlight_store
 from lev.store.db import read_snapshot
 
 PAGE = 200
@@ -39,7 +41,7 @@ def _line(record: dict[str, Any]) -> bytes:
 
 async def lines(principal: Principal) -> AsyncIterator[bytes]:
     """The export, line by line (items a kb_only token cannot see are left out, as everywhere)."""
-    counts = {"folders": 0, "items": 0, "outputs": 0}
+    counts = {"folders": 0, "items": 0, "outputs": 0, "highlights": 0}
     yield _line({"type": LEV_EXPORT_TYPE, "version": LEV_EXPORT_VERSION, "exported_at": clock.now().isoformat(),
                  "items": "own", "note": OWN_ONLY})
     async with read_snapshot() as s:
@@ -53,6 +55,7 @@ async def lines(principal: Principal) -> AsyncIterator[bytes]:
             if not page:
                 break
             outs = await export_store.outputs_of(s, [i["id"] for i in page])
+            marked = await highlight_store.of_items(s, principal.user_id, [i["id"] for i in page])
             for item in page:
                 counts["items"] += 1
                 record: dict[str, Any] = {"type": "item", "id": str(item["id"]), "kind": item["kind"]}
@@ -71,5 +74,10 @@ async def lines(principal: Principal) -> AsyncIterator[bytes]:
                     yield _line({"type": "output", "item_id": str(item["id"]), "kind": o["kind"],
                                  "content": o["content"], "generator": o["generator"],
                                  "created_at": o["created_at"].isoformat()})
+                for h in marked.get(item["id"], []):
+                    counts["highlights"] += 1
+                    yield _line({"type": "highlight", "item_id": h["item_id"], "text": h["text"], "note": h["note"],
+                                 "char_start": h["char_start"], "char_end": h["char_end"],
+                                 "created_at": h["created_at"]})
             after = (page[-1]["created_at"], page[-1]["id"])
     yield _line({"type": "end", **counts})

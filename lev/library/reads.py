@@ -16,6 +16,7 @@ from lev.core.settings import Settings
 from lev.ingest import progress
 from lev.plumbing.deps import Deps
 from lev.store import folders as folder_store
+from lev.store import highlights as highlight_store
 from lev.store import items as item_store
 from lev.store import lifecycle
 from lev.store import members as member_store
@@ -108,6 +109,8 @@ async def rename_folder(session: AsyncSession, scope: Scope, folder_id: uuid.UUI
 async def get_item(deps: Deps, principal: Principal, item_id: uuid.UUID) -> dict[str, Any]:
     async with deps.db.read_session() as s:
         item = await item_store.get_visible(s, principal.scope, item_id)
+        if item is not None:
+            item["highlights"] = await highlight_store.of_item(s, principal.user_id, item_id)
     if item is None:
         raise not_found()
     context.note_results(1)

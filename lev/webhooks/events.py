@@ -23,7 +23,8 @@ from lev.store.db import after_commit
 
 log = logging.getLogger("lev.webhooks")
 
-EVENT_TYPES = ("item.created", "item.ready", "item.failed", "item.deleted", "import.finished", "feed.failing")
+EVENT_TYPES = ("item.created", "item.ready", "item.failed", "item.deleted", "import.finished", "feed.failing",
+               "highlight.created", "highlight.deleted")
 TEST_EVENT = "webhook.test"  # sent by POST /webhooks/{id}/test to that endpoint alone; no one subscribes to it
 DELIVER_JOB = "deliver_webhook"
 QUEUE_INFO = "queue"  # the session.info key of the job queue (lev.runtime builds Deps.db with it)

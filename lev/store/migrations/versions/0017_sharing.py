@@ -2,13 +2,13 @@
 (pending until accepted or declined), and a folder's public page (an unguessable slug).
 
 Revision ID: 0017
-Revises: 0013
+Revises: 0018
 """
 
 from alembic import op
 
 revision = "0017"
-down_revision = "0013"
+down_revision = "0018"
 
 
 def upgrade() -> None:
