@@ -13,8 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from lev.store import items as item_store
 from lev.store import tokens as token_store
 from lev.store.members import OWNER
-from lev.store.models import folder_members, folders, item_folders, user_items, users
+from lev.store.models import folders, item_folders, user_items, users
 from lev.store.scope import Scope
+from lev.store.sharing_models import folder_members
 
 
 def _shape(row: Any, scope: Scope) -> dict[str, Any]:

@@ -10,16 +10,8 @@ from sqlalchemy import ColumnElement, delete, func, insert, literal, select, upd
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev.store.models import (
-    feeds,
-    folder_invitations,
-    folder_members,
-    folders,
-    item_folders,
-    outputs,
-    user_items,
-    users,
-)
+from lev.store.models import feeds, folders, item_folders, outputs, user_items, users
+from lev.store.sharing_models import folder_invitations, folder_members
 
 OWNER, EDITOR, VIEWER = "owner", "editor", "viewer"
 ROLES = (EDITOR, VIEWER)  # what an invitation or a member may be given; the owner is the folder's user

@@ -11,7 +11,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.store.lifecycle import Status
-from lev.store.models import contents, folder_publications, folders, item_folders, user_items
+from lev.store.models import contents, folders, item_folders, user_items
+from lev.store.sharing_models import folder_publications
 
 EXCERPT_SOURCE_CHARS = 1200  # read at most this much of an item's text; the excerpt is cut from it
 
