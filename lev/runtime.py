@@ -113,17 +113,18 @@ async def start(settings: Settings | None = None, *, migrate: bool = True, inges
     except BaseException:
         await asyncio.to_thread(emb.close)
         raise
-    db.init_engine(db_url, settings.db_pool_size, generic_plans=settings.db_generic_plans)
+    opened = db.init_engine(db_url, settings.db_pool_size, generic_plans=settings.db_generic_plans)
     redis = Redis.from_url(redis_url)
     rt = Runtime(settings=settings, database_url=db_url, redis_url=redis_url, redis=redis)
-    rt.limiter = Limiter(settings, redis_url, redis)
-    rt.activity = ActivityWriter()
+    rt.arq = await create_pool(RedisSettings.from_dsn(redis_url), default_queue_name=QUEUE)
+    # every session of the process comes from this one: its transactions carry the queue their after-commit
+    # nudges (the webhook outbox) go to
+    database = opened.with_info(**{webhook_events.QUEUE_INFO: rt.arq})
+    rt.limiter = Limiter(settings, redis_url, redis, database)
+    rt.activity = ActivityWriter(database)
     rt.principals = principals.PrincipalCache(redis, settings.principal_cache_sec)
     principals.install(rt.principals)
     rt.activity.start()
-    rt.arq = await create_pool(RedisSettings.from_dsn(redis_url), default_queue_name=QUEUE)
-    # transactions carry the queue their after-commit nudges (the webhook outbox) go to
-    database = db.database().with_info(**{webhook_events.QUEUE_INFO: rt.arq})
     rt.deps = Deps(settings=settings, db=database, queue=rt.arq, redis=redis, objects=get_object_store(),
                    embedder=emb, queries=QueryBatcher(emb.embed_queries, max(1, settings.query_batch_max),
                                                       QUERY_THREADS),

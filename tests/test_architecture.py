@@ -10,6 +10,9 @@
   `lev.tasks`: a top-level `store` would collide with other software.
 - `lev/` keeps at most 12 modules directly; the rest live in domain packages whose `__init__` lists their rooms.
 - Every domain package has a test that imports it.
+- One way to open a session: from the `Database` the composition root hands in (`Deps.db`, carrying the job queue
+  an after-commit nudge goes to); `lev.store.db` has no module-level session function, and only the root asks it
+  for the process's database.
 - Settings are read from the environment (`get_settings()`) only by the root modules and the worker's entry point;
   everything else is handed its settings.
 """
@@ -172,6 +175,23 @@ def test_only_the_root_reads_the_settings() -> None:
     allowed = {*ROOT_MODULES, "lev.core.settings", "lev.tasks.worker"}
     readers = sorted(m for m, p in MODULES.items() if m not in allowed and "get_settings" in p.read_text())
     assert not readers, f"{readers} read the settings themselves: take them as a parameter instead"
+
+
+def test_every_session_comes_from_the_injected_database() -> None:
+    tree = ast.parse(MODULES["lev.store.db"].read_text())
+    module_level = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    assert not module_level & {"transaction", "read_session", "read_snapshot", "engine"}, module_level
+    asking = []
+    for module, path in MODULES.items():
+        if module in ROOT_MODULES or module == "lev.store.db":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "lev.store.db":
+                asking += [f"{module}: {a.name}" for a in node.names if a.name in ("database", "init_engine")]
+            elif isinstance(node, ast.Attribute) and node.attr in ("database", "init_engine") \
+                    and isinstance(node.value, ast.Name) and node.value.id == "db":
+                asking.append(f"{module}: db.{node.attr}")
+    assert not asking, f"{asking}: take the Database you are handed (Deps.db) instead"
 
 
 def test_the_design_card_folders_install_under_lev_and_are_imported_by_that_name() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lev.auth import principal_cache
 from lev.auth.policy import parse_uuid, require, require_owner, require_whole_library
+from lev.auth.principal_cache import changing_auth
 from lev.core import context
 from lev.core.errors import not_found
 from lev.handlers import deps, principal
@@ -36,12 +36,10 @@ async def delete_folder(id_: str, token_info: dict[str, Any], cascade_items: boo
     folder_id = parse_uuid(id_)
     require(p, "write")
     require_whole_library(p, "delete folders")
-    # a scoped token may lose its last folder (revoked) or one of them; members lose the folder: every process's
-    # cached principals end when this commits
-    async with deps().db.transaction() as s:
+    # a scoped token may lose its last folder (revoked) or one of them; members lose the folder
+    async with changing_auth(deps().db) as s:
         require_owner(await member_store.role_of(s, p.user_id, folder_id), "delete it")
         deleted = await folder_store.delete_folder(s, p.scope, folder_id, cascade_items, events.deleting(s))
-    await principal_cache.invalidate()
     if deleted is None:
         raise not_found()
     return deleted

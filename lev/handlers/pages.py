@@ -30,7 +30,6 @@ from lev.store import activity as activity_store
 from lev.store import folders as folder_store
 from lev.store import items as item_store
 from lev.store import lifecycle
-from lev.store.db import read_session, transaction
 from lev.webhooks import events as webhook_events
 from lev.webhooks import service as webhook_service
 
@@ -57,7 +56,7 @@ def _render(name: str, request: Request, principal: Principal | None = None, sta
 
 async def _principal(request: Request) -> Principal | None:
     try:
-        async with read_session() as s:
+        async with deps().db.read_session() as s:
             return await accounts.authenticate_session(s, request.cookies.get(accounts.COOKIE_NAME))
     except ApiError:
         return None
@@ -116,7 +115,7 @@ async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | Non
     page = _int(q.get("page"), 1)
     filters = {"in_kb": _bool(q.get("in_kb")), "archived": _bool(q.get("archived")),
                "unfiled": None if folder_id else _bool(q.get("unfiled"))}
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
         found, total = await item_store.list_items(s, p.scope, folder_id=folder_id, page=page, per_page=PER_PAGE,
                                                    in_kb=filters["in_kb"], archived=filters["archived"],
@@ -162,7 +161,7 @@ async def folder_page(request: Request) -> Response:
     if p is None:
         return _to_login(request)
     folder_id = _uuid(request.path_params.get("id"))
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
     folder = next((f for f in folders if folder_id and f["id"] == str(folder_id)), None)
     if folder is None:
@@ -173,7 +172,7 @@ async def folder_page(request: Request) -> Response:
 async def _item(p: Principal, item_id: uuid.UUID | None) -> dict[str, Any] | None:
     if item_id is None:
         return None
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         return await item_store.get_visible(s, p.scope, item_id)
 
 
@@ -184,7 +183,7 @@ async def item_page(request: Request) -> Response:
     item = await _item(p, _uuid(request.path_params.get("id")))
     if item is None:
         return _not_found(request, p)
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
     ready = lifecycle.of_row(item["status"], item["transcription_status"]).phase is lifecycle.Phase.READY
     similar = (await library.similar_items(deps(), p, uuid.UUID(item["id"]), SIMILAR_SHOWN))["results"] \
@@ -255,7 +254,7 @@ async def integrations_page(request: Request) -> Response:
     p = await _principal(request)
     if p is None:
         return _to_login(request)
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
         tokens = await accounts.list_tokens(s, p.user_id)
     hooks = await webhook_service.list_all(deps(), p)
@@ -276,7 +275,7 @@ async def activity_page(request: Request) -> Response:
     token_id = _uuid(q.get("token_id"))
     surface = q.get("surface") if q.get("surface") in ("rest", "mcp", "web") else None
     page = _int(q.get("page"), 1)
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         entries, total = await activity_store.list_for_user(s, p.user_id, token_id=token_id, surface=surface,
                                                             page=page, per_page=ACTIVITY_PER_PAGE)
         tokens = await accounts.list_tokens(s, p.user_id)
@@ -290,7 +289,7 @@ async def account_page(request: Request) -> Response:
     p = await _principal(request)
     if p is None:
         return _to_login(request)
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         account = await accounts.account_view(s, deps().settings, p)
         tokens = await accounts.list_tokens(s, p.user_id)
     active = [t for t in tokens if t["revoked_at"] is None]

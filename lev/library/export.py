@@ -22,7 +22,7 @@ from lev.core import clock
 from lev.imports.importfile import LEV_EXPORT_TYPE, LEV_EXPORT_VERSION
 from lev.store import export as export_store
 from lev.store import highlights as highlight_store
-from lev.store.db import read_snapshot
+from lev.store.db import Database
 
 PAGE = 200
 OWN_ONLY = ("Your own items and folders only: items other members saved into folders shared with you are theirs and "
@@ -39,12 +39,12 @@ def _line(record: dict[str, Any]) -> bytes:
     return (json.dumps(record, ensure_ascii=False, default=str, separators=(",", ":")) + "\n").encode()
 
 
-async def lines(principal: Principal) -> AsyncIterator[bytes]:
+async def lines(db: Database, principal: Principal) -> AsyncIterator[bytes]:
     """The export, line by line (items a kb_only token cannot see are left out, as everywhere)."""
     counts = {"folders": 0, "items": 0, "outputs": 0, "highlights": 0}
     yield _line({"type": LEV_EXPORT_TYPE, "version": LEV_EXPORT_VERSION, "exported_at": clock.now().isoformat(),
                  "items": "own", "note": OWN_ONLY})
-    async with read_snapshot() as s:
+    async with db.read_snapshot() as s:
         for f in await export_store.all_folders(s, principal.user_id):
             counts["folders"] += 1
             yield _line({"type": "folder", "id": str(f["id"]), "name": f["name"],

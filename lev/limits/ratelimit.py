@@ -25,7 +25,7 @@ from lev.core.settings import Settings
 from lev.limits.attempts import AttemptBudget, Reservation, reserve_all, window_text
 from lev.ops import metrics
 from lev.store import tokens as token_store
-from lev.store.db import transaction
+from lev.store.db import Database
 
 log = logging.getLogger("lev.limits.ratelimit")
 
@@ -37,8 +37,9 @@ UNCAPPED = 2**31 - 1  # the count a token without a write cap can never reach
 
 class Limiter:
     """Checks a token against its class's hourly limit and, for writes, its monthly write cap."""
-    def __init__(self, settings: Settings, redis_url: str, redis: Any) -> None:
+    def __init__(self, settings: Settings, redis_url: str, redis: Any, db: Database) -> None:
         self.settings = settings
+        self.db = db
         uri = redis_url.replace("unix://", "async+redis+unix://", 1) if redis_url.startswith("unix://") \
             else "async+" + redis_url
         self.storage = RedisStorage(uri, implementation="redispy", socket_connect_timeout=1, socket_timeout=2)
@@ -133,7 +134,7 @@ class Limiter:
     async def _count_write(self, principal: Principal, headers: dict[str, str]) -> None:
         # In PostgreSQL, beside the data it guards: a crash of Redis (or of everything) cannot reset it.
         assert principal.token_id is not None  # browser sessions have no write cap
-        async with transaction() as s:
+        async with self.db.transaction() as s:
             # uncapped tokens are counted too (never refused), so GET /api/v1/token can say what they wrote
             cap = principal.write_cap if principal.write_cap > 0 else UNCAPPED
             counted = await token_store.count_write(s, principal.token_id, clock.month_key(), cap)
@@ -191,6 +192,6 @@ class Limiter:
         if not token_ids:
             return {}
 
-        async with transaction() as s:
+        async with self.db.transaction() as s:
             counted = await token_store.writes_in_month(s, [uuid.UUID(t) for t in token_ids], clock.month_key())
         return {t: counted.get(uuid.UUID(t), 0) for t in token_ids}

@@ -32,7 +32,7 @@ from lev.oauth.clients import SCOPES, Client, OAuthError, load_client, redirect_
 from lev.store import oauth as oauth_store
 from lev.store import sessions as session_store
 from lev.store import tokens as token_store
-from lev.store.db import read_session, transaction
+from lev.store.db import Database
 
 READ, WRITE = SCOPES
 MCP_PATH = "/api/mcp"
@@ -107,10 +107,10 @@ def authorization_server_metadata(base: str) -> dict[str, Any]:
     }
 
 
-async def authenticate_mcp(authorization: str | None, base: str) -> Principal:
+async def authenticate_mcp(db: Database, authorization: str | None, base: str) -> Principal:
     """The principal of an /api/mcp request: a pasted `lev_` token, or an OAuth access token issued for this
     resource; 401 missing_bearer_token / invalid_token otherwise."""
-    return await principals.authenticate_bearer(parse_bearer(authorization), audience=resource_url(base))
+    return await principals.authenticate_bearer(db, parse_bearer(authorization), audience=resource_url(base))
 
 
 @lru_cache(maxsize=1)
@@ -183,10 +183,10 @@ class AuthRequest:
 MAX_STATE_CHARS = 2000
 
 
-async def check_request(outbound: Outbound, params: dict[str, str], base: str) -> AuthRequest:
+async def check_request(db: Database, outbound: Outbound, params: dict[str, str], base: str) -> AuthRequest:
     """Validate an authorization request for its client; anything wrong is a `PageError` (see there)."""
     try:
-        client = await load_client(outbound, params.get("client_id"), fresh=True)
+        client = await load_client(db, outbound, params.get("client_id"), fresh=True)
     except OAuthError as err:
         raise PageError("invalid_request", err.description) from None
     redirect_uri = params.get("redirect_uri", "")
@@ -229,12 +229,13 @@ def consent_choice(form: dict[str, Any], req: AuthRequest, folder_ids: set[str])
             "expires_in_days": int(days), "client_name": req.client.name}
 
 
-async def issue_code(user_id: uuid.UUID, session: bytes, req: AuthRequest, choice: dict[str, Any]) -> str:
+async def issue_code(db: Database, user_id: uuid.UUID, session: bytes, req: AuthRequest,
+                     choice: dict[str, Any]) -> str:
     """Store a one-time code (its hash) for the user's choice; the URL to send the browser back to. The browser
     session that allowed it is locked meanwhile: a password change ending it either waits for the code (and then
     voids it) or has ended it already (401 not_signed_in)."""
     code = secrets.token_urlsafe(32)
-    async with transaction() as s:
+    async with db.transaction() as s:
         if not await session_store.lock_live(s, session):
             raise not_signed_in()
         await oauth_store.insert_code(s, code_hash=hash_token(code), user_id=user_id, client_id=req.client.client_id,
@@ -269,14 +270,14 @@ def _check_resource(form: dict[str, str], resource: str) -> None:
         raise OAuthError("invalid_target", f"The grant is for {resource}, not {asked}.")
 
 
-async def exchange_code(settings: Settings, client: Client, form: dict[str, str]) -> dict[str, Any]:
+async def exchange_code(db: Database, settings: Settings, client: Client, form: dict[str, str]) -> dict[str, Any]:
     """authorization_code grant: one use per code; a second use revokes what the first produced (RFC 6749
     4.1.2). Every refusal is invalid_grant or invalid_target and creates nothing."""
     code, verifier, redirect_uri = form.get("code"), form.get("code_verifier"), form.get("redirect_uri")
     if not code or not verifier or not redirect_uri:
         raise OAuthError("invalid_request", "code, code_verifier and redirect_uri are required.")
     failure: OAuthError | None = None
-    async with transaction() as s:
+    async with db.transaction() as s:
         row = await oauth_store.lock_code(s, hash_token(code))
         if row is None or row["client_id"] != client.client_id:
             raise OAuthError("invalid_grant", "The authorization code is unknown.")
@@ -322,13 +323,13 @@ async def _mint_grant(s: Any, settings: Settings, client: Client, row: dict[str,
     return {**_tokens(access, refresh, access_expires, capabilities), "token_id": token_id}
 
 
-async def refresh_grant(client: Client, form: dict[str, str]) -> dict[str, Any]:
+async def refresh_grant(db: Database, client: Client, form: dict[str, str]) -> dict[str, Any]:
     """refresh_token grant: rotated on every use; presenting a rotated one again revokes the grant."""
     presented = form.get("refresh_token")
     if not presented:
         raise OAuthError("invalid_request", "refresh_token is required.")
     failure: OAuthError | None = None
-    async with transaction() as s:
+    async with db.transaction() as s:
         row = await oauth_store.lock_refresh(s, hash_token(presented))
         if row is None or row["client_id"] != client.client_id:
             raise OAuthError("invalid_grant", "The refresh token is unknown.")
@@ -355,12 +356,12 @@ async def refresh_grant(client: Client, form: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-async def revoke(client: Client, form: dict[str, str]) -> None:
+async def revoke(db: Database, client: Client, form: dict[str, str]) -> None:
     """RFC 7009: revoke the grant an access or refresh token of this client belongs to; unknown tokens are fine."""
     token = form.get("token")
     if not token:
         raise OAuthError("invalid_request", "token is required.")
-    async with transaction() as s:
+    async with db.transaction() as s:
         grant = await oauth_store.grant_of(s, client.client_id, hash_token(token))
         if grant is not None:
             await token_store.revoke_token(s, grant)
@@ -368,9 +369,9 @@ async def revoke(client: Client, form: dict[str, str]) -> None:
         await principals.invalidate()
 
 
-async def consent_room(settings: Settings, principal: Principal) -> dict[str, Any]:
+async def consent_room(db: Database, settings: Settings, principal: Principal) -> dict[str, Any]:
     """The tier figures the consent page shows (the 402's tier, cap, used); `allowed` is false at the cap."""
-    async with read_session() as s:
+    async with db.read_session() as s:
         user = {"id": principal.user_id, "tier": principal.tier}
         room = await token_room(s, Tiers.from_settings(settings), user)
     return {"tier": room.tier, "cap": room.cap, "used": room.used, "allowed": room.allowed}

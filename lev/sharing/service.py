@@ -2,7 +2,7 @@
 member leaving or removed (their items handed over), and publishing the folder's public page.
 
 Every change to who reaches a folder ends every process's cached principals when it commits
-(`lev.auth.principal_cache.invalidate`): a removed member's next request, on any surface, sees nothing of it.
+(`lev.auth.principal_cache.changing_auth`): a removed member's next request, on any surface, sees nothing of it.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev.auth import principal_cache
 from lev.auth.policy import Principal, folder_visible, require, require_manager, require_owner, require_whole_library
+from lev.auth.principal_cache import changing_auth
 from lev.core import context
 from lev.core.errors import invalid_body, not_found
 from lev.plumbing.deps import Deps
@@ -89,7 +89,7 @@ async def invitations(deps: Deps, p: Principal, *, note: bool = True) -> dict[st
 async def answer(deps: Deps, p: Principal, invitation_id: uuid.UUID, accept: bool) -> dict[str, Any]:
     """Accept (join the folder with the invitation's role) or decline an invitation addressed to the caller."""
     require_manager(p, "answer invitations")
-    async with deps.db.transaction() as s:
+    async with changing_auth(deps.db) as s:
         invitation = await member_store.take_invitation(s, invitation_id, await _email_of(s, p))
         if invitation is None:
             raise not_found("There is no pending invitation with this id for you.")
@@ -99,8 +99,6 @@ async def answer(deps: Deps, p: Principal, invitation_id: uuid.UUID, accept: boo
             await member_store.lock_folder(s, folder["id"])
             await member_store.add_member(s, folder["id"], p.user_id, role)
         await member_store.answer_invitation(s, invitation_id, "accepted" if accept else "declined")
-    if accept:
-        await principal_cache.invalidate()
     return {"folder_id": str(invitation["folder_id"]), "role": role}
 
 
@@ -132,7 +130,7 @@ async def set_role(deps: Deps, p: Principal, folder_id: uuid.UUID, user_id: uuid
     """The owner changes a member's role; a member made a viewer no longer fills the folder from their feeds."""
     require_manager(p, "change roles")
     role = _role(body.get("role"))
-    async with deps.db.transaction() as s:
+    async with changing_auth(deps.db) as s:
         require_owner(await _reach(s, p, folder_id, lock=True), "change roles")
         if user_id == p.user_id:
             raise invalid_body("The owner's role cannot change: an owner stays the owner of their folder.")
@@ -142,7 +140,6 @@ async def set_role(deps: Deps, p: Principal, folder_id: uuid.UUID, user_id: uuid
         if role == member_store.VIEWER:
             await member_store.unfile_feeds(s, folder_id, user_id)
         found = next(m for m in await member_store.list_members(s, folder_id) if m["user_id"] == str(user_id))
-    await principal_cache.invalidate()
     return found
 
 
@@ -152,7 +149,7 @@ async def remove(deps: Deps, p: Principal, folder_id: uuid.UUID, user_id: uuid.U
     leaving = user_id == p.user_id
     require(p, "write")
     require_whole_library(p, "leave a folder" if leaving else "remove members")
-    async with deps.db.transaction() as s:
+    async with changing_auth(deps.db) as s:
         role = await _reach(s, p, folder_id)
         if not leaving:
             require_owner(role, "remove members")
@@ -165,7 +162,6 @@ async def remove(deps: Deps, p: Principal, folder_id: uuid.UUID, user_id: uuid.U
             raise not_found("This user is not a member of this folder.")
         await member_store.hand_over(s, folder_id, user_id, folder["user_id"])
         await token_store.unscope_folder(s, folder_id, user_id)
-    await principal_cache.invalidate()
 
 
 def _publication(row: dict[str, Any]) -> dict[str, Any]:

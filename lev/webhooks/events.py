@@ -3,7 +3,8 @@ deliveries in the caller's transaction, the one that makes the event true, and q
 transaction has committed. A rollback takes the event with it (never invented); a crash after the commit leaves
 the deliveries in PostgreSQL, where the sweep finds them (never lost).
 
-Call it inside `store.db.transaction()`. A user without an endpoint for the event type costs one indexed query.
+Call it inside a transaction of `deps.db` (every session comes from the injected `Database`, which carries the job
+queue the nudge goes to). A user without an endpoint for the event type costs one indexed query.
 """
 
 from __future__ import annotations
