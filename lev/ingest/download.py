@@ -12,7 +12,8 @@ import httpx
 
 from lev.core.errors import ingest_failed
 from lev.ingest.media import MAX_UPLOAD_BYTES, SNIFF_HEAD, normalize_mime, pick_mime, read_head, sniff_matches
-from lev.net.guard import USER_AGENT, Outbound, guarded_client, open_url
+from lev.net.guard import USER_AGENT, guarded_client, open_url
+from lev.plumbing.ports import Outbound
 
 DOWNLOAD_TIMEOUT_SEC = 300
 

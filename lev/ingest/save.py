@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.auth.policy import Principal
 from lev.core.errors import not_found, object_missing
+from lev.highlights import service as highlights
 from lev.ingest.followups import Followup, finishing, transforms
 from lev.ingest.plan import Chunks, Plan
 from lev.ingest.request import Resolved
@@ -197,6 +198,7 @@ async def _save_capture(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> 
             await capture_store.repoint_item(s, item_id, content_id, url=source.url, title=plan.title, in_kb=r.in_kb,
                                              auto_transform=r.auto_transform, error=None, **plan.state.columns())
             await capture_store.delete_unreferenced(s, earlier["content_id"])
+            await highlights.text_replaced(s, item_id, plan.text or "", plan.title, source.url)
             if folder_id is not None:
                 await item_store.add_memberships(s, item_id, [folder_id])
         ready = plan.state.status is lifecycle.Status.READY

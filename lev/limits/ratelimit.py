@@ -10,7 +10,7 @@ import logging
 import math
 import time
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from limits import RateLimitItem, parse
 from limits.aio.storage import RedisStorage
@@ -18,7 +18,6 @@ from limits.aio.strategies import MovingWindowRateLimiter
 from limits.errors import StorageError
 from redis.exceptions import RedisError
 
-from lev.auth.policy import Principal
 from lev.core import clock, context
 from lev.core.errors import ApiError, rate_limited
 from lev.core.settings import Settings
@@ -33,6 +32,20 @@ WRITE_CLASSES = frozenset({"ingest", "delete", "bulk", "mcp_write"})
 
 
 UNCAPPED = 2**31 - 1  # the count a token without a write cap can never reach
+
+
+class Caller(Protocol):
+    """What the limits read of who is calling (`lev.auth.policy.Principal`): its token (None for a browser
+    session, which is the owner and not limited), its monthly write cap (0: none) and its capabilities."""
+
+    @property
+    def token_id(self) -> uuid.UUID | None: ...
+
+    @property
+    def write_cap(self) -> int: ...
+
+    @property
+    def capabilities(self) -> frozenset[str]: ...
 
 
 class Limiter:
@@ -64,7 +77,7 @@ class Limiter:
         self.public_page_item = parse(settings.limit_public_page)
         self._redis = redis
 
-    async def apply(self, principal: Principal, limit_class: str | None) -> None:
+    async def apply(self, principal: Caller, limit_class: str | None) -> None:
         """`check`, then hand the RateLimit-* headers to the response of the current request."""
         try:
             headers = await self.check(principal, limit_class)
@@ -76,7 +89,7 @@ class Limiter:
         if info is not None:
             info.headers.update(headers)
 
-    async def check(self, principal: Principal, limit_class: str | None) -> dict[str, str]:
+    async def check(self, principal: Caller, limit_class: str | None) -> dict[str, str]:
         """Consume one call; returns the RateLimit-* headers, or raises 429 rate_limited."""
         if not limit_class or principal.token_id is None:  # browser sessions are the owner, not a token
             return {}
@@ -87,7 +100,7 @@ class Limiter:
             await self._count_write(principal, headers)
         return headers
 
-    async def status(self, principal: Principal) -> dict[str, Any]:
+    async def status(self, principal: Caller) -> dict[str, Any]:
         """What the token has left, without consuming anything: monthly writes and the hourly budgets of the
         classes its capabilities reach (None when the hourly limits are off or Redis cannot be asked)."""
         used: int | None = (await self.writes_this_month([str(principal.token_id)]))[str(principal.token_id)]
@@ -97,7 +110,7 @@ class Limiter:
                   "resets_in_sec": clock.seconds_to_month_end()}
         return {"monthly_writes": writes, "hourly": await self._hourly_status(principal)}
 
-    async def _hourly_status(self, principal: Principal) -> dict[str, Any] | None:
+    async def _hourly_status(self, principal: Caller) -> dict[str, Any] | None:
         if not self.settings.limits_on:
             return None
         classes = ["read"] + (sorted(WRITE_CLASSES) if "write" in principal.capabilities else [])
@@ -112,7 +125,7 @@ class Limiter:
             return None
         return out
 
-    async def _check_hourly(self, principal: Principal, limit_class: str) -> dict[str, str]:
+    async def _check_hourly(self, principal: Caller, limit_class: str) -> dict[str, str]:
         item = self.items[limit_class]
         key = str(principal.token_id)
         try:
@@ -131,7 +144,7 @@ class Limiter:
                                f"retry in {retry} s.", {**headers, "Retry-After": str(retry)}, retry_after_sec=retry)
         return headers
 
-    async def _count_write(self, principal: Principal, headers: dict[str, str]) -> None:
+    async def _count_write(self, principal: Caller, headers: dict[str, str]) -> None:
         # In PostgreSQL, beside the data it guards: a crash of Redis (or of everything) cannot reset it.
         assert principal.token_id is not None  # browser sessions have no write cap
         async with self.db.transaction() as s:

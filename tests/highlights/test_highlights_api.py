@@ -227,3 +227,29 @@ def test_highlight_events_reach_the_owners_webhook(api, user: User, receiver: We
     expected = {"highlight_id": h["id"], "item_id": item, "item_title": "Tide pools", "item_url": None,
                 "text": "small worlds", "note": "Nice.", "char_start": h["char_start"], "char_end": h["char_end"]}
     assert bodies == {"highlight.created": expected, "highlight.deleted": expected}
+
+
+def test_a_page_captured_again_moves_its_highlights_or_drops_those_whose_words_are_gone(api, user: User) -> None:
+    c = api(user.token(write=True))
+    url = "https://example.com/field-notes"
+
+    def capture(*paragraphs: str) -> str:
+        html = "<html><head><title>Field notes</title></head><body><article>" + "".join(
+            f"<p>{p}</p>" for p in paragraphs) + "</article></body></html>"
+        r = c.post("/api/v1/ingest", json={"kind": "page", "url": url, "html": html})
+        assert r.status_code == 200, r.text
+        return str(r.json()["user_item_id"])
+
+    stay = "Herons stand still in the shallows for a long time, waiting for fish to come close."
+    go = "Kingfishers dive headfirst from a branch above the water and come back with a minnow."
+    item = capture(stay, go)
+    kept = c.post(f"/api/v1/items/{item}/highlights", json={"text": "waiting for fish"}).json()
+    dropped = c.post(f"/api/v1/items/{item}/highlights", json={"text": "dive headfirst"}).json()
+    again = capture("A new opening paragraph pushes everything further down the page, as editors do.", stay)
+    assert again == item  # the same item, its text replaced
+    text = item_text(c, item)
+    marks = c.get(f"/api/v1/items/{item}/highlights").json()["highlights"]
+    assert [m["id"] for m in marks] == [kept["id"]]
+    assert marks[0]["char_start"] > kept["char_start"] and text[marks[0]["char_start"]:marks[0]["char_end"]] == \
+        "waiting for fish"
+    assert dropped["id"] not in {h["id"] for h in c.get("/api/v1/highlights").json()["highlights"]}
