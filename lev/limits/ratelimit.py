@@ -74,6 +74,7 @@ class Limiter:
                                      "Too many sign-ups from this address ({amount} per {window}); try again in "
                                      "{retry} s.")
         self.registration_item = parse(settings.limit_client_registration_ip)
+        self.public_page_item = parse(settings.limit_public_page)
         self._redis = redis
 
     async def apply(self, principal: Caller, limit_class: str | None) -> None:
@@ -182,6 +183,22 @@ class Limiter:
             raise rate_limited(f"Too many client registrations from this address ({item.amount} per "
                                f"{window_text(item)}); try again in {retry} s.", {"Retry-After": str(retry)},
                                retry_after_sec=retry, limit="client_registration_ip")
+
+    async def check_public_page(self, slug: str) -> None:
+        """Consume one view of a published folder (page or feed); 429 rate_limited past its budget. Fails open while
+        Redis is down, like the hourly limits."""
+        item = self.public_page_item
+        try:
+            allowed = await self.strategy.hit(item, "public_page", slug)
+            stats = await self.strategy.get_window_stats(item, "public_page", slug)
+        except (RedisError, OSError, StorageError) as exc:
+            log.warning("rate limiter unavailable; serving a public page without its limit: %s", type(exc).__name__)
+            return
+        if not allowed:
+            retry = max(1, math.ceil(stats.reset_time - time.time()))
+            raise rate_limited(f"This public page is asked for too often ({item.amount} per {window_text(item)}); "
+                               f"try again in {retry} s.", {"Retry-After": str(retry)}, retry_after_sec=retry,
+                               limit="public_page")
 
     async def writes_this_month(self, token_ids: list[str]) -> dict[str, int]:
         """Writes counted against each token's monthly cap so far."""
