@@ -19,8 +19,9 @@ import httpx
 
 from lev.core.errors import ApiError, not_a_feed
 from lev.imports.importfile import dedupe_key
-from lev.net.guard import Outbound, open_url, shared_client
+from lev.net.guard import open_url, shared_client
 from lev.plumbing import offload
+from lev.plumbing.ports import Outbound
 
 MAX_FEED_BYTES = 10 * 1024 * 1024
 READ_TIMEOUT_SEC = 15.0

@@ -13,9 +13,9 @@ import asyncio
 import uuid
 from typing import Any
 
-from lev.auth.policy import Principal, require, require_whole_library
+from lev.auth.policy import Principal, require, require_filer, require_whole_library
 from lev.core import clock
-from lev.core.errors import ApiError, folder_not_found, invalid_body, limit_reached, not_found
+from lev.core.errors import ApiError, invalid_body, limit_reached, not_found
 from lev.feeds import opml, parse
 from lev.feeds.poll import FIRST_FOLLOW_ENTRIES, POLL_JOB, next_poll, poll_job_id, record_new, status
 from lev.plumbing.deps import Deps
@@ -23,6 +23,7 @@ from lev.plumbing.jobs import enqueue_job, requeue
 from lev.store import feeds as feed_store
 from lev.store import folders as folder_store
 from lev.store import imports as import_store
+from lev.store import members as member_store
 
 OPML_CONCURRENCY = 8
 MAX_URL_CHARS = 4096
@@ -51,8 +52,7 @@ async def _check_folder(deps: Deps, p: Principal, folder_id: uuid.UUID | None) -
     if folder_id is None:
         return
     async with deps.db.transaction() as s:
-        if not await folder_store.owned_ids(s, p.user_id, [folder_id]):
-            raise folder_not_found("There is no such folder.", missing=[str(folder_id)])
+        require_filer(await member_store.role_of(s, p.user_id, folder_id), folder_id)
 
 
 def _url(url: str) -> str:
@@ -88,8 +88,8 @@ async def follow(deps: Deps, p: Principal, url: str, folder_id: uuid.UUID | None
         if used >= cap:
             raise limit_reached(f"You follow {used} feeds, the most one account may follow ({cap}); unfollow one "
                                 "first.", cap=cap, used=used)
-        if folder_id is not None and not await folder_store.owned_ids(s, p.user_id, [folder_id], lock=True):
-            raise folder_not_found("There is no such folder.", missing=[str(folder_id)])
+        if folder_id is not None:  # a shared folder: its owner's or an editor's feed only
+            require_filer(await member_store.role_of(s, p.user_id, folder_id, lock=True), folder_id)
         row = await feed_store.create(
             s, user_id=p.user_id, folder_id=folder_id, url=fetched.url, site_url=feed.site_url,
             title=(title or "").strip()[:500] or None, feed_title=feed.title, etag=fetched.etag,
@@ -131,8 +131,8 @@ async def update(deps: Deps, p: Principal, feed_id: uuid.UUID, body: dict[str, A
             raise not_found()
         if "folder_id" in body:
             folder = uuid.UUID(body["folder_id"]) if body["folder_id"] else None
-            if folder is not None and not await folder_store.owned_ids(s, p.user_id, [folder], lock=True):
-                raise folder_not_found("There is no such folder.", missing=[str(folder)])
+            if folder is not None:
+                require_filer(await member_store.role_of(s, p.user_id, folder, lock=True), folder)
             values["folder_id"] = folder
         if "paused" in body and bool(body["paused"]) != row["paused"]:
             values["paused"] = bool(body["paused"])

@@ -27,8 +27,8 @@ from lev.core.contract import mcp_tools
 from lev.core.errors import ApiError, capability_denied, invalid_body, jsonrpc_response, not_signed_in
 from lev.core.settings import Settings
 from lev.limits.tiers import Tiers, token_room
-from lev.net.guard import Outbound
 from lev.oauth.clients import SCOPES, Client, OAuthError, load_client, redirect_matches
+from lev.plumbing.ports import Outbound
 from lev.store import oauth as oauth_store
 from lev.store import sessions as session_store
 from lev.store import tokens as token_store

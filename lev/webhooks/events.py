@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.core import clock
-from lev.plumbing.deps import JobQueue
 from lev.plumbing.jobs import job_id
+from lev.plumbing.ports import JobQueue
 from lev.store import webhooks as webhook_store
 from lev.store.db import after_commit
 

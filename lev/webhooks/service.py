@@ -16,8 +16,9 @@ import httpx
 from lev.auth.policy import Principal, require, require_whole_library
 from lev.core import clock
 from lev.core.errors import ApiError, invalid_body, limit_reached, not_found
-from lev.net.guard import Outbound, check_host
+from lev.net.guard import check_host
 from lev.plumbing.deps import Deps
+from lev.plumbing.ports import Outbound
 from lev.store import webhooks as webhook_store
 from lev.webhooks import events
 
