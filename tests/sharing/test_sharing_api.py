@@ -191,6 +191,10 @@ def test_bad_input_is_refused_in_words_and_changes_nothing(api, admin: Admin) ->
     err(o.patch(f"/api/v1/folders/{folder}/members/{owner.id}", json={"role": "viewer"}), 400, "invalid_body")
     err(o.delete(f"{path}/00000000-0000-4000-8000-000000000000"), 404, "not_found")
     err(o.get("/api/v1/folders/not-a-uuid/members"), 400, "invalid_id")
+    # a viewer's token scoped to the shared folder reads it, and adds nothing to it (no auto-filing either)
+    scoped = api(member.token(write=True, folders=[folder]))
+    assert ok(scoped.get("/api/v1/folders"))["folders"][0]["role"] == "viewer"
+    err(scoped.post("/api/v1/ingest", json={"kind": "text", "text": "auto-filed?"}), 403, "forbidden_scope")
     # read-only and folder-scoped tokens do not manage sharing
     err(api(owner.token()).post(path, json={"email": "y@example.com", "role": "viewer"}), 403, "capability_denied")
     err(api(owner.token(write=True, folders=[folder])).post(path, json={"email": "y@example.com", "role": "viewer"}),
