@@ -89,6 +89,9 @@ def test_invitation_roles_and_what_each_member_sees(api, admin: Admin, server) -
     assert found(o, "pangolins") == {owned, added}
     assert found(e, "pangolins") == {owned, added, private}
     assert found(v, "pangolins", folder_id=folder) == {owned, added}
+    for mode in ("hybrid", "semantic"):  # every plan of the scope SQL: nothing outside the folder, all of it inside
+        hits = ok(v.get("/api/v1/search", params={"q": "pangolin tongues", "mode": mode}))["results"]
+        assert {h["item_id"] for h in hits} == {owned, added}
     assert {i["id"] for i in ok(v.get("/api/v1/items", params={"folder_id": folder}))["items"]} == {owned, added}
     assert ok(v.get(f"/api/v1/items/{added}"))["folder_ids"] == [folder]
     err(o.get(f"/api/v1/items/{private}"), 404, "not_found")
