@@ -120,8 +120,8 @@ async def start(settings: Settings | None = None, *, migrate: bool = True, inges
     principals.install(rt.principals)
     rt.activity.start()
     rt.arq = await create_pool(RedisSettings.from_dsn(redis_url), default_queue_name=QUEUE)
-    # transactions carry the queue their after-commit nudges (the webhook outbox) go to
-    database = db.database().with_info(**{webhook_events.QUEUE_INFO: rt.arq})
+    # transactions carry the Redis their after-commit nudges (the webhook outbox's senders) go to
+    database = db.database().with_info(**{webhook_events.NUDGE_INFO: redis})
     rt.deps = Deps(settings=settings, db=database, queue=rt.arq, redis=redis, objects=get_object_store(),
                    embedder=emb, queries=QueryBatcher(emb.embed_queries, max(1, settings.query_batch_max),
                                                       QUERY_THREADS),
