@@ -166,11 +166,15 @@ WITH due AS (
            ON h.webhook_id = due.webhook_id
     WHERE due.n <= due.cap - coalesce(h.n, 0)
     LIMIT :limit
+), locked AS (
+    SELECT d.id FROM webhook_deliveries d
+    WHERE d.id IN (SELECT id FROM picked) AND d.status = 'pending'
+      AND (d.locked_until IS NULL OR d.locked_until < now())
+    ORDER BY d.id FOR UPDATE SKIP LOCKED
 )
 UPDATE webhook_deliveries d SET locked_until = now() + make_interval(secs => :lease)
-FROM picked, webhooks w, webhook_events e
-WHERE d.id = picked.id AND d.status = 'pending' AND (d.locked_until IS NULL OR d.locked_until < now())
-  AND w.id = d.webhook_id AND e.id = d.event_id
+FROM locked, webhooks w, webhook_events e
+WHERE d.id = locked.id AND w.id = d.webhook_id AND e.id = d.event_id
 RETURNING d.id, d.webhook_id, d.event_id, d.attempts, w.url, w.secret, w.previous_secret,
           coalesce(w.previous_secret_until > now(), false) AS old_valid, w.failing_since IS NOT NULL AS failing,
           e.type, e.payload
@@ -238,7 +242,8 @@ async def record_attempts(session: AsyncSession, outcomes: list[dict[str, Any]])
         "statuses": ["pending" if o["status"] == "retrying" else o["status"] for o in outcomes],
         "next_at": [o["next_attempt_at"] for o in outcomes]})
     last = {o["webhook_id"]: o["status"] == "succeeded" for o in outcomes}
-    await session.execute(_HEALTH, {"ids": list(last), "ok": list(last.values())})
+    ids = sorted(last)  # rows locked in one order by every sender: no deadlock between two batches
+    await session.execute(_HEALTH, {"ids": ids, "ok": [last[w] for w in ids]})
 
 
 async def disable_failing(session: AsyncSession, webhook_ids: list[uuid.UUID], before: datetime,

@@ -7,8 +7,9 @@ killed between its commit and its message). Each wake takes the due deliveries i
 
 Per endpoint at most `HEALTHY_CAP` attempts run at once (`FAILING_CAP` while its last attempt failed), and at most
 `MAX_IN_FLIGHT` in the process: a hanging endpoint holds its own few slots for up to 10 s each and nothing of anyone
-else's, and what is not taken waits in PostgreSQL, not in memory. Outcomes are written in batches, one transaction
-for whatever finished meanwhile.
+else's, and what is not taken waits in PostgreSQL, not in memory. A busy endpoint is refilled when half its slots
+are free (one statement takes several deliveries), and outcomes are written every `WRITE_EVERY_SEC`, one
+transaction for whatever finished meanwhile.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from lev.plumbing.deps import Deps
 from lev.store import webhooks as webhook_store
 from lev.webhooks import deliver, events
 
-HEALTHY_CAP = 8  # attempts at once per endpoint answering well
+HEALTHY_CAP = 16  # attempts at once per endpoint answering well
 FAILING_CAP = 1  # per endpoint whose last attempt failed (hanging, refusing, erroring)
+WRITE_EVERY_SEC = 0.05  # outcomes gathered this long are written in one transaction (the receiver has them)
 MAX_IN_FLIGHT = 256  # attempts at once per process
 SWEEP_SEC = 5.0
 LISTEN_RETRY_SEC = 1.0
@@ -48,6 +50,7 @@ class Sender:
         self.wake = asyncio.Event()
         self.held: dict[uuid.UUID, int] = {}  # endpoint -> attempts running in this process
         self.caps: dict[uuid.UUID, int] = {}  # endpoint -> its cap as last claimed
+        self.asked: set[uuid.UUID] = set()  # endpoints with room that woke the claim since it last ran
         self.running: dict[uuid.UUID, asyncio.Task[None]] = {}  # delivery -> its attempt
         self.retries: list[float] = []  # monotonic times when retries recorded here fall due
         self.outcomes: list[dict[str, Any]] = []
@@ -143,7 +146,8 @@ class Sender:
         room = MAX_IN_FLIGHT - len(self.running)
         if room <= 0:
             return
-        full = [w for w, n in self.held.items() if n >= self.caps.get(w, FAILING_CAP)]
+        self.asked.clear()
+        full = [w for w, n in self.held.items() if not self._refillable(w, n)]
         async with self.deps.db.transaction() as s:
             taken = await webhook_store.claim_due(
                 s, limit=room, held=self.held, full=full, healthy_cap=HEALTHY_CAP, failing_cap=FAILING_CAP,
@@ -156,6 +160,11 @@ class Sender:
             self.running[delivery["id"]] = loop.create_task(self._attempt(delivery))
         if len(taken) >= room:
             self.wake.set()  # room filled: more may be due once some finish
+
+    def _refillable(self, webhook_id: uuid.UUID, held: int) -> bool:
+        """Whether a claim should take more for this endpoint: at least half its slots are free."""
+        cap = self.caps.get(webhook_id, FAILING_CAP)
+        return cap - held >= max(1, cap // 2)
 
     async def _attempt(self, delivery: dict[str, Any]) -> None:
         w = delivery["webhook_id"]
@@ -176,12 +185,14 @@ class Sender:
         finally:
             self.running.pop(delivery["id"], None)
             left = self.held.get(w, 1) - 1
+            refill = self._refillable(w, left) and w not in self.asked
             if left > 0:
                 self.held[w] = left
             else:
                 self.held.pop(w, None)
                 self.caps.pop(w, None)
-            if not self.stopping:
+            if not self.stopping and (refill or len(self.running) == MAX_IN_FLIGHT - 1):
+                self.asked.add(w)
                 self.wake.set()
 
     # ------------------------------------------------------------------------------------------------ outcomes
@@ -190,7 +201,7 @@ class Sender:
         failures = 0
         while True:
             await self.have_outcomes.wait()
-            await asyncio.sleep(0)  # outcomes finishing in the same moment go in the same transaction
+            await asyncio.sleep(WRITE_EVERY_SEC)
             try:
                 await self._flush(keep=failures < WRITE_TRIES - 1)
                 failures = 0
