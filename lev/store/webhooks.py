@@ -182,7 +182,7 @@ RETURNING d.id, d.webhook_id, d.event_id, d.attempts, w.url, w.secret, w.previou
 
 
 async def claim_due(session: AsyncSession, *, limit: int, held: dict[uuid.UUID, int], full: list[uuid.UUID],
-                    healthy_cap: int, failing_cap: int, lease_sec: float, scan: int = 2000) -> list[dict[str, Any]]:
+                    healthy_cap: int, failing_cap: int, lease_sec: float, scan: int = 512) -> list[dict[str, Any]]:
     """Take up to `limit` due pending deliveries of enabled endpoints for one attempt each (no one else takes them
     for `lease_sec`), at most `healthy_cap` per endpoint at a time (`failing_cap` for an endpoint whose last
     attempt failed) counting the `held` attempts this process runs already; endpoints in `full` are skipped. Each

@@ -25,7 +25,6 @@ LEASE_SEC = 30.0  # an attempt's hold on its delivery; a worker that dies frees 
 DISABLE_AFTER = timedelta(days=3)
 DISABLED_REASON = "disabled: every delivery failed for 3 days; fix the endpoint and enable it again"
 CONNECTIONS = 512  # the client's connections: above the sender's attempts at once, so none waits for another's
-KEEPALIVE_SEC = 5.0  # an idle connection to an endpoint is reused this long; a new one is checked again
 USER_AGENT = "Lev-Webhooks/1.0 (+Standard Webhooks)"
 
 
@@ -49,8 +48,7 @@ async def post(outbound: Outbound, url: str, body: str,
     """POST once: (status code, error in words, at most 1 KB of the answer)."""
     try:
         async with asyncio.timeout(TIMEOUT_SEC):
-            client = shared_client(outbound, TIMEOUT_SEC, USER_AGENT, connections=CONNECTIONS,
-                                   keepalive_sec=KEEPALIVE_SEC)
+            client = shared_client(outbound, TIMEOUT_SEC, USER_AGENT, connections=CONNECTIONS)
             async with client.stream("POST", url, content=body.encode(), headers=headers) as resp:
                 kept = bytearray()
                 async for piece in resp.aiter_bytes():

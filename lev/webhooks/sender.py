@@ -148,7 +148,7 @@ class Sender:
             return
         self.asked.clear()
         full = [w for w, n in self.held.items() if not self._refillable(w, n)]
-        async with self.deps.db.transaction() as s:
+        async with self.deps.db.statement() as s:
             taken = await webhook_store.claim_due(
                 s, limit=room, held=self.held, full=full, healthy_cap=HEALTHY_CAP, failing_cap=FAILING_CAP,
                 lease_sec=deliver.LEASE_SEC)
