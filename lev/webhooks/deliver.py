@@ -16,7 +16,8 @@ import httpx
 from standardwebhooks.webhooks import Webhook
 
 from lev.core.errors import ApiError
-from lev.net.guard import Outbound, shared_client
+from lev.net.guard import shared_client
+from lev.plumbing.ports import Outbound
 
 RETRY_DELAYS_SEC = (5, 300, 1800, 7200, 18000, 36000)  # after attempts 1-6; attempt 7 is the last
 TIMEOUT_SEC = 10.0

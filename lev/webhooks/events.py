@@ -3,7 +3,8 @@ deliveries in the caller's transaction, the one that makes the event true, and w
 (`lev.webhooks.sender`) once that transaction has committed. A rollback takes the event with it (never invented); a
 crash after the commit leaves the deliveries in PostgreSQL, where a sender's sweep finds them (never lost).
 
-Call it inside `store.db.transaction()`. A user without an endpoint for the event type costs one indexed query.
+Call it inside a transaction of `deps.db` (every session comes from the injected `Database`, which carries the
+Redis the nudge goes to). A user without an endpoint for the event type costs one indexed query.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.core import clock
 from lev.ops import logs
-from lev.plumbing.deps import Redis
+from lev.plumbing.ports import Redis
 from lev.store import webhooks as webhook_store
 from lev.store.db import after_commit
 
 log = logs.get_logger("lev.webhooks")
 
-EVENT_TYPES = ("item.created", "item.ready", "item.failed", "item.deleted", "import.finished", "feed.failing")
+EVENT_TYPES = ("item.created", "item.ready", "item.failed", "item.deleted", "import.finished", "feed.failing",
+               "highlight.created", "highlight.deleted")
 TEST_EVENT = "webhook.test"  # sent by POST /webhooks/{id}/test to that endpoint alone; no one subscribes to it
 NUDGE_INFO = "nudge"  # the session.info key of the Redis client that wakes the senders (lev.runtime sets it)
 NUDGE_CHANNEL = "lev:webhooks:due"  # the senders listen here; the message says only "look now"

@@ -14,7 +14,8 @@ import pytest
 from lev.core.errors import ApiError
 from lev.ingest.urls import canonical_url, classify_media_url
 from lev.ingest.webpage import MAX_BYTES, UnsupportedMedia, fetch_page
-from lev.net.guard import Outbound, check_host, is_blocked_address
+from lev.net.guard import check_host, is_blocked_address
+from lev.plumbing.ports import Outbound
 
 ARTICLE = """<!doctype html>
 <html lang="en"><head>

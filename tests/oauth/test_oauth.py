@@ -26,7 +26,6 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 from mcp.shared.exceptions import MCPError
 
-from lev.net.guard import Outbound
 from lev.oauth.clients import (
     OAuthError,
     fetch_metadata_document,
@@ -34,6 +33,7 @@ from lev.oauth.clients import (
     redirect_matches,
     redirect_uri_allowed,
 )
+from lev.plumbing.ports import Outbound
 from tests.cimd_site import ClientSite, LoopbackCA
 
 PASSWORD = "a long enough password"
