@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import botocore.exceptions
 import psycopg
@@ -249,6 +249,16 @@ def forbidden_origin(origin: str) -> ApiError:
 
 def not_found(message: str = "The resource does not exist or is outside this token's scope.") -> ApiError:
     return ApiError("not_found", message)
+
+
+T = TypeVar("T")
+
+
+def found(value: T | None) -> T:
+    """`value`, or 404 not_found when there is none (what lies outside the caller's scope is not there either)."""
+    if value is None:
+        raise not_found()
+    return value
 
 
 def folder_not_found(message: str, missing: list[str]) -> ApiError:

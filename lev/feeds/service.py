@@ -13,9 +13,11 @@ import asyncio
 import uuid
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from lev.auth.policy import Principal, require, require_filer, require_whole_library
 from lev.core import clock
-from lev.core.errors import ApiError, invalid_body, limit_reached, not_found
+from lev.core.errors import ApiError, found, invalid_body, limit_reached
 from lev.feeds import opml, parse
 from lev.feeds.poll import FIRST_FOLLOW_ENTRIES, POLL_JOB, next_poll, poll_job_id, record_new, status
 from lev.plumbing.deps import Deps
@@ -107,16 +109,18 @@ async def follow(deps: Deps, p: Principal, url: str, folder_id: uuid.UUID | None
 
 
 async def list_feeds(deps: Deps, p: Principal, folder_id: uuid.UUID | None = None) -> list[dict[str, Any]]:
-    async with deps.db.transaction() as s:
+    async with deps.db.read_session() as s:
         return [shape(f) for f in await feed_store.list_visible(s, p.scope, folder_id)]
 
 
 async def get(deps: Deps, p: Principal, feed_id: uuid.UUID) -> dict[str, Any]:
-    async with deps.db.transaction() as s:
-        row = await feed_store.get_visible(s, p.scope, feed_id)
-    if row is None:
-        raise not_found()
-    return shape(row)
+    async with deps.db.read_session() as s:
+        return shape(found(await feed_store.get_visible(s, p.scope, feed_id)))
+
+
+async def _locked(s: AsyncSession, p: Principal, feed_id: uuid.UUID) -> dict[str, Any]:
+    """The caller's feed, locked for a change (404 when they cannot see it)."""
+    return found(await feed_store.get_visible(s, p.scope, feed_id, lock=True))
 
 
 async def update(deps: Deps, p: Principal, feed_id: uuid.UUID, body: dict[str, Any]) -> dict[str, Any]:
@@ -126,9 +130,7 @@ async def update(deps: Deps, p: Principal, feed_id: uuid.UUID, body: dict[str, A
     if "title" in body:
         values["title"] = (body["title"] or "").strip()[:500] or None
     async with deps.db.transaction() as s:
-        row = await feed_store.get_visible(s, p.scope, feed_id, lock=True)
-        if row is None:
-            raise not_found()
+        row = await _locked(s, p, feed_id)
         if "folder_id" in body:
             folder = uuid.UUID(body["folder_id"]) if body["folder_id"] else None
             if folder is not None:
@@ -148,8 +150,7 @@ async def unfollow(deps: Deps, p: Principal, feed_id: uuid.UUID) -> dict[str, An
     """Stop following; the items it brought stay."""
     _manage(p)
     async with deps.db.transaction() as s:
-        if await feed_store.get_visible(s, p.scope, feed_id, lock=True) is None:
-            raise not_found()
+        await _locked(s, p, feed_id)
         await feed_store.delete_feed(s, feed_id)
     return {"id": str(feed_id), "deleted": True}
 
@@ -158,10 +159,7 @@ async def refresh(deps: Deps, p: Principal, feed_id: uuid.UUID) -> dict[str, Any
     """Check the feed now (a paused feed is resumed by PATCH paused: false, not by a refresh)."""
     _manage(p)
     async with deps.db.transaction() as s:
-        row = await feed_store.get_visible(s, p.scope, feed_id, lock=True)
-        if row is None:
-            raise not_found()
-        if row["paused"]:
+        if (await _locked(s, p, feed_id))["paused"]:
             raise invalid_body("This feed is paused: resume it (PATCH paused: false) to check it.")
         row = await feed_store.update_feed(s, feed_id, next_poll_at=clock.now())
     await requeue(deps.queue, POLL_JOB, str(feed_id), job_id=poll_job_id(feed_id))
@@ -169,7 +167,7 @@ async def refresh(deps: Deps, p: Principal, feed_id: uuid.UUID) -> dict[str, Any
 
 
 async def export_opml(deps: Deps, p: Principal) -> bytes:
-    async with deps.db.transaction() as s:
+    async with deps.db.read_snapshot() as s:
         found = [shape(f) for f in await feed_store.list_visible(s, p.scope)]
         names = {f["id"]: f["name"] for f in await folder_store.list_visible(s, p.scope)}
     return opml.render(found, names)

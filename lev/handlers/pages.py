@@ -188,7 +188,7 @@ async def item_page(request: Request) -> Response:
     ready = lifecycle.of_row(item["status"], item["transcription_status"]).phase is lifecycle.Phase.READY
     similar = (await library.similar_items(deps(), p, uuid.UUID(item["id"]), SIMILAR_SHOWN))["results"] \
         if ready else []
-    media = item["kind"] in ("audio", "video") and bool(item["metadata"].get("mime"))
+    media = item["kind"] in lifecycle.RECORDINGS and bool(item["metadata"].get("mime"))
     marks = await highlights.of_item(deps(), p, uuid.UUID(item["id"]))
     q = request.query_params
     reading = reader.view(item["text"] or item["transcript"] or "", marks, _int(q.get("part"), 1),

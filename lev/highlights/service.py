@@ -17,9 +17,9 @@ from lev.core.errors import invalid_body, not_found
 from lev.highlights import markdown
 from lev.highlights.locate import locate, relocate
 from lev.plumbing.deps import Deps
-from lev.store import folders as folder_store
 from lev.store import highlights as store
 from lev.store import items as item_store
+from lev.store import members as member_store
 from lev.webhooks import events
 
 MAX_NOTE = 10_000
@@ -129,7 +129,8 @@ async def recent(deps: Deps, principal: Principal, *, folder_id: uuid.UUID | Non
 
 
 async def _folder_seen(s: AsyncSession, principal: Principal, folder_id: uuid.UUID) -> bool:
-    return bool(await folder_store.owned_ids(s, principal.user_id, [folder_id]))
+    """The caller's own folder, or one shared with the caller."""
+    return await member_store.role_of(s, principal.user_id, folder_id) is not None
 
 
 async def as_markdown(deps: Deps, principal: Principal, item_id: uuid.UUID) -> tuple[str, str]:

@@ -19,7 +19,7 @@ DOWNLOAD_TIMEOUT_SEC = 300
 
 
 async def download(outbound: Outbound, url: str, kind: str) -> tuple[Path, str, str]:
-    """A media URL ('pdf', 'audio', 'video') fetched into a private temp file of at most 50 MB whose leading
+    """A media URL (a PDF, audio or video) fetched into a private temp file of at most 50 MB whose leading
     bytes match its type: (path, MIME type, final URL). The caller deletes the file."""
     fd, name = tempfile.mkstemp(prefix="lev-dl-")
     os.close(fd)

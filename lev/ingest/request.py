@@ -15,11 +15,11 @@ from lev.ingest import youtube
 from lev.ingest.urls import canonical_url, classify_media_url
 from lev.net.guard import check_host
 from lev.plumbing.deps import Deps
+from lev.store import lifecycle
 from lev.store import members as member_store
 
 MAX_TEXT_CHARS = 1_000_000
 MAX_URL_CHARS = 4096
-TRANSCRIBED = ("audio", "video")
 MAX_HTML_BYTES = 5 * 1024 * 1024  # 5242880 bytes of UTF-8: a captured page as the browser rendered it
 # The request body that carries it: JSON escaping (quotes, backslashes, newlines) can double the HTML's size.
 MAX_PAGE_BODY_BYTES = 2 * MAX_HTML_BYTES + 1024 * 1024
@@ -171,7 +171,7 @@ async def _resolve_url(deps: Deps, principal: Principal, url: str, title: str | 
         await check_host(deps.outbound, parts.hostname or "www.youtube.com", parts.port or 443)
         canonical = youtube.canonical_url(url)
         return Resolved(principal, kind, title, in_kb, auto_transform, url=canonical, canonical=canonical)
-    if kind in TRANSCRIBED and deps.transcriber is None:
+    if kind in lifecycle.RECORDINGS and deps.transcriber is None:
         raise transcription_unavailable()
     try:
         canonical = canonical_url(url)

@@ -23,15 +23,14 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.store import members
-from lev.store.lifecycle import Status, Transcription
+from lev.store.lifecycle import State
 from lev.store.models import contents, item_folders, object_deletions, outputs, user_items
 from lev.store.scope import Scope
 
 
 async def create_item(
     session: AsyncSession, *, user_id: uuid.UUID, content_id: uuid.UUID, kind: str, title: str | None,
-    url: str | None, in_kb: bool, auto_transform: bool, status: str = Status.READY.value,
-    transcription_status: str = Transcription.NOT_REQUIRED.value, folder_id: uuid.UUID | None = None,
+    url: str | None, in_kb: bool, auto_transform: bool, state: State, folder_id: uuid.UUID | None = None,
     created_by: uuid.UUID | None = None,
 ) -> uuid.UUID | None:
     """A new user item (filed into `folder_id`); None when that folder was deleted while the request ran."""
@@ -40,8 +39,7 @@ async def create_item(
     item_id = uuid.uuid4()
     await session.execute(insert(user_items).values(
         id=item_id, user_id=user_id, content_id=content_id, kind=kind, title=title, url=url, in_kb=in_kb,
-        archived=False, status=status, transcription_status=transcription_status, auto_transform=auto_transform,
-        created_by_token=created_by,
+        archived=False, auto_transform=auto_transform, created_by_token=created_by, **state.columns(),
     ))
     if folder_id is not None:
         await session.execute(insert(item_folders).values(item_id=item_id, folder_id=folder_id))
