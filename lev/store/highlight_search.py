@@ -1,0 +1,56 @@
+"""Search over the caller's highlights: each highlight's passage and note scored against a query as a chunk would
+be (cosine similarity of its vector, BM25 with the chunks' statistics: a word no chunk holds counts as the rarest),
+on the searchable items the caller can see. A user's highlights are few, so every visible one is scored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select, text
+
+from lev.store.models import user_items
+from lev.store.scope import Scope
+from lev.store.scoped_sql import sql_text, visible_where
+from lev.store.search import with_vector
+
+_SQL = """
+WITH s AS (SELECT greatest(n_chunks, 1)::float8 AS n, greatest(total_len, 1)::float8 AS len FROM lev_bm25_stats),
+q AS MATERIALIZED (
+  SELECT DISTINCT w.lexeme, ln(1 + (s.n - coalesce(t.df, 0) + 0.5) / (coalesce(t.df, 0) + 0.5)) AS idf,
+         :k1 * (1 - :b) AS kb0, :k1 * :b * s.n / s.len AS kb1
+    FROM s CROSS JOIN unnest(tsvector_to_array(to_tsvector('english', :q))) AS w(lexeme)
+    LEFT JOIN lev_bm25_terms t ON t.lexeme = w.lexeme
+), h AS MATERIALIZED (
+  SELECT h.id, h.item_id, h.text, h.note, h.char_start, h.char_end, {cos} AS cos,
+         (SELECT sum(q.idf * cardinality(u.positions) / (cardinality(u.positions) + q.kb0 + q.kb1 * lev_tsv_len(h.tsv)))
+            FROM unnest(h.tsv) u JOIN q ON q.lexeme = u.lexeme) AS bm25
+    FROM highlights h
+   WHERE h.user_id = :hl_user AND h.item_id IN ({items})
+), ranked AS (
+  SELECT h.*, row_number() OVER (ORDER BY h.cos DESC NULLS LAST, h.id) AS near FROM h
+)
+SELECT r.id, r.item_id, r.text, r.note, r.char_start, r.char_end, r.cos, r.bm25, ui.title, ui.url, ui.kind,
+       ui.created_at, ui.content_id, (SELECT ct.object_path IS NOT NULL FROM contents ct WHERE ct.id = ui.content_id)
+       AS stored_media,
+       (SELECT c.id FROM chunks c WHERE c.content_id = ui.content_id ORDER BY c.ord LIMIT 1) AS chunk_id
+  FROM ranked r JOIN user_items ui ON ui.id = r.item_id
+ WHERE coalesce(r.bm25, 0) > 0 OR (:semantic AND r.near <= :limit)
+"""
+
+
+async def candidates(session: Any, scope: Scope, *, query: str, query_vector: list[float] | None, mode: str,
+                     limit: int, k1: float, b: float, narrowed: Any = None) -> list[dict[str, Any]]:
+    """The caller's highlights that match `query`: those holding a query word (keyword and hybrid), and the
+    `limit` nearest (semantic and hybrid), each with `cos` (None in keyword mode) and `bm25` (None or 0 when no
+    word matches). `narrowed` is what narrows the searchable items as it narrows chunk search."""
+    items = sql_text(select(user_items.c.id).where(*visible_where(scope, narrowed)))
+    semantic = mode != "keyword" and query_vector is not None
+    sql = _SQL.format(items=items.sql, cos="1 - (h.embedding <=> CAST(:qvec AS vector))" if semantic else
+                      "NULL::float8")
+    values: dict[str, Any] = {"q": query, "k1": k1, "b": b, "hl_user": scope.user_id, "semantic": semantic,
+                              "limit": limit, **items.params}
+    if semantic:
+        rows = await session.execute(with_vector(sql), {**values, "qvec": query_vector})
+    else:
+        rows = await session.execute(text(sql), values)
+    return [dict(r._mapping) for r in rows]
