@@ -4,13 +4,14 @@ on the searchable items the caller can see. A user's highlights are few, so ever
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import literal_column, select, text
 
 from lev.store.models import user_items
 from lev.store.scope import Scope
-from lev.store.scoped_sql import sql_text, visible_where
+from lev.store.scoped_sql import Bound, sql_text, visible_where
 from lev.store.search import with_vector
 
 _SQL = """
@@ -21,21 +22,32 @@ q AS MATERIALIZED (
     FROM s CROSS JOIN unnest(tsvector_to_array(to_tsvector('english', :q))) AS w(lexeme)
     LEFT JOIN lev_bm25_terms t ON t.lexeme = w.lexeme
 ), h AS MATERIALIZED (
-  SELECT h.id, h.item_id, h.text, h.note, h.char_start, h.char_end, {cos} AS cos,
-         (SELECT sum(q.idf * cardinality(u.positions) / (cardinality(u.positions) + q.kb0 + q.kb1 * lev_tsv_len(h.tsv)))
-            FROM unnest(h.tsv) u JOIN q ON q.lexeme = u.lexeme) AS bm25
-    FROM highlights h
-   WHERE h.user_id = :hl_user AND h.item_id IN ({items})
+  SELECT h.id, h.item_id, h.text, h.note, h.char_start, h.char_end, v.title, v.url, v.kind, v.content_id,
+         {cos} AS cos,
+         CASE WHEN tsvector_to_array(h.tsv) && (SELECT array_agg(q.lexeme) FROM q) THEN
+           (SELECT sum(q.idf * cardinality(u.positions)
+                       / (cardinality(u.positions) + q.kb0 + q.kb1 * lev_tsv_len(h.tsv)))
+              FROM unnest(h.tsv) u JOIN q ON q.lexeme = u.lexeme) END AS bm25
+    FROM highlights h CROSS JOIN LATERAL ({item}) v
+   WHERE h.user_id = :hl_user
 ), ranked AS (
   SELECT h.*, row_number() OVER (ORDER BY h.cos DESC NULLS LAST, h.id) AS near FROM h
 )
-SELECT r.id, r.item_id, r.text, r.note, r.char_start, r.char_end, r.cos, r.bm25, ui.title, ui.url, ui.kind,
-       ui.created_at, ui.content_id, (SELECT ct.object_path IS NOT NULL FROM contents ct WHERE ct.id = ui.content_id)
-       AS stored_media,
-       (SELECT c.id FROM chunks c WHERE c.content_id = ui.content_id ORDER BY c.ord LIMIT 1) AS chunk_id
-  FROM ranked r JOIN user_items ui ON ui.id = r.item_id
+SELECT r.id, r.item_id, r.text, r.note, r.char_start, r.char_end, r.cos, r.bm25, r.title, r.url, r.kind,
+       (SELECT ct.object_path IS NOT NULL FROM contents ct WHERE ct.id = r.content_id) AS stored_media,
+       (SELECT c.id FROM chunks c WHERE c.content_id = r.content_id ORDER BY c.ord LIMIT 1) AS chunk_id
+  FROM ranked r
  WHERE coalesce(r.bm25, 0) > 0 OR (:semantic AND r.near <= :limit)
 """
+
+
+@lru_cache(maxsize=4096)
+def _item_probe(scope: Scope, narrowed: Any) -> Bound:
+    """The highlight's item, if the caller may search it: one index probe per highlight (OFFSET 0 keeps it one);
+    compiled once per scope shape."""
+    return sql_text(select(user_items.c.title, user_items.c.url, user_items.c.kind, user_items.c.content_id)
+                    .where(user_items.c.id == literal_column("h.item_id"), *visible_where(scope, narrowed))
+                    .offset(0))
 
 
 async def candidates(session: Any, scope: Scope, *, query: str, query_vector: list[float] | None, mode: str,
@@ -43,9 +55,9 @@ async def candidates(session: Any, scope: Scope, *, query: str, query_vector: li
     """The caller's highlights that match `query`: those holding a query word (keyword and hybrid), and the
     `limit` nearest (semantic and hybrid), each with `cos` (None in keyword mode) and `bm25` (None or 0 when no
     word matches). `narrowed` is what narrows the searchable items as it narrows chunk search."""
-    items = sql_text(select(user_items.c.id).where(*visible_where(scope, narrowed)))
+    items = _item_probe(scope, narrowed)
     semantic = mode != "keyword" and query_vector is not None
-    sql = _SQL.format(items=items.sql, cos="1 - (h.embedding <=> CAST(:qvec AS vector))" if semantic else
+    sql = _SQL.format(item=items.sql, cos="1 - (h.embedding <=> CAST(:qvec AS vector))" if semantic else
                       "NULL::float8")
     values: dict[str, Any] = {"q": query, "k1": k1, "b": b, "hl_user": scope.user_id, "semantic": semantic,
                               "limit": limit, **items.params}
