@@ -1,13 +1,12 @@
-"""Issue 42: what highlights cost. This commit against `OLD` (main before the highlights work), side by side on one
-database in the same run (old code on the new, additive schema):
+"""Issue 42: what highlights cost. This commit against older ones, side by side on one database in the same run
+(old code on the new, additive schema):
 
-- search at c=1 for a user with 20,000 chunks and 300 highlights with notes, every mode (the new code runs one
-  more statement per search: the user's highlights);
-- the item page of a 2 MB item (the old page showed the first 20,000 characters; the new one a reader part of
-  about 30,000 characters in runs, with the item's highlights marked), and the new page opened at a highlight
-  near the item's end.
-
-`LEV_BENCH_OLD` names the old commit (default 91ecd20).
+- search at c=1 for a user with 20,000 chunks and 300 highlights with notes, every mode, against
+  `LEV_BENCH_OLD_SEARCH` (main just before highlights joined search: the new code runs one more statement per
+  search, over the user's highlights);
+- the item page of a 2 MB item against `LEV_BENCH_OLD` (main before issue 42: its page showed the first 20,000
+  characters; the new one a reader part of about 30,000 characters in runs, with the item's highlights marked),
+  and the new page opened at a highlight near the item's end.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from bench.latency import db_url
 from bench.scifact import load_data
 
 OLD = os.environ.get("LEV_BENCH_OLD", "91ecd20")  # main before issue 42
-busy.OLD = OLD
+OLD_SEARCH = os.environ.get("LEV_BENCH_OLD_SEARCH", "92dd0ef")  # main before highlights joined search
 CHUNKS, HIGHLIGHTS, C1, PAGES = 20_000, 300, 150, 40
 LOG_LINE = "Ship's log, a calm day at sea with nothing to report but the wind and the gulls. " * 3
 
@@ -73,10 +72,11 @@ def main() -> str:
     import psycopg
     from pgvector.psycopg import register_vector
 
-    out: list[str] = [f"### Highlights: this commit vs {OLD} (main before issue 42)", ""]
+    out: list[str] = [f"### Highlights: this commit vs {OLD_SEARCH} (search) and {OLD} (the item page)", ""]
     lines = out.append
-    lines(f"Old code: `git archive {OLD}`, side by side with the new code on one database (the new schema is "
-          "additive). The machine's 2 cores are shared with other sessions' test runs: each comparison alternates "
+    lines(f"Old code: `git archive` of {OLD_SEARCH} (main just before highlights joined search) and of {OLD} (main "
+          "before issue 42), each side by side with the new code on one database (the new schema is additive). "
+          "The machine's 2 cores are shared with other sessions' test runs: each comparison alternates "
           "old and new request by request, with the load average (1/5/15 min) and a CPU gauge (ms, best of 3).")
     lines("")
     corpus, queries, qrels = load_data(SCIFACT)
@@ -92,10 +92,16 @@ def main() -> str:
             n_chunks = conn.execute("SELECT count(*) FROM chunks WHERE content_id IN (SELECT content_id FROM "
                                     "user_items WHERE user_id = %s)", (lev.user_id,)).fetchone()[0]  # type: ignore[index]
         made = _highlight_some(lev.url, lev.token, lev, rng)
+        busy.OLD = OLD_SEARCH
         servers = both_servers(lev)
         try:
             before, gauge = loadavg(), cpu_gauge()
             search = {m: c1_alternating(servers, lev.token, test, m) for m in ("hybrid", "keyword", "semantic")}
+        finally:
+            stop_all(servers)
+        busy.OLD = OLD
+        servers = both_servers(lev)
+        try:
             # a reader with a browser session and a 2 MB item with a highlight near its end
             browser = httpx.Client(base_url=servers["new"].url, timeout=60)
             email = f"bench{uuid.uuid4().hex[:8]}@example.com"
