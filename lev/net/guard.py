@@ -199,19 +199,21 @@ def ssl_context(outbound: Outbound) -> ssl.SSLContext:
 class _GuardedTransport(httpx.AsyncHTTPTransport):
     """httpx transport whose connection pool uses `_GuardedBackend` (no proxies, no env)."""
 
-    def __init__(self, outbound: Outbound) -> None:
+    def __init__(self, outbound: Outbound, connections: int = 10) -> None:
         super().__init__(trust_env=False)
         self._pool = httpcore.AsyncConnectionPool(
             ssl_context=ssl_context(outbound),
-            max_connections=10,
+            max_connections=connections,
             max_keepalive_connections=0,
             network_backend=_GuardedBackend(outbound),
         )
 
 
-def guarded_client(outbound: Outbound, timeout: httpx.Timeout, headers: dict[str, str]) -> httpx.AsyncClient:
-    """An httpx client whose every connection is checked (redirects are followed by `open_url`, not httpx)."""
-    return httpx.AsyncClient(transport=_GuardedTransport(outbound), timeout=timeout, headers=headers,
+def guarded_client(outbound: Outbound, timeout: httpx.Timeout, headers: dict[str, str], *,
+                   connections: int = 10) -> httpx.AsyncClient:
+    """An httpx client whose every connection is checked (redirects are followed by `open_url`, not httpx), with
+    at most `connections` open at once."""
+    return httpx.AsyncClient(transport=_GuardedTransport(outbound, connections), timeout=timeout, headers=headers,
                              follow_redirects=False, trust_env=False)
 
 
@@ -297,15 +299,18 @@ async def open_url(client: httpx.AsyncClient, url: str, *, headers: dict[str, st
             await resp.aclose()
 
 
-_shared: dict[tuple[int, Outbound, float, str], httpx.AsyncClient] = {}
+_shared: dict[tuple[int, Outbound, float, str, int], httpx.AsyncClient] = {}
 
 
-def shared_client(outbound: Outbound, timeout: float, user_agent: str = USER_AGENT) -> httpx.AsyncClient:
+def shared_client(outbound: Outbound, timeout: float, user_agent: str = USER_AGENT, *,
+                  connections: int = 10) -> httpx.AsyncClient:
     """One guarded client per event loop for frequent small requests (feed checks, webhook deliveries): its TLS
     context is built once (about 19 ms of CPU each time otherwise). Connections are still checked one by one and
-    never kept alive; per-request headers go with each request."""
-    key = (id(asyncio.get_running_loop()), outbound, timeout, user_agent)
+    never kept alive (an idle pool costs more CPU per request than a new loopback or LAN connection); at most
+    `connections` at once; per-request headers go with each request."""
+    key = (id(asyncio.get_running_loop()), outbound, timeout, user_agent, connections)
     client = _shared.get(key)
     if client is None or client.is_closed:
-        client = _shared[key] = guarded_client(outbound, httpx.Timeout(timeout), {"User-Agent": user_agent})
+        client = _shared[key] = guarded_client(outbound, httpx.Timeout(timeout), {"User-Agent": user_agent},
+                                               connections=connections)
     return client
