@@ -46,6 +46,7 @@ TABLE: dict[str, ErrorKind] = {
     "invalid_id": ErrorKind(400, JSONRPC_INVALID_PARAMS),
     "ingest_failed": ErrorKind(400, tool_result=True),
     "not_a_feed": ErrorKind(400),
+    "address_refused": ErrorKind(400),
     "transcription_unavailable": ErrorKind(400, tool_result=True),
     "missing_bearer_token": ErrorKind(401, JSONRPC_INVALID_REQUEST),
     "invalid_token": ErrorKind(401, JSONRPC_INVALID_REQUEST),
@@ -285,6 +286,12 @@ def unsupported_protocol_version(requested: str, supported: list[str]) -> ApiErr
     return ApiError("unsupported_protocol_version",
                     f"Unsupported protocol version {requested[:100]!r}; supported: {', '.join(supported)}.",
                     supported=supported, requested=requested[:100])
+
+
+def address_refused(message: str) -> ApiError:
+    """A feed's or a webhook endpoint's address the SSRF guard will not reach (private, loopback, link-local, a
+    cloud metadata service); the message names the setting that allows it, where one does."""
+    return ApiError("address_refused", message)
 
 
 def not_a_feed(message: str) -> ApiError:
