@@ -71,6 +71,11 @@ class Fetched:
     etag: str | None = None
     last_modified: str | None = None
 
+    @property
+    def sha256(self) -> bytes:
+        """The body's hash: the same document answered again is recognised without being parsed."""
+        return hashlib.sha256(self.body).digest()
+
 
 async def _read(resp: httpx.Response) -> bytes:
     declared = resp.headers.get("content-length", "")
