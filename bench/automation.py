@@ -7,8 +7,8 @@ own Makefile builds).
    p50/p95/p99; 1,000 deliveries written to the outbox at once: deliveries per second and the server's CPU per
    delivery.
 3. Feeds: 1,000 followed feeds checked with nothing new (each answers 304 to its ETag): polls per second, the
-   server's CPU per poll, and the p95 of searches run during the polls beside the same searches with nothing
-   polling.
+   server's CPU per poll (a round with nothing else running), and the p95 of searches run during a second round
+   beside the same searches with nothing polling.
 4. The small user (issue 18's benchmark): `make bench-busy`'s database of 1,000 users (312k chunks; one user with
    1,000), old and new servers on it side by side, 200 SciFact claims sent to each in turn (hybrid, c=1).
 
@@ -161,6 +161,13 @@ def webhooks_part(lev: Any, c: httpx.Client, cpu: Cpu) -> dict[str, Any]:
         receiver.close()
 
 
+def _wait_checked(lev: Any) -> None:
+    deadline = time.monotonic() + 900
+    while lev.admin.sql("SELECT count(*) FROM feeds WHERE last_checked_at IS NULL")[0][0] > 0:
+        assert time.monotonic() < deadline, "the polls did not finish in 15 minutes"
+        time.sleep(0.5)
+
+
 def feeds_part(lev: Any, c: httpx.Client, cpu: Cpu) -> dict[str, Any]:
     site = FeedSite()
     try:
@@ -171,20 +178,20 @@ def feeds_part(lev: Any, c: httpx.Client, cpu: Cpu) -> dict[str, Any]:
         lev.admin.sql("INSERT INTO feeds (id, user_id, url, feed_title, paused, failures, etag, next_poll_at, "
                       f"entries_ingested) VALUES {rows}")
         idle = _timed_searches(c, 20)
+        # first alone (CPU and rate of the polls only), then again with a client searching back to back
         cpu0 = cpu.both()
-        lev.admin.sql("UPDATE feeds SET next_poll_at = now()")  # all due: the next schedule finds them
-        stop, during = threading.Event(), []  # type: ignore[var-annotated]
-        t = threading.Thread(target=_searches, args=(c, stop, during))
-        t.start()
-        deadline = time.monotonic() + 900
-        while lev.admin.sql("SELECT count(*) FROM feeds WHERE last_checked_at IS NULL")[0][0] > 0:
-            assert time.monotonic() < deadline, "the polls did not finish in 15 minutes"
-            time.sleep(0.5)
-        stop.set()
-        t.join()
+        lev.admin.sql("UPDATE feeds SET next_poll_at = now(), last_checked_at = NULL")  # due: the next tick
+        _wait_checked(lev)
         server, pg = (b - a for a, b in zip(cpu0, cpu.both(), strict=True))
         first, last = lev.admin.sql("SELECT min(last_checked_at), max(last_checked_at) FROM feeds")[0]
         span = (last - first).total_seconds()
+        stop, during = threading.Event(), []  # type: ignore[var-annotated]
+        t = threading.Thread(target=_searches, args=(c, stop, during))
+        t.start()
+        lev.admin.sql("UPDATE feeds SET next_poll_at = now(), last_checked_at = NULL")
+        _wait_checked(lev)
+        stop.set()
+        t.join()
         return {"span": span, "rate": FEEDS / span, "cpu": server / FEEDS * 1000, "pg": pg / FEEDS * 1000,
                 "not_modified": sum(1 for _, status, _ in site.hits if status == 304),
                 "failed": lev.admin.sql("SELECT count(*) FROM feeds WHERE failures > 0")[0][0],
@@ -277,7 +284,8 @@ def report(runs: dict[str, dict[str, Any]], parts: list[str]) -> list[str]:
         out += [_row(runs, f"{FEEDS:,} feeds answering 304: polls per second", "feeds", _ms("rate", 1), "≥ 100"),
                 _row(runs, "server CPU per poll (lev process), ms", "feeds", _ms("cpu"), "≤ 5"),
                 _row(runs, "PostgreSQL CPU per poll, ms", "feeds", _ms("pg")),
-                _row(runs, "polls answered 304 (failed)", "feeds", lambda x: f"{x['not_modified']} ({x['failed']})"),
+                _row(runs, "polls answered 304 in the two rounds (failed)", "feeds",
+                     lambda x: f"{x['not_modified']} ({x['failed']})"),
                 _row(runs, "search p50 / p95 / p99 ms, nothing polling", "feeds", lambda x: fmt_pct(x["idle"])),
                 _row(runs, "search p50 / p95 / p99 ms, during the polls", "feeds", lambda x: fmt_pct(x["during"]),
                      "p95 within 10 %")]

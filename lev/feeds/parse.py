@@ -24,7 +24,7 @@ from lev.plumbing import offload
 from lev.plumbing.ports import Outbound
 
 MAX_FEED_BYTES = 10 * 1024 * 1024
-CONNECTIONS = 64  # above the schedule's checks at once: a check never queues in the pool (each wait scans it)
+CONNECTIONS = 32  # above the schedule's checks at once: a check never queues in the pool (each wait scans it)
 READ_TIMEOUT_SEC = 15.0
 TOTAL_TIMEOUT_SEC = 30.0
 FEED_TYPES = ("application/rss+xml", "application/atom+xml", "application/feed+json", "application/json",
