@@ -18,11 +18,12 @@ import httpx
 import pytest
 
 from lev.core.contract import load_spec, mcp_tools
+from lev.core.packagedata import zip_folder
 from tests.stack import ROOT, free_port
 
 # What `git ls-files` would hand `pip wheel .` from a clean clone (the links in lev/ copied as links).
-PROJECT = ("pyproject.toml", "README.md", "LICENSE", "lev", "store", "handlers", "tasks", "web", "openapi.yaml",
-           "mcp_tools.json")
+PROJECT = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "lev", "store", "handlers", "tasks", "web",
+           "extension", "openapi.yaml", "mcp_tools.json")
 JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
 
 
@@ -64,6 +65,8 @@ def test_the_wheel_installs_only_the_lev_name_with_its_files(installed: Path) ->
                  "handlers/pages.py", "tasks/worker.py"):
         assert (lev / part).exists() and not (lev / part).is_symlink(), part
     assert (lev / "openapi.yaml").read_text() == (ROOT / "openapi.yaml").read_text()
+    # the browser extension, zipped from extension/ when the wheel was built (a wheel's user has no repository)
+    assert (lev / "extension.zip").read_bytes() == zip_folder(ROOT / "extension")
 
 
 def test_the_installed_wheel_serves_from_an_empty_directory(installed: Path, tmp_path: Path) -> None:
@@ -98,6 +101,7 @@ def test_the_installed_wheel_serves_from_an_empty_directory(installed: Path, tmp
         page = httpx.get(f"{base}/login", timeout=30)
         assert page.status_code == 200 and "<form" in page.text
         assert '/static/lev.css' in page.text and httpx.get(f"{base}/static/lev.css", timeout=30).status_code == 200
+        assert httpx.get(f"{base}/extension.zip", timeout=30).content == zip_folder(ROOT / "extension")
 
         _run(lev, "user", "create", "wheel@example.com", "--tier", "pro", cwd=cwd, env=env, timeout=120)
         token = _run(lev, "token", "create", "--user", "wheel@example.com", "--name", "wheel", "--write",
