@@ -33,9 +33,13 @@ def _run(*cmd: str | Path, cwd: Path, env: dict[str, str], timeout: float = 900)
     return done.stdout
 
 
+UV = Path(sys.executable).parent / "uv"  # the pinned uv `make` installs; `uv tool install` installs the same way
+MAX_INSTALLED_MIB = 700
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv holding the built wheel and its dependencies (from pip's cache when warm), nothing of the checkout."""
+    """A venv holding the built wheel and its dependencies (from uv's cache when warm), nothing of the checkout."""
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
     src.mkdir()
@@ -50,9 +54,21 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
          cwd=src, env=env)
     [wheel] = (tmp / "dist").glob("lev-*.whl")
     venv = tmp / "venv"
-    _run(sys.executable, "-m", "venv", venv, cwd=tmp, env=env)
-    _run(venv / "bin" / "pip", "install", "--disable-pip-version-check", "--quiet", wheel, cwd=tmp, env=env)
+    _run(UV, "venv", "--quiet", "--python", sys.executable, venv, cwd=tmp, env=env)
+    _run(UV, "pip", "install", "--quiet", "--python", venv / "bin" / "python", wheel, cwd=tmp, env=env)
     return venv
+
+
+def test_the_installed_wheel_fits_in_700_mib(installed: Path) -> None:
+    """Issue 43: the install is at most 700 MiB (the headless OpenCV build, no ffmpeg), as `du` counts the venv a
+    fresh `uv tool install` of the wheel makes (bytecode is written later, for the modules a process imports)."""
+    du = subprocess.run(["du", "-s", "--block-size=1M", str(installed)], capture_output=True, text=True, check=True)
+    mib = int(du.stdout.split()[0])
+    print(f"installed size of the wheel's venv: {mib} MiB")
+    assert mib <= MAX_INSTALLED_MIB, mib
+    [site] = (installed / "lib").glob("python3*/site-packages")
+    for heavy in ("imageio_ffmpeg", "opencv_python.libs", "torch"):  # ffmpeg, OpenCV's Qt GUI build, torch
+        assert not (site / heavy).exists(), heavy
 
 
 def test_the_wheel_installs_only_the_lev_name_with_its_files(installed: Path) -> None:
