@@ -7,7 +7,6 @@ a REST body, a JSON-RPC error object or an MCP tool error result, and maps forei
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -15,11 +14,12 @@ import botocore.exceptions
 import psycopg
 import redis.exceptions
 import sqlalchemy.exc
+import structlog
 from connexion.exceptions import BadRequestProblem, OAuthProblem, ProblemException, Unauthorized
 from jsonrpcserver.exceptions import JsonRpcError
 from starlette.exceptions import HTTPException
 
-log = logging.getLogger("lev")
+log = structlog.stdlib.get_logger("lev")
 
 JSONRPC_INVALID_REQUEST = -32600
 JSONRPC_METHOD_NOT_FOUND = -32601
@@ -150,7 +150,7 @@ def to_api_error(exc: Exception) -> ApiError:
         return exc
     down = infrastructure_error(exc)
     if down is not None:
-        log.warning("dependency unavailable: %s: %s", type(exc).__name__, str(exc).splitlines()[0][:200])
+        log.warning("dependency unavailable", error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
         return down
     if isinstance(exc, (OAuthProblem, Unauthorized)):
         return missing_bearer_token()

@@ -24,6 +24,7 @@ from lev.plumbing import offload
 from lev.plumbing.ports import Outbound
 
 MAX_FEED_BYTES = 10 * 1024 * 1024
+CONNECTIONS = 32  # above the schedule's checks at once: a check never queues in the pool (each wait scans it)
 READ_TIMEOUT_SEC = 15.0
 TOTAL_TIMEOUT_SEC = 30.0
 FEED_TYPES = ("application/rss+xml", "application/atom+xml", "application/feed+json", "application/json",
@@ -71,6 +72,11 @@ class Fetched:
     etag: str | None = None
     last_modified: str | None = None
 
+    @property
+    def sha256(self) -> bytes:
+        """The body's hash: the same document answered again is recognised without being parsed."""
+        return hashlib.sha256(self.body).digest()
+
 
 async def _read(resp: httpx.Response) -> bytes:
     declared = resp.headers.get("content-length", "")
@@ -93,7 +99,7 @@ async def fetch(outbound: Outbound, url: str, etag: str | None = None, last_modi
         headers["If-None-Match"] = etag
     if last_modified:
         headers["If-Modified-Since"] = last_modified
-    client = shared_client(outbound, READ_TIMEOUT_SEC)
+    client = shared_client(outbound, READ_TIMEOUT_SEC, connections=CONNECTIONS)
     try:
         async with asyncio.timeout(TOTAL_TIMEOUT_SEC):
             async with open_url(client, url, headers=headers, not_modified=bool(etag or last_modified)) as resp:

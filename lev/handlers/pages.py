@@ -203,8 +203,9 @@ async def item_page(request: Request) -> Response:
     q = request.query_params
     reading = reader.view(item["text"] or item["transcript"] or "", marks, _int(q.get("part"), 1),
                           showing=q.get("highlight"))
+    saver = await sharing.saver(deps(), p, uuid.UUID(item["id"]))
     return _render("item.html", request, p, item=item, folders=folders, similar=similar, media=media,
-                   names={f["id"]: f["name"] for f in folders}, marks=marks, reading=reading)
+                   names={f["id"]: f["name"] for f in folders}, marks=marks, reading=reading, saver=saver)
 
 
 async def highlights_page(request: Request) -> Response:

@@ -65,6 +65,13 @@ async def lock_writable(session: AsyncSession, user_id: uuid.UUID, folder_id: uu
     return await role_of(session, user_id, folder_id, lock=True) in (OWNER, EDITOR)
 
 
+async def saver_email(session: AsyncSession, item_id: uuid.UUID, user_id: uuid.UUID) -> str | None:
+    """Who saved an item the user sees through a shared folder (None for the user's own item)."""
+    q = (select(users.c.email).join(user_items, user_items.c.user_id == users.c.id)
+         .where(user_items.c.id == item_id, user_items.c.user_id != user_id))
+    return (await session.execute(q)).scalar()
+
+
 async def folder(session: AsyncSession, folder_id: uuid.UUID) -> dict[str, Any] | None:
     """The folder with its owner's id and email."""
     row = (await session.execute(
