@@ -40,6 +40,7 @@ class FeedSpec:
     entries: list[FeedEntry] = field(default_factory=list)
     status: int = 200
     version: int = 0  # bumped on every change: the ETag and Last-Modified follow it
+    validators: bool = True  # False: a server that sends no ETag or Last-Modified (every check is a 200)
 
 
 def _wav(seconds: float = 1.0) -> bytes:
@@ -144,8 +145,8 @@ class FeedSite:
             return spec.status, b"down", "text/plain", {}
         etag = f'"v{spec.version}"'
         modified = format_datetime(BASE_DATE + timedelta(days=spec.version), usegmt=True)
-        validators = {"ETag": etag, "Last-Modified": modified}
-        if headers.get("If-None-Match") == etag:
+        validators = {"ETag": etag, "Last-Modified": modified} if spec.validators else {}
+        if spec.validators and headers.get("If-None-Match") == etag:
             return 304, b"", "application/rss+xml", validators
         render = {"rss": self.rss, "rss091": self.rss091, "atom": self.atom, "json": self.json_feed}[spec.fmt]
         body, ctype = render(spec)

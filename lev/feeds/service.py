@@ -95,7 +95,8 @@ async def follow(deps: Deps, p: Principal, url: str, folder_id: uuid.UUID | None
         row = await feed_store.create(
             s, user_id=p.user_id, folder_id=folder_id, url=fetched.url, site_url=feed.site_url,
             title=(title or "").strip()[:500] or None, feed_title=feed.title, etag=fetched.etag,
-            last_modified=fetched.last_modified, last_checked_at=clock.now(), last_success_at=clock.now(),
+            last_modified=fetched.last_modified, body_sha256=fetched.sha256, last_checked_at=clock.now(),
+            last_success_at=clock.now(),
             next_poll_at=next_poll(deps.settings, 0))
         if row is None:  # a concurrent follow of the same feed won
             existing = await feed_store.by_url(s, p.user_id, [fetched.url])
