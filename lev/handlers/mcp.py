@@ -43,7 +43,8 @@ from lev.handlers import deps
 from lev.ingest.request import IngestRequest
 from lev.ingest.service import ingest
 from lev.library import reads as library
-from lev.mcp import revision
+from lev.library.filters import parse_filters
+from lev.mcp import budget, revision
 from lev.oauth import server as oauth
 from lev.ops import logs
 
@@ -70,8 +71,7 @@ def _listed(tool: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tool_result(obj: dict[str, Any]) -> Any:
-    return Success({"content": [{"type": "text", "text": json.dumps(obj)}], "structuredContent": obj,
-                    "isError": False})
+    return Success(budget.tool_result(obj))
 
 
 async def initialize(_ctx: dict[str, Any], **params: Any) -> Any:
@@ -142,14 +142,23 @@ async def tools_call(ctx: dict[str, Any], name: Any = None, arguments: Any = Non
 
 
 async def _search(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
-    return await library.search(deps(), p, query=args["query"], mode=args.get("mode", "hybrid"),
-                                limit=args.get("limit", 10))
+    filters = parse_filters(folder_id=args.get("folder_id"), item_id=args.get("item_id"), kind=args.get("kind"),
+                            site=args.get("site"), after=args.get("after"), before=args.get("before"))
+    limit = args.get("limit", 10)
+    answer = await library.search(deps(), p, query=args["query"], mode=args.get("mode", "hybrid"), limit=limit,
+                                  filters=filters)
+    return budget.fit_search(answer, limit)
 
 
 async def _get_item(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
     item_id = parse_uuid_field(args["item_id"], "item_id")
     assert item_id is not None
-    return await library.get_item(deps(), p, item_id)
+    offset, max_chars = args.get("offset", 0), args.get("max_chars")
+    library.check_page(offset, max_chars)
+    item = await library.get_item(deps(), p, item_id)
+    if max_chars is not None:
+        return library.page(item, offset, max_chars)
+    return budget.fit_page(lambda chars: library.page(item, offset, chars))
 
 
 async def _list_recent(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
@@ -275,7 +284,7 @@ def _answer(request: Request, answer: Any, status: int) -> Response:
     accepts only those (a 200 answer); else JSON."""
     if answer is None:
         return Response(status_code=202)
-    out = json.dumps(answer)
+    out = budget.dumps(answer)
     accept = request.headers.get("accept", "")
     if status == 200 and "text/event-stream" in accept and "application/json" not in accept and "*/*" not in accept:
         return Response(f"event: message\ndata: {out}\n\n", media_type="text/event-stream",

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from lev.embedding.embedder import Embedder
 from lev.embedding.minilm import tokenizer
+from lev.store.locations import Location, Outline, line_headings, locations, markdown_headings, normalize_whitespace
 
 CHUNK_TOKENS = 200  # budget for title + chunk; leaves margin under the 256-token model window
 MIN_CHUNK_TOKENS = 64
@@ -25,20 +28,10 @@ TITLE_MAX_TOKENS = 48
 OVERLAP_RATIO = 0.15
 MAX_CHUNK_CHARS = 4000  # a single huge "word" is one [UNK] token; keep stored chunks bounded anyway
 
-_SPACES = re.compile(r"[ \t\f\v\u00a0\u2000-\u200b\u202f\u205f\u3000]+")
-_BLANK_LINES = re.compile(r"\n{3,}")
 _SENTENCE_END = re.compile(r"[.!?;:\u2026\u3002\uff01\uff1f][\"'\u201d\u2019)\]]*$")
 
 # boundary strength before a token, judged by the gap since the previous token
 _PARAGRAPH, _LINE, _SENTENCE, _WORD, _NONE = 4, 3, 2, 1, 0
-
-
-def normalize_whitespace(text: str) -> str:
-    """Collapse runs of spaces, trim lines and keep at most one blank line between paragraphs."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = _SPACES.sub(" ", text)
-    text = "\n".join(line.strip() for line in text.split("\n"))
-    return _BLANK_LINES.sub("\n\n", text).strip()
 
 
 def token_count(text: str) -> int:
@@ -145,9 +138,31 @@ def chunk_text(text: str, title: str | None) -> list[str]:
     return [text[a:b] for a, b in chunk_spans(text, title)]
 
 
-def timed_chunks(segments: list[dict[str, Any]], title: str | None) -> tuple[list[str], list[tuple[float, float]]]:
-    """Chunk a transcript given as timed segments (`{start, end, text}`, seconds) and give each chunk the start of
-    its first segment and the end of its last. The chunks are those of the segments' texts, one per line."""
+@dataclass
+class Passages:
+    """A text as stored (normalised: `text`), its outline, the chunk bodies cut from it and where each stands;
+    `times` gives each chunk's seconds in a recording."""
+
+    text: str = ""
+    outline: Outline = field(default_factory=Outline)
+    bodies: list[str] = field(default_factory=list)
+    locations: list[Location] = field(default_factory=list)
+    times: list[tuple[float, float]] | None = None
+
+
+def passages(text: str, title: str | None, *, headings: Sequence[str] = (), outline: Outline | None = None) -> Passages:
+    """`text` normalised, with its outline (the given one, markdown headings, the `headings` found as lines) and
+    its chunks, each with its location: `Passages.text[char_start:char_end]` is the chunk's body."""
+    norm = normalize_whitespace(text)
+    found = (outline or Outline()).with_headings([*markdown_headings(norm), *line_headings(norm, headings)])
+    spans = chunk_spans(norm, title)
+    return Passages(norm, found, [norm[a:b] for a, b in spans], locations(spans, found))
+
+
+def timed_passages(segments: list[dict[str, Any]], title: str | None) -> Passages:
+    """A transcript given as timed segments (`{start, end, text}`, seconds): its text (the segments' texts, one per
+    line; this is what is stored as the transcript), its chunks and each chunk's seconds (the start of its first
+    segment, the end of its last)."""
     lines: list[str] = []
     ranges: list[tuple[int, int, float, float]] = []  # each line's place in the joined text and its times
     pos = 0
@@ -161,13 +176,18 @@ def timed_chunks(segments: list[dict[str, Any]], title: str | None) -> tuple[lis
         ranges.append((pos, pos + len(line), start, end))
         pos += len(line) + 1
     text = "\n".join(lines)
-    bodies: list[str] = []
+    spans = chunk_spans(text, title)
     times: list[tuple[float, float]] = []
-    for a, b in chunk_spans(text, title):
+    for a, b in spans:
         inside = [r for r in ranges if r[0] < b and r[1] > a]
-        bodies.append(text[a:b])
         times.append((min(r[2] for r in inside), max(r[3] for r in inside)))
-    return bodies, times
+    return Passages(text, Outline(), [text[a:b] for a, b in spans], locations(spans, Outline()), times)
+
+
+def timed_chunks(segments: list[dict[str, Any]], title: str | None) -> tuple[list[str], list[tuple[float, float]]]:
+    """The chunk bodies of a timed transcript and each one's (start, end) seconds (`timed_passages`)."""
+    p = timed_passages(segments, title)
+    return p.bodies, p.times or []
 
 
 def _seconds(value: object) -> float | None:

@@ -15,6 +15,7 @@ from typing import Any
 from PIL import Image, ImageOps
 
 from lev.core.errors import ApiError, extraction_failed
+from lev.store.locations import Outline, joined_pages, normalize_whitespace
 
 MAX_IMAGE_PIXELS = 50_000_000
 Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
@@ -227,9 +228,21 @@ def pdf_plan(path: Path) -> tuple[int, int]:
     return count, textless
 
 
-def extract(path: Path, mime: str) -> tuple[str, dict[str, Any]]:
-    """Text and metadata of a document file, PDF or image (blocking; run in a thread)."""
+@dataclass(frozen=True)
+class Extracted:
+    """A document's text (normalised; a PDF's pages apart by a blank line), its metadata and its outline (where
+    each PDF page starts in the text)."""
+
+    text: str
+    metadata: dict[str, Any]
+    outline: Outline
+
+
+def extract(path: Path, mime: str) -> Extracted:
+    """Text, metadata and outline of a document file, PDF or image (blocking; run in a thread)."""
     if mime == "application/pdf":
         pages, meta = extract_pdf(path)
-        return "\n\n".join(p.text for p in pages if p.text.strip()), meta
-    return extract_image(path)
+        text, outline = joined_pages([(p.number, p.text) for p in pages])
+        return Extracted(text, meta, outline)
+    text, meta = extract_image(path)
+    return Extracted(normalize_whitespace(text), meta, Outline())

@@ -11,7 +11,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.store.lifecycle import Status, Transcription
-from lev.store.models import chunks, contents, outputs, user_items
+from lev.store.locations import Location
+from lev.store.models import chunk_locations, chunks, contents, outputs, user_items
 
 
 async def by_canonical_url(session: AsyncSession, canonical: str) -> dict[str, Any] | None:
@@ -33,14 +34,14 @@ async def create_content(
     session: AsyncSession, *, kind: str, title: str | None, text: str | None, url: str | None = None,
     canonical_url: str | None = None, metadata: dict[str, Any] | None = None, status: str = Status.READY.value,
     mime: str | None = None, object_path: str | None = None, size_bytes: int | None = None,
-    duration_sec: float | None = None, transcript: str | None = None,
+    duration_sec: float | None = None, transcript: str | None = None, outline: dict[str, Any] | None = None,
 ) -> uuid.UUID | None:
     """Insert a content record; for a canonical URL someone stored meanwhile, returns None (caller reuses)."""
     content_id = uuid.uuid4()
     stmt = pg_insert(contents).values(
         id=content_id, kind=kind, title=title, text=text, url=url, canonical_url=canonical_url,
         metadata=metadata or {}, status=status, mime=mime, object_path=object_path, size_bytes=size_bytes,
-        duration_sec=duration_sec, transcript=transcript,
+        duration_sec=duration_sec, transcript=transcript, outline=outline,
     )
     if canonical_url is not None:
         stmt = stmt.on_conflict_do_nothing(index_elements=["canonical_url"],
@@ -56,16 +57,25 @@ async def get_content(session: AsyncSession, content_id: uuid.UUID) -> dict[str,
 
 
 async def add_chunks(session: AsyncSession, content_id: uuid.UUID, title: str | None, bodies: list[str],
-                     vectors: list[Any], times: list[tuple[float, float]] | None = None) -> int:
-    """Insert a content's chunks; `times` gives each its (start, end) seconds in a recording."""
+                     vectors: list[Any], times: list[tuple[float, float]] | None = None,
+                     places: list[Location] | None = None) -> int:
+    """Insert a content's chunks; `times` gives each its (start, end) seconds in a recording, `places` where it
+    stands in the content's text."""
     if not bodies:
         return 0
     spans: list[tuple[float | None, float | None]] = list(times) if times else [(None, None)] * len(bodies)
+    ids = [uuid.uuid4() for _ in bodies]
     # One multi-row INSERT statement, so the BM25 maintenance trigger fires once per content.
     await session.execute(insert(chunks).values([
-        {"id": uuid.uuid4(), "content_id": content_id, "ord": i, "title": title, "text": body,
+        {"id": chunk_id, "content_id": content_id, "ord": i, "title": title, "text": body,
          "embedding": np.asarray(vec, dtype=np.float32), "start_sec": span[0], "end_sec": span[1]}
-        for i, (body, vec, span) in enumerate(zip(bodies, vectors, spans, strict=True))
+        for i, (chunk_id, body, vec, span) in enumerate(zip(ids, bodies, vectors, spans, strict=True))
+    ]))
+    at = list(places) if places and len(places) == len(bodies) else [Location(None, None)] * len(bodies)
+    await session.execute(insert(chunk_locations).values([
+        {"chunk_id": chunk_id, "char_start": p.char_start, "char_end": p.char_end, "page": p.page,
+         "page_end": p.page_end, "heading": p.heading}
+        for chunk_id, p in zip(ids, at, strict=True)
     ]))
     return len(bodies)
 

@@ -8,6 +8,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Computed,
     DateTime,
     Float,
     ForeignKey,
@@ -59,6 +60,7 @@ contents = Table(
     Column("created_at", DateTime(timezone=True)),
     Column("owner_id", UUID(as_uuid=True), ForeignKey("users.id")),  # a page captured in this user's browser
     Column("owner_url", Text),  # ... and its canonical URL (never shared: canonical_url stays NULL)
+    Column("outline", JSONB),  # headings and PDF page starts in `text` (store.locations.Outline)
 )
 
 user_items = Table(
@@ -79,6 +81,7 @@ user_items = Table(
     Column("metadata", JSONB, nullable=False),  # the user's own (an import's tags), over the content's
     Column("created_at", DateTime(timezone=True)),
     Column("updated_at", DateTime(timezone=True)),
+    Column("host", Text, Computed("lev_url_host(url)")),  # the URL's host, lower case (the `site` filter)
 )
 
 item_folders = Table(
@@ -99,6 +102,16 @@ chunks = Table(
     Column("tsv", TSVECTOR),
     Column("start_sec", Float),  # transcript chunks: where in the recording the chunk is spoken
     Column("end_sec", Float),
+)
+
+chunk_locations = Table(  # where a chunk stands in its content's text (or transcript): store.locations
+    "chunk_locations", metadata,
+    Column("chunk_id", UUID(as_uuid=True), ForeignKey("chunks.id"), primary_key=True),
+    Column("char_start", Integer),
+    Column("char_end", Integer),
+    Column("page", Integer),
+    Column("page_end", Integer),
+    Column("heading", Text),
 )
 
 outputs = Table(
