@@ -40,7 +40,7 @@ SENTENCE = re.compile(r"(?<=[.!?])\s+")
 def db_url() -> str:
     from lev.store import db
 
-    url = db.engine().url.render_as_string(hide_password=False)
+    url = db.database().engine.url.render_as_string(hide_password=False)
     return "postgresql://" + url.split("://", 1)[1]
 
 

@@ -103,6 +103,7 @@ def _overheads(lev) -> tuple[float, float, float]:  # type: ignore[no-untyped-de
     from lev.core.settings import Settings
     from lev.limits.ratelimit import Limiter
     from lev.ops.activity import ActivityWriter
+    from lev.store import db
 
     settings = Settings(rate_limits="on", limit_read="10000000/hour")
     from lev.embedded import redis_socket_path
@@ -113,7 +114,7 @@ def _overheads(lev) -> tuple[float, float, float]:  # type: ignore[no-untyped-de
         from redis.asyncio import Redis
 
         redis = Redis.from_url(redis_url)
-        limiter = Limiter(settings, redis_url, redis)
+        limiter = Limiter(settings, redis_url, redis, db.database())
         p = Principal(uuid.uuid4(), uuid.uuid4(), "b", frozenset({"read"}), True, frozenset(), True, 0, "pro")
         for _ in range(50):
             await limiter.check(p, "read")
@@ -122,7 +123,7 @@ def _overheads(lev) -> tuple[float, float, float]:  # type: ignore[no-untyped-de
         for _ in range(n):
             await limiter.check(p, "read")
         lim_us = (time.perf_counter() - t) / n * 1e6
-        writer = ActivityWriter()
+        writer = ActivityWriter(db.database())
         entry = {"ts": now(), "user_id": None, "token_id": None, "surface": "rest", "method": "GET /x",
                  "status": 200, "ip": "127.0.0.1", "user_agent": "b", "result_count": 1, "latency_ms": 1.0,
                  "query": None, "request_id": "r"}

@@ -127,6 +127,17 @@ def test_generated_client_runs_every_operation(client_pkg: Any, server, user, ad
     item2 = call("ingest", "ingest", 200, body=kept).user_item_id
     assert call("items", "update_item", 200, id=item2, body=models.ItemUpdate(title="Renamed")).title == "Renamed"
 
+    # highlights: one of the kept item, its note changed, the library's list, the item as Markdown
+    marked = call("highlights", "create_highlight", 201, id=item2,
+                  body=models.HighlightCreate(text="kept", note="A note."))
+    assert (marked.char_start, marked.char_end, marked.text, marked.note) == (0, 4, "kept", "A note.")
+    assert [h.id for h in call("highlights", "list_item_highlights", 200, id=item2).highlights] == [marked.id]
+    changed = call("highlights", "update_highlight", 200, id=marked.id, body=models.HighlightUpdate(note="Changed."))
+    assert changed.note == "Changed."
+    assert [h.id for h in call("highlights", "list_highlights", 200).highlights] == [marked.id]
+    assert "> kept\n\nChanged." in call("highlights", "get_item_markdown", 200, id=item2)
+    call("highlights", "delete_highlight", 204, id=marked.id)
+
     # imports and export
     started = call("imports", "create_import", 202, body=models.CreateImportBody(
         file=types.File(payload=io.BytesIO(b"title,url\n"), file_name="empty.csv", mime_type="text/csv")))

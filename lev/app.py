@@ -25,12 +25,11 @@ from lev.core.errors import ApiError, not_signed_in, to_api_error
 from lev.core.settings import Settings, get_settings
 from lev.handlers import mcp as mcp_handler
 from lev.handlers import oauth as oauth_handler
-from lev.handlers import ops, pages, pwa
+from lev.handlers import ops, pages, public, pwa
 from lev.handlers import spec as spec_handler
 from lev.middleware import LevMiddleware, allowed_methods, error_response
 from lev.oauth import server as oauth
 from lev.ops import logs, metrics
-from lev.store.db import read_session
 from lev.tasks.worker import make_worker, stop_gracefully
 
 log = logging.getLogger("lev")
@@ -60,8 +59,9 @@ async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
     """Connexion's bearer hook: authenticate (an OAuth grant only if it was issued for the REST API), then apply the
     operation's rate-limit class."""
     host = request.headers.get("host") if request is not None else None
+    d = runtime.deps()
     principal = await principals.authenticate_bearer(
-        token, audience=oauth.resource_url(oauth.public_base(runtime.deps().settings, host), oauth.REST_PATH))
+        d.db, token, audience=oauth.resource_url(oauth.public_base(d.settings, host), oauth.REST_PATH))
     info = context.current()
     if info is not None:
         info.principal = principal
@@ -76,7 +76,7 @@ async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
 async def session_info(cookie_value: str, request: Any = None) -> dict[str, Any]:
     """Connexion's cookie hook: a signed-in browser session acts as its user (surface `web`); unsafe methods
     need the session's X-CSRF-Token (403 csrf_failed)."""
-    async with read_session() as s:
+    async with runtime.deps().db.read_session() as s:
         principal = await accounts.authenticate_session(s, cookie_value)
     if request is not None:
         accounts.check_csrf(principal, request.method, request.headers.get(accounts.CSRF_HEADER))
@@ -129,6 +129,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
     app.add_url_rule("/readyz", "readyz", ops.readyz, methods=["GET"])
     app.add_url_rule("/metrics", "metrics", ops.metrics_text, methods=["GET"])
     pages.add_routes(app)
+    public.add_routes(app)
     pwa.add_routes(app)
     oauth_handler.add_routes(app)
     for exc_type in (ApiError, ProblemException, HTTPException, Exception):

@@ -35,9 +35,9 @@ async def _with_db(fn: Callable[[Any], Awaitable[Any]]) -> Any:
     settings = get_settings()
     db_url = await asyncio.to_thread(resolve_database_url, settings.database_url, settings.data_dir)
     await asyncio.to_thread(db.migrate, db_url)
-    db.init_engine(db_url, pool_size=2)
+    database = db.init_engine(db_url, pool_size=2)
     try:
-        async with db.transaction() as s:
+        async with database.transaction() as s:
             return await fn(s)
     finally:
         await db.dispose_engine()
@@ -192,22 +192,23 @@ def cmd_activity_clear(args: argparse.Namespace) -> None:
     print(f"{_run(go)} activity entries deleted", file=sys.stderr)
 
 
-async def _with_url(fn: Callable[[str], Awaitable[Any]]) -> Any:
-    """Run `fn(database_url)` with the engine open and no migration (backup and restore leave the schema be; they
-    need no Redis, so none is started and left running)."""
+async def _with_url(fn: Callable[[db.Database, str], Awaitable[Any]]) -> Any:
+    """Run `fn(database, database_url)` with the engine open and no migration (backup and restore leave the schema
+    be; they need no Redis, so none is started and left running)."""
     settings = get_settings()
     db_url = await asyncio.to_thread(resolve_database_url, settings.database_url, settings.data_dir)
-    db.init_engine(db_url, pool_size=2)
+    database = db.init_engine(db_url, pool_size=2)
     try:
-        return await fn(db_url)
+        return await fn(database, db_url)
     finally:
         await db.dispose_engine()
 
 
-def _with_backup(op: Callable[[ObjectStore, Path, str], Awaitable[dict[str, Any]]], path: str) -> dict[str, Any]:
+def _with_backup(op: Callable[[db.Database, ObjectStore, Path, str], Awaitable[dict[str, Any]]],
+                 path: str) -> dict[str, Any]:
     """Run `lev backup` or `lev restore` on `path`; a refusal is the command's error message."""
     try:
-        return asyncio.run(_with_url(lambda url: op(get_object_store(), Path(path), url)))
+        return asyncio.run(_with_url(lambda database, url: op(database, get_object_store(), Path(path), url)))
     except BackupError as exc:
         _die(str(exc))
         raise

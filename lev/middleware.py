@@ -43,6 +43,7 @@ def error_response(err: ApiError) -> ConnexionResponse:
     return ConnexionResponse(status_code=err.status, body=json.dumps(body), headers=rest_headers(err),
                              content_type="application/json")
 
+PUBLIC_PREFIX, PUBLIC_PAGE, PUBLIC_FEED = "/p/", "/p/{slug}", "/p/{slug}/feed.atom"
 _ROUTES: list[tuple[re.Pattern[str], str]] = []
 _TEMPLATES: set[str] = set()
 
@@ -58,6 +59,8 @@ def route_template(path: str) -> str:
     for compiled, template in _ROUTES:
         if compiled.match(path):
             return template
+    if path.startswith(PUBLIC_PREFIX):  # a published folder's slug is its secret URL: never logged
+        return PUBLIC_FEED if path.endswith("/feed.atom") else PUBLIC_PAGE
     return path[:200]
 
 
@@ -71,6 +74,8 @@ def metric_route(method: str, path: str) -> str:
     """A bounded route label for metrics: the documented template, the MCP or ops path, else `other`."""
     if path in OPS_PATHS or path in OAUTH_PATHS or path == "/api/mcp":
         return f"{method} {path}"
+    if path.startswith(PUBLIC_PREFIX):
+        return f"{method} {route_template(path)}"
     if path.startswith(UPLOAD_PUT_PREFIX):
         return f"{method} {UPLOAD_PUT_PREFIX}{{path}}"
     template = route_template(path)

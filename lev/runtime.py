@@ -24,6 +24,7 @@ from lev.embedding.pool import QueryBatcher
 from lev.limits.ratelimit import Limiter
 from lev.ops import logs
 from lev.ops.activity import ActivityWriter
+from lev.plumbing import offload
 from lev.plumbing.deps import Deps
 from lev.providers.transcriber import transcriber_from
 from lev.store import db
@@ -91,6 +92,7 @@ async def start(settings: Settings | None = None, *, migrate: bool = True, inges
     if _runtime is not None:
         return _runtime
     settings = settings or get_settings()
+    offload.configure(settings.cpu_processes, ingest_nice)
     emb = build_embedder(settings, ingest_nice)
     try:
         loaded, urls = await asyncio.gather(asyncio.to_thread(emb.start),
@@ -111,17 +113,18 @@ async def start(settings: Settings | None = None, *, migrate: bool = True, inges
     except BaseException:
         await asyncio.to_thread(emb.close)
         raise
-    db.init_engine(db_url, settings.db_pool_size, generic_plans=settings.db_generic_plans)
+    opened = db.init_engine(db_url, settings.db_pool_size, generic_plans=settings.db_generic_plans)
     redis = Redis.from_url(redis_url)
     rt = Runtime(settings=settings, database_url=db_url, redis_url=redis_url, redis=redis)
-    rt.limiter = Limiter(settings, redis_url, redis)
-    rt.activity = ActivityWriter()
+    rt.arq = await create_pool(RedisSettings.from_dsn(redis_url), default_queue_name=QUEUE)
+    # every session of the process comes from this one: its transactions carry the queue their after-commit
+    # nudges (the webhook outbox) go to
+    database = opened.with_info(**{webhook_events.QUEUE_INFO: rt.arq})
+    rt.limiter = Limiter(settings, redis_url, redis, database)
+    rt.activity = ActivityWriter(database)
     rt.principals = principals.PrincipalCache(redis, settings.principal_cache_sec)
     principals.install(rt.principals)
     rt.activity.start()
-    rt.arq = await create_pool(RedisSettings.from_dsn(redis_url), default_queue_name=QUEUE)
-    # transactions carry the queue their after-commit nudges (the webhook outbox) go to
-    database = db.database().with_info(**{webhook_events.QUEUE_INFO: rt.arq})
     rt.deps = Deps(settings=settings, db=database, queue=rt.arq, redis=redis, objects=get_object_store(),
                    embedder=emb, queries=QueryBatcher(emb.embed_queries, max(1, settings.query_batch_max),
                                                       QUERY_THREADS),
@@ -172,6 +175,7 @@ async def stop(timeout_sec: float = 5.0) -> None:
         return
     _runtime = None
     principals.install(None)
+    offload.shutdown()
     await _bounded("activity log", rt.activity.stop(), timeout_sec)
     if rt.arq is not None:
         await _bounded("job queue", rt.arq.aclose(), timeout_sec)

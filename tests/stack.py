@@ -110,10 +110,10 @@ class Admin:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(120)
 
     def run(self, fn: Callable[[Any], Awaitable[T]]) -> T:
-        from lev.store.db import transaction
+        from lev.store.db import database
 
         async def go() -> T:
-            async with transaction() as s:
+            async with database().transaction() as s:
                 return await fn(s)
 
         return self.run_coro(go())

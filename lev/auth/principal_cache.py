@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.auth.policy import Principal, authenticate
 from lev.ops import metrics
-from lev.store.db import read_session, transaction
+from lev.store.db import Database
 
 log = logging.getLogger("lev.auth.principal_cache")
 
@@ -157,20 +157,20 @@ async def invalidate() -> None:
         await _cache.invalidate()
 
 
-async def authenticate_bearer(token: str, audience: str | None = None) -> Principal:
+async def authenticate_bearer(db: Database, token: str, audience: str | None = None) -> Principal:
     """`lev.auth.policy.authenticate` for a bearer token (at `audience`: see there), through the process's cache when
     there is one."""
     async def load() -> Principal:
-        async with read_session() as s:
+        async with db.read_session() as s:
             return await authenticate(s, token, audience=audience)
 
     return await (_cache.resolve(token, load, audience) if _cache is not None else load())
 
 
 @asynccontextmanager
-async def changing_auth() -> AsyncIterator[AsyncSession]:
+async def changing_auth(db: Database) -> AsyncIterator[AsyncSession]:
     """A transaction that may revoke or change credentials (token revoke, password change, folder delete, tier
     change): when it commits, every process's cached principals are dropped (`invalidate`)."""
-    async with transaction() as s:
+    async with db.transaction() as s:
         yield s
     await invalidate()

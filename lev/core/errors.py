@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import botocore.exceptions
 import psycopg
@@ -251,6 +251,16 @@ def not_found(message: str = "The resource does not exist or is outside this tok
     return ApiError("not_found", message)
 
 
+T = TypeVar("T")
+
+
+def found(value: T | None) -> T:
+    """`value`, or 404 not_found when there is none (what lies outside the caller's scope is not there either)."""
+    if value is None:
+        raise not_found()
+    return value
+
+
 def folder_not_found(message: str, missing: list[str]) -> ApiError:
     return ApiError("folder_not_found", message, missing=missing)
 
@@ -330,13 +340,32 @@ def unavailable(message: str, **extra: Any) -> ApiError:
                     retry_after_sec=UNAVAILABLE_RETRY_SEC, **extra)
 
 
+# SQLSTATE classes of a database that cannot serve now (connection, transaction rollback, insufficient resources,
+# object not in prerequisite state, operator intervention, system error): retry shortly
+OUTAGE_SQLSTATE_CLASSES = frozenset({"08", "40", "53", "55", "57", "58"})
+
+
+def query_error(exc: BaseException) -> bool:
+    """Whether `exc` is a statement refused on a live connection (by the driver before sending it, e.g. more than
+    65,535 parameters, or by the database for a reason other than its state): a bug of the statement, never an
+    outage. The connection failures SQLAlchemy notices invalidate their connection; a failed connect has no
+    statement."""
+    if not isinstance(exc, sqlalchemy.exc.DBAPIError) or exc.connection_invalidated or exc.statement is None:
+        return False
+    state = getattr(exc.orig, "sqlstate", None)
+    return state is None or state[:2] not in OUTAGE_SQLSTATE_CLASSES
+
+
 def infrastructure_error(exc: BaseException) -> ApiError | None:
     """503 `unavailable` when `exc` says the database or Redis cannot be reached (down, restarting, pool
-    exhausted); None for anything else, which stays a bug (500)."""
+    exhausted); None for anything else, which stays a bug (500), a statement refused on a live connection
+    included (`query_error`)."""
     seen: set[int] = set()
     cur: BaseException | None = exc
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
+        if query_error(cur):
+            return None
         if isinstance(cur, (psycopg.OperationalError, psycopg.InterfaceError, sqlalchemy.exc.TimeoutError)) or (
                 isinstance(cur, sqlalchemy.exc.DBAPIError) and (
                     cur.connection_invalidated or isinstance(cur, (sqlalchemy.exc.OperationalError,

@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     """Prometheus multiprocess directory shared by the processes of one machine; unset: <data_dir>/metrics."""
     shutdown_grace_sec: float = 30.0
     """On SIGTERM, how long in-flight requests and the current job may finish."""
+    cpu_processes: int = 2
+    """Child processes that parse feeds and OPML, extract pages and chunk large texts (the API never waits behind
+    them); niced like the ingest threads."""
     worker_heartbeat_sec: float = 3.0
     """How often a worker proves it is alive; one silent for 5 beats is dead and its jobs go to another worker."""
     job_max_tries: int = 3
@@ -122,6 +125,8 @@ class Settings(BaseSettings):
     """Sign-up attempts (successful or not) allowed per source address."""
     limit_client_registration_ip: str = "20/hour"
     """OAuth dynamic client registrations (POST /oauth/register) allowed per source address."""
+    limit_public_page: str = "300/minute"
+    """Views of one published folder (its public page and its feed together), from anyone."""
 
     activity_retention_days: int = 90
     """Days activity log entries are kept."""

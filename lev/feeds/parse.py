@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,7 +18,10 @@ import feedparser
 import httpx
 
 from lev.core.errors import ApiError, not_a_feed
-from lev.net.guard import Outbound, open_url, shared_client
+from lev.imports.importfile import dedupe_key
+from lev.net.guard import open_url, shared_client
+from lev.plumbing import offload
+from lev.plumbing.ports import Outbound
 
 MAX_FEED_BYTES = 10 * 1024 * 1024
 READ_TIMEOUT_SEC = 15.0
@@ -37,6 +41,16 @@ class Entry:
     url: str | None
     title: str | None
     published: datetime | None
+    guid_key: bytes = b""  # what makes two entries the same for the user's feeds: the guid's and the URL's hashes
+    url_key: bytes | None = None
+
+    def __post_init__(self) -> None:
+        self.guid_key = _key(self.guid)
+        self.url_key = _key(dedupe_key(self.url)) if self.url else None
+
+
+def _key(value: str) -> bytes:
+    return hashlib.sha256(value.encode()).digest()
 
 
 @dataclass
@@ -116,7 +130,7 @@ def _http(url: Any, base: str) -> str | None:
 
 
 def _text(value: Any) -> str | None:
-    return " ".join(value.split())[:500] or None if isinstance(value, str) else None
+    return " ".join(value.replace("\x00", " ").split())[:500] or None if isinstance(value, str) else None
 
 
 def _newest_first(entries: list[Entry]) -> list[Entry]:
@@ -217,26 +231,52 @@ def why_not(fetched: Fetched) -> str:
     return f"this document is not an RSS, Atom or JSON Feed{detail}"[:500]
 
 
+@dataclass
+class Reading:
+    """What a fetched document is: a feed, or not one (`why_not`, in words, and the feeds a page names)."""
+
+    feed: Feed | None
+    why_not: str = ""
+    named: list[str] = field(default_factory=list)
+
+
+def examine(fetched: Fetched) -> Reading:
+    feed = parse(fetched.body, fetched.content_type, fetched.url)
+    if feed is not None:
+        return Reading(feed)
+    return Reading(None, why_not(fetched), alternates(fetched.body, fetched.url) if looks_like_html(fetched) else [])
+
+
+async def read(fetched: Fetched) -> Reading:
+    """`examine` in a child process (feedparser and the HTML parser hold the GIL for seconds on a large document);
+    a document that kills its reader is not a feed."""
+    try:
+        return await offload.run(examine, fetched, size=len(fetched.body))
+    except offload.OffloadFailed:
+        return Reading(None, "the document could not be read (its reader stopped)")
+
+
 async def discover(outbound: Outbound, url: str) -> tuple[Fetched, Feed]:
     """The feed at `url`, or the one its page names: (its fetch, its parse). 400 not_a_feed saying why not."""
     try:
         fetched = await fetch(outbound, url)
     except ApiError as exc:
         raise not_a_feed(f"The feed cannot be fetched: {exc.message or exc.code}.") from None
-    feed = await asyncio.to_thread(parse, fetched.body, fetched.content_type, fetched.url)
-    if feed is not None:
-        return fetched, feed
-    named = alternates(fetched.body, fetched.url) if looks_like_html(fetched) else []
-    if not named:
-        raise not_a_feed(f"Not a feed: {why_not(fetched)}.")
+    found = await read(fetched)
+    if found.feed is not None:
+        return fetched, found.feed
+    if not found.named:
+        raise not_a_feed(f"Not a feed: {found.why_not}.")
+    named = found.named[0]
     try:
-        linked = await fetch(outbound, named[0])
+        linked = await fetch(outbound, named)
     except ApiError as exc:
-        raise not_a_feed(f"The page names the feed {named[0]}, but it cannot be fetched: "
+        raise not_a_feed(f"The page names the feed {named}, but it cannot be fetched: "
                          f"{exc.message or exc.code}.") from None
-    feed = await asyncio.to_thread(parse, linked.body, linked.content_type, linked.url)
+    reading = await read(linked)
+    feed = reading.feed
     if feed is None:
-        raise not_a_feed(f"The page names the feed {named[0]}, but {why_not(linked)}.")
+        raise not_a_feed(f"The page names the feed {named}, but {reading.why_not}.")
     if feed.site_url is None:
         feed.site_url = fetched.url
     return linked, feed

@@ -55,10 +55,6 @@ def _lock_key(feed_id: uuid.UUID) -> int:
     return int.from_bytes(hashlib.sha256(b"lev-feed:" + feed_id.bytes).digest()[:8], "big", signed=True)
 
 
-def _key(value: str) -> bytes:
-    return hashlib.sha256(value.encode()).digest()
-
-
 def next_poll(settings: Settings, failures: int) -> datetime:
     """When to check again: every LEV_FEED_POLL_MINUTES, doubled per failure in a row up to a day, give or take
     a tenth (a thousand feeds followed at once do not all come due in the same minute)."""
@@ -77,22 +73,24 @@ def status(feed: dict[str, Any]) -> str:
 async def record_new(s: AsyncSession, user_id: uuid.UUID, feed_id: uuid.UUID, feed: Feed, limit: int) -> int:
     """Record the entries the user's feeds have not seen: the newest `limit` pending, older ones skipped (seen, so
     never ingested later). Returns how many are pending."""
-    keyed = [(e, _key(e.guid), _key(dedupe_key(e.url)) if e.url else None) for e in feed.entries]
-    seen_guids, seen_urls = await feed_store.seen(s, user_id, [g for _, g, _ in keyed],
-                                                  [u for _, _, u in keyed if u is not None])
+    seen_guids, seen_urls = await feed_store.seen(s, user_id, [e.guid_key for e in feed.entries],
+                                                  [e.url_key for e in feed.entries if e.url_key is not None])
     rows: list[dict[str, Any]] = []
-    for entry, guid_key, url_key in keyed:  # newest first
+    pending = 0
+    for entry in feed.entries:  # newest first
+        guid_key, url_key = entry.guid_key, entry.url_key
         if guid_key in seen_guids or (url_key is not None and url_key in seen_urls):
             continue
         seen_guids.add(guid_key)
         if url_key is not None:
             seen_urls.add(url_key)
-        pending = entry.url is not None and sum(r["status"] == "pending" for r in rows) < limit
+        promised = entry.url is not None and pending < limit
+        pending += promised
         rows.append({"guid_key": guid_key, "url_key": url_key, "url": entry.url, "title": entry.title,
-                     "published_at": entry.published, "status": "pending" if pending else "skipped",
+                     "published_at": entry.published, "status": "pending" if promised else "skipped",
                      "error": None if entry.url else "the entry has no http(s) link"})
     await feed_store.record_entries(s, user_id, feed_id, rows)
-    return sum(r["status"] == "pending" for r in rows)
+    return pending
 
 
 async def poll(deps: Deps, feed_id: uuid.UUID) -> int:
@@ -112,16 +110,18 @@ async def poll(deps: Deps, feed_id: uuid.UUID) -> int:
 
 
 async def check(deps: Deps, feed: dict[str, Any]) -> None:
-    """Fetch the feed (conditional GET) and record what it says, in one transaction."""
+    """Fetch the feed (conditional GET), read it in a child process, and record what it says in one transaction.
+    A statement that fails (anything but an outage of the database) fails the check with the reason."""
     error: str | None = None
     parsed: Feed | None = None
     values: dict[str, Any] = {}
     try:
         fetched = await parse.fetch(deps.outbound, feed["url"], feed["etag"], feed["last_modified"])
         if fetched.status == 200:
-            parsed = await asyncio.to_thread(parse.parse, fetched.body, fetched.content_type, fetched.url)
+            found = await parse.read(fetched)
+            parsed = found.feed
             if parsed is None:
-                error = f"the feed is no longer a feed: {parse.why_not(fetched)}"
+                error = f"the feed is no longer a feed: {found.why_not}"
             else:
                 values = {"etag": fetched.etag, "last_modified": fetched.last_modified,
                           "feed_title": parsed.title, "site_url": parsed.site_url or feed["site_url"]}
@@ -129,6 +129,18 @@ async def check(deps: Deps, feed: dict[str, Any]) -> None:
         if infrastructure_error(exc) is not None:
             raise
         error = exc.message or exc.code
+    try:
+        await _record_check(deps, feed, parsed, values, error)
+    except Exception as exc:
+        if infrastructure_error(exc) is not None:
+            raise  # a real outage: the job is retried once the database answers
+        log.exception("recording a feed check failed", extra={"feed_id": str(feed["id"])})
+        error = f"the feed's entries could not be recorded ({type(exc).__name__}); it is checked again later"
+        await _record_check(deps, feed, None, {}, error)
+
+
+async def _record_check(deps: Deps, feed: dict[str, Any], parsed: Feed | None, values: dict[str, Any],
+                        error: str | None) -> None:
     failures = 0 if error is None else int(feed["failures"]) + 1
     async with deps.db.transaction() as s:
         if parsed is not None:

@@ -67,7 +67,7 @@ async def get_account(token_info: dict[str, Any]) -> dict[str, Any]:
 async def change_password(body: dict[str, Any], token_info: dict[str, Any]) -> Response:
     """Every token, grant, session and pending code of the user ends; this browser gets a fresh session."""
     p = principal(token_info)
-    async with changing_auth() as s:
+    async with changing_auth(deps().db) as s:
         changed, cookie, csrf = await accounts.change_password(
             s, deps().settings, _limiter(), p, body["current_password"], body["new_password"], _client_ip())
     body = {"revoked_tokens": changed.revoked_tokens, "ended_sessions": changed.ended_sessions, "csrf_token": csrf}
@@ -100,7 +100,7 @@ async def create_token(body: dict[str, Any], token_info: dict[str, Any]) -> tupl
 async def revoke_token(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
     p = principal(token_info)
     token_id = parse_uuid(id_)
-    async with changing_auth() as s:
+    async with changing_auth(deps().db) as s:
         return await accounts.revoke_token(s, p.user_id, token_id)
 
 

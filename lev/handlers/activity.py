@@ -6,9 +6,8 @@ from typing import Any
 
 from lev.auth.policy import parse_uuid_field, require_whole_library
 from lev.core import context
-from lev.handlers import principal
+from lev.handlers import deps, principal
 from lev.store import activity as activity_store
-from lev.store.db import transaction
 
 
 async def list_activity(token_info: dict[str, Any], token_id: str | None = None, surface: str | None = None,
@@ -16,7 +15,7 @@ async def list_activity(token_info: dict[str, Any], token_id: str | None = None,
     p = principal(token_info)
     require_whole_library(p, "read the activity log")
     tid = parse_uuid_field(token_id, "token_id")
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         entries, total = await activity_store.list_for_user(s, p.user_id, token_id=tid, surface=surface, page=page,
                                                             per_page=per_page)
     context.note_results(len(entries))

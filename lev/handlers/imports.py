@@ -47,6 +47,6 @@ async def export_library(token_info: dict[str, Any]) -> StreamingResponse:
     p = principal(token_info)
     library_export.check(p)
     name = f"lev-export-{clock.now():%Y%m%d-%H%M%S}.jsonl"
-    return StreamingResponse(library_export.lines(p), media_type="application/x-ndjson",
+    return StreamingResponse(library_export.lines(deps().db, p), media_type="application/x-ndjson",
                              headers={"Content-Disposition": f'attachment; filename="{name}"',
                                       "Cache-Control": "no-store"})

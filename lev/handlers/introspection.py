@@ -6,9 +6,8 @@ from typing import Any
 
 from lev import runtime
 from lev.core.errors import invalid_token, not_found
-from lev.handlers import principal
+from lev.handlers import deps, principal
 from lev.store import tokens as token_store
-from lev.store.db import transaction
 
 
 async def introspect_token(token_info: dict[str, Any]) -> dict[str, Any]:
@@ -16,7 +15,7 @@ async def introspect_token(token_info: dict[str, Any]) -> dict[str, Any]:
     if p.token_id is None:
         raise not_found("This request is signed in with a browser session, not a bearer token; the account's "
                         "tokens are listed at /api/account/tokens.")
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         record = await token_store.describe_token(s, p.token_id)
     if record is None:  # the user was deleted after the token was authenticated
         raise invalid_token()

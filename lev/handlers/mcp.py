@@ -225,7 +225,7 @@ async def endpoint(request: Request) -> Response:
         return _json(jsonrpc_response(err), err.status)
     base = oauth.public_base(deps().settings, request.headers.get("host"))
     try:  # a pasted lev_ token, or an OAuth access token issued for this resource
-        principal = await oauth.authenticate_mcp(request.headers.get("authorization"), base)
+        principal = await oauth.authenticate_mcp(deps().db, request.headers.get("authorization"), base)
     except ApiError as err:
         return _transport_error(err, base)
     if info is not None:

@@ -15,11 +15,11 @@ from lev.auth.policy import Principal
 from lev.core import context, pagepolicy
 from lev.core.errors import ApiError, not_signed_in
 from lev.handlers import deps, pages
+from lev.oauth import grants
 from lev.oauth import server as oauth
 from lev.oauth.clients import MAX_REGISTRATION_BYTES, OAuthError, authenticate_client, describe, register
 from lev.runtime import get_runtime
 from lev.store import folders as folder_store
-from lev.store.db import read_session
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 CORS = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
@@ -79,12 +79,12 @@ async def token(request: Request) -> Response:
     """The token endpoint: authorization_code and refresh_token grants."""
     try:
         form = await _form(request)
-        client = await authenticate_client(deps().outbound, form, request.headers.get("authorization"))
+        client = await authenticate_client(deps().db, deps().outbound, form, request.headers.get("authorization"))
         grant_type = form.get("grant_type")
         if grant_type == "authorization_code":
-            return _json(await oauth.exchange_code(deps().settings, client, form))
+            return _json(await grants.exchange_code(deps().db, deps().settings, client, form))
         if grant_type == "refresh_token":
-            return _json(await oauth.refresh_grant(client, form))
+            return _json(await grants.refresh_grant(deps().db, client, form))
         raise OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token.")
     except OAuthError as err:
         return _oauth_error(err)
@@ -94,8 +94,8 @@ async def revoke(request: Request) -> Response:
     """RFC 7009 revocation: the whole grant goes; 200 whether or not the token was known."""
     try:
         form = await _form(request)
-        client = await authenticate_client(deps().outbound, form, request.headers.get("authorization"))
-        await oauth.revoke(client, form)
+        client = await authenticate_client(deps().db, deps().outbound, form, request.headers.get("authorization"))
+        await grants.revoke(deps().db, client, form)
     except OAuthError as err:
         return _oauth_error(err)
     return Response(status_code=200, headers={**CORS, **NO_STORE})
@@ -110,7 +110,7 @@ async def register_client(request: Request) -> Response:
         body = {"error": "rate_limited", "error_description": err.message or err.code}
         return _json(body, err.status, err.headers)
     try:
-        return _json(await register(await _body(request, MAX_REGISTRATION_BYTES)), 201)
+        return _json(await register(deps().db, await _body(request, MAX_REGISTRATION_BYTES)), 201)
     except OAuthError as err:
         return _oauth_error(err)
 
@@ -130,7 +130,7 @@ async def _body(request: Request, cap: int) -> bytes:
 
 async def _session(request: Request) -> Principal | None:
     try:
-        async with read_session() as s:
+        async with deps().db.read_session() as s:
             return await accounts.authenticate_session(s, request.cookies.get(accounts.COOKIE_NAME))
     except ApiError:
         return None
@@ -146,7 +146,7 @@ def _page_error(request: Request, err: oauth.PageError | ApiError, p: Principal 
 
 async def _consent(request: Request, p: Principal, req: oauth.AuthRequest, params: dict[str, str],
                    choice: dict[str, Any], error: str | None = None, status: int = 200) -> Response:
-    async with read_session() as s:
+    async with deps().db.read_session() as s:
         folders = await folder_store.list_visible(s, p.scope)
     redirect = urlsplit(req.redirect_uri)
     response = pages._render(
@@ -154,7 +154,8 @@ async def _consent(request: Request, p: Principal, req: oauth.AuthRequest, param
         resource=req.resource.rstrip("/"), rest=req.resource.rstrip("/") == oauth.resource_url(req.issuer,
                                                                                                oauth.REST_PATH),
         redirect_host=f"{redirect.scheme}://{redirect.netloc}",
-        room=await oauth.consent_room(deps().settings, p), folders=folders, write_asked=req.write_asked, choice=choice,
+        room=await oauth.consent_room(deps().db, deps().settings, p), folders=folders, write_asked=req.write_asked,
+        choice=choice,
         expiry=[(d, EXPIRY_LABELS[d]) for d in oauth.EXPIRY_CHOICES], error=error)
     response.headers.update(FRAMES)
     # the form's answer redirects to the client: its origin (or native-app scheme) joins form-action
@@ -174,7 +175,7 @@ async def authorize(request: Request) -> Response:
     else:
         params = dict(request.query_params)
     try:
-        req = await oauth.check_request(deps().outbound, params, _base(request))
+        req = await oauth.check_request(deps().db, deps().outbound, params, _base(request))
     except oauth.PageError as err:
         return _page_error(request, err, p)
     if p is None:
@@ -194,18 +195,18 @@ async def authorize(request: Request) -> Response:
                                 status_code=302, headers=NO_STORE)
     shown = {**default, "access": fields.get("access"), "folder_ids": fields["folder_ids"],
              "write": "write" in fields, "kb_only": "kb_only" in fields}
-    room = await oauth.consent_room(deps().settings, p)
+    room = await oauth.consent_room(deps().db, deps().settings, p)
     if not room["allowed"]:
         return await _consent(request, p, req, params, shown, status=402,
                               error=f"payment_required: tier {room['tier']}, cap {room['cap']}, used {room['used']}.")
-    async with read_session() as s:
+    async with deps().db.read_session() as s:
         owned = {f["id"] for f in await folder_store.list_visible(s, p.scope)}
     try:
         choice = oauth.consent_choice(fields, req, owned)
     except ApiError as err:
         return await _consent(request, p, req, params, shown, error=err.message, status=400)
     try:
-        answer = await oauth.issue_code(p.user_id, accounts.principal_session(p), req, choice)
+        answer = await oauth.issue_code(deps().db, p.user_id, accounts.principal_session(p), req, choice)
     except ApiError as err:  # the session ended meanwhile (a password change)
         return _page_error(request, err, None)
     return RedirectResponse(answer, status_code=302, headers=NO_STORE)

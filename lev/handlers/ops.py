@@ -20,7 +20,7 @@ async def readyz(_request: Request) -> Response:
         d = deps()
     except RuntimeError:  # the runtime is not open (starting or stopping)
         raise unavailable("Not ready: the server is starting or stopping.", failed=["runtime"]) from None
-    return JSONResponse(await health.readiness(d.redis, d.objects))
+    return JSONResponse(await health.readiness(d.db, d.redis, d.objects))
 
 
 async def metrics_text(_request: Request) -> Response:

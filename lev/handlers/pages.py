@@ -20,15 +20,17 @@ from lev.core.errors import ApiError, invalid_body
 from lev.core.packagedata import packaged
 from lev.feeds import service as feed_service
 from lev.handlers import deps
+from lev.highlights import reader
+from lev.highlights import service as highlights
 from lev.imports import service as imports
 from lev.library import reads as library
 from lev.library.filters import parse_box, parse_filters
 from lev.limits.tiers import Tiers
+from lev.sharing import service as sharing
 from lev.store import activity as activity_store
 from lev.store import folders as folder_store
 from lev.store import items as item_store
 from lev.store import lifecycle
-from lev.store.db import read_session, transaction
 from lev.webhooks import events as webhook_events
 from lev.webhooks import service as webhook_service
 
@@ -55,7 +57,7 @@ def _render(name: str, request: Request, principal: Principal | None = None, sta
 
 async def _principal(request: Request) -> Principal | None:
     try:
-        async with read_session() as s:
+        async with deps().db.read_session() as s:
             return await accounts.authenticate_session(s, request.cookies.get(accounts.COOKIE_NAME))
     except ApiError:
         return None
@@ -114,7 +116,7 @@ async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | Non
     page = _int(q.get("page"), 1)
     filters = {"in_kb": _bool(q.get("in_kb")), "archived": _bool(q.get("archived")),
                "unfiled": None if folder_id else _bool(q.get("unfiled"))}
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
         found, total = await item_store.list_items(s, p.scope, folder_id=folder_id, page=page, per_page=PER_PAGE,
                                                    in_kb=filters["in_kb"], archived=filters["archived"],
@@ -143,8 +145,10 @@ async def _library(request: Request, p: Principal, folder: dict[str, Any] | None
         except ApiError as err:
             search = {"error": err.message or err.code, "results": []}
     feeds = await feed_service.list_feeds(deps(), p, folder_id) if folder_id else []
+    share = await sharing.page_view(deps(), p, folder_id) if folder_id else None
+    invitations = [] if folder_id else (await sharing.invitations(deps(), p, note=False))["invitations"]
     return _render("library.html", request, p, folder=folder, search=search, q=q, mode=mode, feeds=feeds,
-                   poll_minutes=deps().settings.feed_poll_minutes, **view)
+                   poll_minutes=deps().settings.feed_poll_minutes, share=share, invitations=invitations, **view)
 
 
 def _folder_named(folders: list[dict[str, Any]], name: str) -> str:
@@ -170,7 +174,7 @@ async def folder_page(request: Request) -> Response:
     if p is None:
         return _to_login(request)
     folder_id = _uuid(request.path_params.get("id"))
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
     folder = next((f for f in folders if folder_id and f["id"] == str(folder_id)), None)
     if folder is None:
@@ -181,7 +185,7 @@ async def folder_page(request: Request) -> Response:
 async def _item(p: Principal, item_id: uuid.UUID | None) -> dict[str, Any] | None:
     if item_id is None:
         return None
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         return await item_store.get_visible(s, p.scope, item_id)
 
 
@@ -192,14 +196,35 @@ async def item_page(request: Request) -> Response:
     item = await _item(p, _uuid(request.path_params.get("id")))
     if item is None:
         return _not_found(request, p)
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
     ready = lifecycle.of_row(item["status"], item["transcription_status"]).phase is lifecycle.Phase.READY
     similar = (await library.similar_items(deps(), p, uuid.UUID(item["id"]), SIMILAR_SHOWN))["results"] \
         if ready else []
-    media = item["kind"] in ("audio", "video") and bool(item["metadata"].get("mime"))
+    media = item["kind"] in lifecycle.RECORDINGS and bool(item["metadata"].get("mime"))
+    marks = await highlights.of_item(deps(), p, uuid.UUID(item["id"]))
+    q = request.query_params
+    reading = reader.view(item["text"] or item["transcript"] or "", marks, _int(q.get("part"), 1),
+                          showing=q.get("highlight"))
     return _render("item.html", request, p, item=item, folders=folders, similar=similar, media=media,
-                   names={f["id"]: f["name"] for f in folders})
+                   names={f["id"]: f["name"] for f in folders}, marks=marks, reading=reading)
+
+
+async def highlights_page(request: Request) -> Response:
+    """The user's highlights, newest first, with their items; filterable by folder."""
+    p = await _principal(request)
+    if p is None:
+        return _to_login(request)
+    folder_id = _uuid(request.query_params.get("folder_id"))
+    page = _int(request.query_params.get("page"), 1)
+    async with deps().db.read_session() as s:
+        folders = await folder_store.list_visible(s, p.scope)
+    if folder_id is not None and not any(f["id"] == str(folder_id) for f in folders):
+        return _not_found(request, p)
+    found = await highlights.recent(deps(), p, folder_id=folder_id, page=page, per_page=PER_PAGE)
+    return _render("highlights.html", request, p, found=found["highlights"], total=found["total"], page=page,
+                   pages=max(1, math.ceil(found["total"] / PER_PAGE)), folders=folders,
+                   folder_id=str(folder_id) if folder_id else "")
 
 
 async def item_status(request: Request) -> Response:
@@ -242,7 +267,7 @@ async def integrations_page(request: Request) -> Response:
     p = await _principal(request)
     if p is None:
         return _to_login(request)
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
         tokens = await accounts.list_tokens(s, p.user_id)
     hooks = await webhook_service.list_all(deps(), p)
@@ -263,7 +288,7 @@ async def activity_page(request: Request) -> Response:
     token_id = _uuid(q.get("token_id"))
     surface = q.get("surface") if q.get("surface") in ("rest", "mcp", "web") else None
     page = _int(q.get("page"), 1)
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         entries, total = await activity_store.list_for_user(s, p.user_id, token_id=token_id, surface=surface,
                                                             page=page, per_page=ACTIVITY_PER_PAGE)
         tokens = await accounts.list_tokens(s, p.user_id)
@@ -277,7 +302,7 @@ async def account_page(request: Request) -> Response:
     p = await _principal(request)
     if p is None:
         return _to_login(request)
-    async with transaction() as s:
+    async with deps().db.transaction() as s:
         account = await accounts.account_view(s, deps().settings, p)
         tokens = await accounts.list_tokens(s, p.user_id)
     active = [t for t in tokens if t["revoked_at"] is None]
@@ -302,5 +327,6 @@ def add_routes(app: Any) -> None:
         ("/settings/integrations", "integrations", integrations_page), ("/activity", "activity", activity_page),
         ("/settings/account", "account", account_page), ("/static/{name}", "static", static_file),
         ("/import", "import", import_page), ("/partials/imports", "imports_partial", imports_partial),
+        ("/highlights", "highlights", highlights_page),
     ):
         app.add_url_rule(path, f"page_{name}", fn, methods=["GET"])

@@ -12,9 +12,8 @@ from urllib.parse import quote, urlencode
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 
-from lev.handlers import pages
+from lev.handlers import deps, pages
 from lev.store import folders as folder_store
-from lev.store.db import read_session
 
 SHARE_PATH = "/share"
 FIELDS = ("title", "text", "url")
@@ -96,7 +95,7 @@ async def share(request: Request) -> Response:
         carried = {k: v[:MAX_CARRIED] for k, v in fields.items() if v}
         target = SHARE_PATH + (f"?{urlencode(carried)}" if carried else "")
         return RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303)
-    async with read_session() as s:
+    async with deps().db.read_session() as s:
         folders = await folder_store.list_visible(s, p.scope)
     return pages._render("share.html", request, p, shared=prefill(fields), folders=folders)
 

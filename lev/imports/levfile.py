@@ -65,10 +65,13 @@ def parse_lev(text: str) -> Parsed:
                 parsed.links.append(link)
         elif kind == "output":
             _lev_output(items, number, record)
+        elif kind == "highlight":  # the exporter's highlights: read by other tools, not imported (decisions.md)
+            if _field(number, record, "item_id", str, True) not in items:
+                raise bad_file(number, "the highlight belongs to an item no earlier item line defines")
         elif kind == "end":
             ended = True
         else:
-            raise bad_file(number, f"unknown line type {kind!r} (expected folder, item, output or end)")
+            raise bad_file(number, f"unknown line type {kind!r} (expected folder, item, output, highlight or end)")
     if not ended:
         raise bad_file(number + 1, "the export has no end line (was it cut short?)")
     return parsed

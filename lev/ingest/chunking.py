@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lev.embedding.embedder import Embedder
 from lev.embedding.minilm import tokenizer
+from lev.plumbing.ports import Embedder
 from lev.store.locations import Location, Outline, line_headings, locations, markdown_headings, normalize_whitespace
 
 CHUNK_TOKENS = 200  # budget for title + chunk; leaves margin under the 256-token model window

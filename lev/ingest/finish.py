@@ -50,8 +50,7 @@ async def finish_content(deps: Deps, content_id: uuid.UUID, title: str | None, b
         if row is None or row["status"] != lifecycle.Status.PROCESSING:
             return 0  # deleted while we worked, or finished by another run of this job (no second chunks or charge)
         ready = lifecycle.advance(lifecycle.of_content(row["kind"], row["status"]), lifecycle.Event.FINISHED)
-        todo = await index_content(s, content_id, title, chunks, content_values=content_values,
-                                   item_values=ready.columns())
+        todo = await index_content(s, content_id, title, chunks, ready, content_values=content_values)
         if charge is not None:
             await quota.charge(s, charge[0], charge[1])
     await progress.clear(deps.redis, content_id)

@@ -33,6 +33,7 @@ from lev.ingest.request import Resolved
 from lev.ingest.save import Stored, finalized
 from lev.ingest.service import keep
 from lev.plumbing.deps import Deps
+from lev.store import lifecycle
 from lev.store import uploads as upload_store
 from lev.store.objects import InvalidObjectPath, LocalObjectStore, SignatureError, SizeExceeded, check_path
 
@@ -126,7 +127,7 @@ async def finalize(deps: Deps, principal: Principal, body: dict[str, Any], endpo
     if row["mime"] != mime:
         raise invalid_body(f"mime {mime} differs from the {row['mime']} this upload was signed for.")
     klass = media_class(mime)
-    if klass in ("audio", "video") and deps.transcriber is None:
+    if klass in lifecycle.RECORDINGS and deps.transcriber is None:
         raise transcription_unavailable()
     stored = await deps.objects.stat(path)
     if stored is None:

@@ -3,8 +3,12 @@
 Lines, in order: `{"type": "lev_export", "version": 1, "exported_at"}`; one `folder` per folder (`id`, `name`);
 one `item` per item (`id`, `kind`, `url`, or `text` for items without a URL, `title`, `metadata`, `folder_ids`,
 `in_kb`, `archived`, `status`, `error`, `created_at`) each followed by its `output` lines (`item_id`, `kind`,
-`content`, `generator`, `created_at`); and an `end` line with the counts, so a cut-off file is recognised.
+`content`, `generator`, `created_at`) and its `highlight` lines (`item_id`, `text`, `note`, `char_start`, `char_end`,
+`created_at`: the exporting user's own); and an `end` line with the counts, so a cut-off file is recognised.
 `POST /api/v1/imports` reads the same file back (lev.imports.bookmarks).
+
+An export holds the user's own items and folders only, and its first line says so (`items: "own"`): what other
+members saved into folders shared with the user is theirs to export.
 """
 
 from __future__ import annotations
@@ -17,9 +21,12 @@ from lev.auth.policy import Principal, require, require_whole_library
 from lev.core import clock
 from lev.imports.importfile import LEV_EXPORT_TYPE, LEV_EXPORT_VERSION
 from lev.store import export as export_store
-from lev.store.db import read_snapshot
+from lev.store import highlights as highlight_store
+from lev.store.db import Database
 
 PAGE = 200
+OWN_ONLY = ("Your own items and folders only: items other members saved into folders shared with you are theirs and "
+            "are not in this file; your own items in those folders are, without the shared folders.")
 
 
 def check(principal: Principal) -> None:
@@ -32,21 +39,23 @@ def _line(record: dict[str, Any]) -> bytes:
     return (json.dumps(record, ensure_ascii=False, default=str, separators=(",", ":")) + "\n").encode()
 
 
-async def lines(principal: Principal) -> AsyncIterator[bytes]:
+async def lines(db: Database, principal: Principal) -> AsyncIterator[bytes]:
     """The export, line by line (items a kb_only token cannot see are left out, as everywhere)."""
-    counts = {"folders": 0, "items": 0, "outputs": 0}
-    yield _line({"type": LEV_EXPORT_TYPE, "version": LEV_EXPORT_VERSION, "exported_at": clock.now().isoformat()})
-    async with read_snapshot() as s:
+    counts = {"folders": 0, "items": 0, "outputs": 0, "highlights": 0}
+    yield _line({"type": LEV_EXPORT_TYPE, "version": LEV_EXPORT_VERSION, "exported_at": clock.now().isoformat(),
+                 "items": "own", "note": OWN_ONLY})
+    async with db.read_snapshot() as s:
         for f in await export_store.all_folders(s, principal.user_id):
             counts["folders"] += 1
             yield _line({"type": "folder", "id": str(f["id"]), "name": f["name"],
                          "created_at": f["created_at"].isoformat()})
         after = None
         while True:
-            page = await export_store.items_page(s, principal.scope, after, PAGE)
+            page = await export_store.items_page(s, principal.scope.own_only(), after, PAGE)
             if not page:
                 break
             outs = await export_store.outputs_of(s, [i["id"] for i in page])
+            marked = await highlight_store.of_items(s, principal.user_id, [i["id"] for i in page])
             for item in page:
                 counts["items"] += 1
                 record: dict[str, Any] = {"type": "item", "id": str(item["id"]), "kind": item["kind"]}
@@ -65,5 +74,10 @@ async def lines(principal: Principal) -> AsyncIterator[bytes]:
                     yield _line({"type": "output", "item_id": str(item["id"]), "kind": o["kind"],
                                  "content": o["content"], "generator": o["generator"],
                                  "created_at": o["created_at"].isoformat()})
+                for h in marked.get(item["id"], []):
+                    counts["highlights"] += 1
+                    yield _line({"type": "highlight", "item_id": h["item_id"], "text": h["text"], "note": h["note"],
+                                 "char_start": h["char_start"], "char_end": h["char_end"],
+                                 "created_at": h["created_at"]})
             after = (page[-1]["created_at"], page[-1]["id"])
     yield _line({"type": "end", **counts})

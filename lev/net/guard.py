@@ -15,16 +15,14 @@ import socket
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import httpcore
 import httpx
 
 from lev.core.errors import ApiError, ingest_failed
-from lev.core.settings import Settings
+from lev.plumbing.ports import Outbound
 
 MAX_REDIRECTS = 5
 USER_AGENT = (
@@ -94,21 +92,6 @@ def is_blocked_address(address: str) -> bool:
         ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_site_local or ip.is_multicast
         or ip.is_reserved or ip.is_unspecified or not ip.is_global
     )
-
-
-@dataclass(frozen=True)
-class Outbound:
-    """What the guard lets through besides public addresses: every private address (LEV_ALLOW_PRIVATE_URLS), the
-    networks of LEV_PRIVATE_URL_ALLOWLIST; and the extra CA outgoing TLS trusts (LEV_OUTBOUND_CA_FILE). Cloud
-    metadata services are refused whatever it says."""
-
-    allow_private: bool = False
-    allowlist: tuple[str, ...] = ()
-    ca_file: Path | None = None
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Outbound:
-        return cls(settings.allow_private_urls, tuple(settings.private_url_allowlist), settings.outbound_ca_file)
 
 
 @lru_cache(maxsize=8)

@@ -23,9 +23,10 @@ from pydantic import ValidationError
 
 from lev.core import clock, jsonguard
 from lev.core.errors import ApiError
-from lev.net.guard import Outbound, guarded_client
+from lev.net.guard import guarded_client
+from lev.plumbing.ports import Outbound
 from lev.store import oauth as oauth_store
-from lev.store.db import transaction
+from lev.store.db import Database
 
 SCOPES = ("lev:read", "lev:write")
 SECRET_METHODS = ("client_secret_basic", "client_secret_post")
@@ -187,12 +188,12 @@ def _client(row: dict[str, Any]) -> Client:
                   secret_hash=row["secret_hash"])
 
 
-async def load_client(outbound: Outbound, client_id: str | None, *, fresh: bool) -> Client:
+async def load_client(db: Database, outbound: Outbound, client_id: str | None, *, fresh: bool) -> Client:
     """The registered client, fetching a metadata document when the client_id is one and (with `fresh`) its cached
     copy is missing or stale; 400 invalid_client (`OAuthError`) when there is no such client."""
     if not client_id or len(client_id) > 2000 or _CONTROL.search(client_id):
         raise OAuthError("invalid_client", "client_id is missing or unknown.", 401)
-    async with transaction() as s:
+    async with db.transaction() as s:
         row = await oauth_store.get_client(s, client_id)
     cimd = is_metadata_url(client_id)
     if row is not None and (not cimd or not fresh or row["stale_at"] is None or row["stale_at"] > clock.now()):
@@ -201,7 +202,7 @@ async def load_client(outbound: Outbound, client_id: str | None, *, fresh: bool)
         raise OAuthError("invalid_client", f"Unknown client_id {client_id!r}: register the client first.", 401)
     document, max_age = await fetch_metadata_document(outbound, client_id)
     values = validate_metadata_document(client_id, document)
-    async with transaction() as s:
+    async with db.transaction() as s:
         await oauth_store.save_client(s, client_id=client_id, kind="cimd", metadata=document, secret_hash=None,
                                       stale_at=clock.now() + timedelta(seconds=max_age), **values)
         row = await oauth_store.get_client(s, client_id)
@@ -285,7 +286,7 @@ def validate_metadata_document(url: str, doc: dict[str, Any]) -> dict[str, Any]:
             "redirect_uris": list(uris), "auth_method": "none"}
 
 
-async def register(body: bytes) -> dict[str, Any]:
+async def register(db: Database, body: bytes) -> dict[str, Any]:
     """RFC 7591 dynamic registration: the client information response (201), or invalid_redirect_uri /
     invalid_client_metadata. A secret is issued for the secret methods (shown once; only its hash is kept)."""
     if len(body) > MAX_REGISTRATION_BYTES:
@@ -335,7 +336,7 @@ async def register(body: bytes) -> dict[str, Any]:
             if k not in ("client_secret", "client_id")}
     echo.update(redirect_uris=uris, token_endpoint_auth_method=method, grant_types=sorted(grants),
                 response_types=["code"], scope=scope)
-    async with transaction() as s:
+    async with db.transaction() as s:
         await oauth_store.save_client(s, client_id=client_id, kind="dcr", client_name=name,
                                       client_uri=str(meta.client_uri) if meta.client_uri else None,
                                       redirect_uris=uris, auth_method=method,
@@ -359,7 +360,8 @@ def _basic_credentials(authorization: str | None) -> tuple[str, str] | None:
     return unquote(user), unquote(password)
 
 
-async def authenticate_client(outbound: Outbound, form: dict[str, str], authorization: str | None) -> Client:
+async def authenticate_client(db: Database, outbound: Outbound, form: dict[str, str],
+                              authorization: str | None) -> Client:
     """The client a token or revocation request comes from: a public client names itself with client_id; a
     confidential one proves its secret (HTTP Basic or client_secret in the body). 401 invalid_client otherwise."""
     basic = _basic_credentials(authorization)
@@ -369,7 +371,7 @@ async def authenticate_client(outbound: Outbound, form: dict[str, str], authoriz
         if client_id and client_id != basic[0]:
             raise OAuthError("invalid_client", "client_id differs from the Basic credentials.", 401)
         client_id, secret = basic
-    client = await load_client(outbound, client_id, fresh=False)
+    client = await load_client(db, outbound, client_id, fresh=False)
     if client.secret_hash is not None:
         if not secret or not hmac.compare_digest(_digest(secret), client.secret_hash):
             raise OAuthError("invalid_client", "The client secret is missing or wrong.", 401)

@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from lev.store import activity as activity_store
-from lev.store.db import transaction
+from lev.store.db import Database
 
 log = logging.getLogger("lev.ops.activity")
 
@@ -20,7 +20,8 @@ BATCH = 500
 
 
 class ActivityWriter:
-    def __init__(self) -> None:
+    def __init__(self, db: Database) -> None:
+        self.db = db
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=100_000)
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
@@ -65,7 +66,7 @@ class ActivityWriter:
             if not batch:
                 break
             try:
-                await _write(batch)
+                await _write(self.db, batch)
                 written += len(batch)
             except Exception:
                 log.exception("could not write %d activity entries", len(batch))
@@ -79,6 +80,6 @@ class ActivityWriter:
         await self.flush()
 
 
-async def _write(batch: list[dict[str, Any]]) -> None:
-    async with transaction() as s:
+async def _write(db: Database, batch: list[dict[str, Any]]) -> None:
+    async with db.transaction() as s:
         await activity_store.write_batch(s, batch)

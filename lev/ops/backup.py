@@ -24,9 +24,10 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from lev import __version__
 from lev.core import clock
+from lev.core.packagedata import VERSION
 from lev.store import maintenance
+from lev.store.db import Database
 from lev.store.objects import ObjectStore
 
 FORMAT = 1
@@ -98,12 +99,12 @@ def _keep(local: Path, target: Path, path: str) -> dict[str, Any]:
     return {"path": path, "bytes": dest.stat().st_size, "sha256": _sha256(dest)}
 
 
-async def backup(store: ObjectStore, target: Path, database_url: str) -> dict[str, Any]:
+async def backup(db: Database, store: ObjectStore, target: Path, database_url: str) -> dict[str, Any]:
     """Write a backup into `target` (a new or empty directory); returns the manifest."""
     await asyncio.to_thread(_prepare, target)
     started = clock.now()
     dump = target / DUMP
-    async with maintenance.exported_snapshot() as snap:
+    async with maintenance.exported_snapshot(db) as snap:
         await asyncio.to_thread(_run, [pg_tool("pg_dump"), "--format=custom", "--no-owner", "--no-privileges",
                                        f"--snapshot={snap.id}", "--file", str(dump)], _pg_env(database_url))
     referenced = set(snap.object_paths)
@@ -117,7 +118,7 @@ async def backup(store: ObjectStore, target: Path, database_url: str) -> dict[st
     stored = {o["path"] for o in objects}
     dump_entry = {"file": DUMP, "bytes": dump.stat().st_size, "sha256": await asyncio.to_thread(_sha256, dump)}
     manifest = {
-        "format": FORMAT, "lev_version": __version__, "created_at": started.isoformat(),
+        "format": FORMAT, "lev_version": VERSION, "created_at": started.isoformat(),
         "finished_at": clock.now().isoformat(), "migration": snap.revision, "counts": snap.counts,
         "database": dump_entry,
         "objects": objects, "missing_objects": sorted(referenced - stored),
@@ -143,20 +144,20 @@ def _check(source: Path) -> dict[str, Any]:
     return manifest
 
 
-async def restore(store: ObjectStore, source: Path, database_url: str) -> dict[str, Any]:
+async def restore(db: Database, store: ObjectStore, source: Path, database_url: str) -> dict[str, Any]:
     """Restore a backup into an empty (or freshly migrated, user-less) database and the configured object
     store; checks every checksum first and the row counts after. Returns the manifest."""
     manifest = await asyncio.to_thread(_check, source)
-    if await maintenance.holds_data():
+    if await maintenance.holds_data(db):
         raise BackupError("the target database already holds a library (it has users); restore into an empty "
                           "database or data dir")
-    await maintenance.reset_schema()
+    await maintenance.reset_schema(db)
     await asyncio.to_thread(_run, [pg_tool("pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error",
                                    "--dbname", _pg_env(database_url)["PGDATABASE"], str(source / DUMP)],
                             _pg_env(database_url))
     for obj in manifest["objects"]:
         await store.put_file(obj["path"], source / OBJECTS / obj["path"])
-    counts = await maintenance.table_counts()
+    counts = await maintenance.table_counts(db)
     wrong = {t: (n, counts.get(t)) for t, n in manifest["counts"].items() if counts.get(t) != n}
     if wrong:
         raise BackupError(f"row counts differ after the restore (expected, got): {wrong}")

@@ -20,13 +20,8 @@ ARQ_IN_PROGRESS_PREFIX = "arq:in-progress:"
 QUEUE_SCAN_MAX = 10_000
 
 
-async def _database() -> str:
-    await db.ping()
-    return "ok"
-
-
-async def _migrations() -> str:
-    current = await db.current_revision()
+async def _migrations(database: db.Database) -> str:
+    current = await database.current_revision()
     head = db.head_revision_cached()
     if current == head:
         return "ok"
@@ -35,7 +30,14 @@ async def _migrations() -> str:
     raise RuntimeError(f"database at migration {current}, this code expects {head}: run `lev migrate`")
 
 
-def _probes(redis: Any, objects: ObjectStore) -> dict[str, Callable[[], Awaitable[str]]]:
+def _probes(database: db.Database, redis: Any, objects: ObjectStore) -> dict[str, Callable[[], Awaitable[str]]]:
+    async def database_answers() -> str:
+        await database.ping()
+        return "ok"
+
+    async def migrations() -> str:
+        return await _migrations(database)
+
     async def redis_answers() -> str:
         await redis.ping()
         return "ok"
@@ -44,15 +46,16 @@ def _probes(redis: Any, objects: ObjectStore) -> dict[str, Callable[[], Awaitabl
         await objects.ping()
         return "ok"
 
-    return {"database": _database, "migrations": _migrations, "redis": redis_answers, "object_store": objects_answer}
+    return {"database": database_answers, "migrations": migrations, "redis": redis_answers,
+            "object_store": objects_answer}
 
 
-async def wait_until_answers(redis: Any, objects: ObjectStore, part: str, max_wait_sec: float,
-                             every_sec: float = 0.5) -> bool:
+async def wait_until_answers(database: db.Database, redis: Any, objects: ObjectStore, part: str,
+                             max_wait_sec: float, every_sec: float = 0.5) -> bool:
     """Probe `part` (database, redis or object_store) until it answers or `max_wait_sec` passes; True when it
     answered. The probe interval doubles up to 5 s."""
     deadline = time.monotonic() + max_wait_sec
-    probe = _probes(redis, objects)[part]
+    probe = _probes(database, redis, objects)[part]
     while True:
         if (await _bounded(part, probe))[1] is None:
             return True
@@ -74,10 +77,10 @@ async def _bounded(name: str, check: Any) -> tuple[str, str | None]:
         return name, f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
-async def readiness(redis: Any, objects: ObjectStore) -> dict[str, Any]:
+async def readiness(database: db.Database, redis: Any, objects: ObjectStore) -> dict[str, Any]:
     """{status: ready, checks} when every part answers, else raise 503 `unavailable` naming the failed parts."""
     results: list[tuple[str, str | None]] = list(await asyncio.gather(
-        *(_bounded(name, probe) for name, probe in _probes(redis, objects).items())))
+        *(_bounded(name, probe) for name, probe in _probes(database, redis, objects).items())))
     failed = [name for name, problem in results if problem is not None]
     if "database" in failed and "migrations" in failed:
         failed.remove("migrations")

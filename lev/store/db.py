@@ -21,7 +21,7 @@ AFTER_COMMIT = "lev_after_commit"
 
 
 def after_commit(session: AsyncSession, hook: Callable[[], Awaitable[None]]) -> None:
-    """Run `hook` once the session's transaction (`transaction()`) has committed; never after a rollback. A hook
+    """Run `hook` once the session's transaction (`Database.transaction`) has committed; never after a rollback. A hook
     is a nudge (queue the job that handles what was committed), never the record: a process that dies between
     the commit and the hook loses only the nudge."""
     session.info.setdefault(AFTER_COMMIT, []).append(hook)
@@ -87,26 +87,41 @@ class Database:
                     except Exception:  # the connection is gone, and the lock with it; never hand it back held
                         await conn.invalidate()
 
+    async def ping(self) -> None:
+        """One round trip to the database (raises when it cannot be reached)."""
+        async with self.read_session() as s:
+            await s.execute(text("SELECT 1"))
+
+    async def current_revision(self) -> str | None:
+        """The migration the database is at (None before the first one), in one short autocommit statement."""
+        async with self.read_session() as s:
+            try:
+                return (await s.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+            except ProgrammingError:
+                return None
+
 
 _database: Database | None = None
 
 
 def database() -> Database:
-    """The process's database (opened by `init_engine`)."""
+    """The process's database (opened by `init_engine`); only the composition root asks for it and hands it on
+    (in `Deps`, with the job queue its after-commit nudges go to): every session comes from a `Database`."""
     if _database is None:
         raise RuntimeError("database engine not initialised")
     return _database
 
 
-def init_engine(url: str, pool_size: int = 20, *, generic_plans: bool = False) -> AsyncEngine:
-    """Create the process-wide async engine (idempotent for the same URL), keeping `pool_size` connections.
+def init_engine(url: str, pool_size: int = 20, *, generic_plans: bool = False) -> Database:
+    """Create the process-wide async engine (idempotent for the same URL), keeping `pool_size` connections; returns
+    its `Database`.
 
     Connections beyond it are opened for a burst and closed when returned: each costs PostgreSQL a new backend
     and the statements prepared on it, so the kept pool should cover the usual concurrency. With
     `generic_plans`, a statement psycopg has prepared on a connection (after 5 executions) is planned once."""
     global _engine, _url, _database
-    if _engine is not None and _url == url:
-        return _engine
+    if _database is not None and _url == url:
+        return _database
     # connect_timeout and pool_timeout make an unreachable database fail fast (503) instead of hanging a request.
     _engine = create_async_engine(url, pool_size=pool_size, max_overflow=10, pool_timeout=10,
                                   connect_args={"connect_timeout": CONNECT_TIMEOUT_SEC})
@@ -115,7 +130,7 @@ def init_engine(url: str, pool_size: int = 20, *, generic_plans: bool = False) -
     _ping_idle_connections(_engine)
     _database = Database(_engine)
     _url = url
-    return _engine
+    return _database
 
 
 def _plan_once(engine: AsyncEngine) -> None:
@@ -166,33 +181,6 @@ async def dispose_engine() -> None:
     _engine, _url, _database = None, None, None
 
 
-def engine() -> AsyncEngine:
-    if _engine is None:
-        raise RuntimeError("database engine not initialised")
-    return _engine
-
-
-@asynccontextmanager
-async def transaction() -> AsyncIterator[AsyncSession]:
-    """`Database.transaction` of the process's database."""
-    async with database().transaction() as session:
-        yield session
-
-
-@asynccontextmanager
-async def read_session() -> AsyncIterator[AsyncSession]:
-    """`Database.read_session` of the process's database."""
-    async with database().read_session() as session:
-        yield session
-
-
-@asynccontextmanager
-async def read_snapshot() -> AsyncIterator[AsyncSession]:
-    """`Database.read_snapshot` of the process's database."""
-    async with database().read_snapshot() as session:
-        yield session
-
-
 def migrate(url: str) -> str | None:
     """Apply every Alembic migration (sync; run at start-up and by `lev migrate`).
 
@@ -236,12 +224,6 @@ def knows_revision(revision: str) -> bool:
         return False
 
 
-async def ping() -> None:
-    """One round trip to the database (raises when it cannot be reached)."""
-    async with read_session() as s:
-        await s.execute(text("SELECT 1"))
-
-
 def _script_dir() -> Any:
     from alembic.config import Config
     from alembic.script import ScriptDirectory
@@ -255,15 +237,6 @@ def head_revision() -> str | None:
     """The newest migration this code knows."""
     head: str | None = _script_dir().get_current_head()
     return head
-
-
-async def current_revision() -> str | None:
-    """The migration the database is at (None before the first one), in one short autocommit statement."""
-    async with read_session() as s:
-        try:
-            return (await s.execute(text("SELECT version_num FROM alembic_version"))).scalar()
-        except ProgrammingError:
-            return None
 
 
 _head: str | None = None

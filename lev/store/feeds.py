@@ -16,6 +16,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from lev.store.models import feed_entries, feeds, folders, item_folders
 from lev.store.scope import Scope
 
+# PostgreSQL's protocol carries at most 65,535 parameters a statement: an entry row binds 10, a key lookup 1
+ROWS_PER_INSERT = 500
+KEYS_PER_QUERY = 5000
+
 
 def _row(row: Any) -> dict[str, Any]:
     return dict(row._mapping)
@@ -93,25 +97,30 @@ async def row(session: AsyncSession, feed_id: uuid.UUID) -> dict[str, Any] | Non
 async def seen(session: AsyncSession, user_id: uuid.UUID, guid_keys: list[bytes],
                url_keys: list[bytes]) -> tuple[set[bytes], set[bytes]]:
     """Which of these guids and canonical URLs the user's feeds recorded already."""
-    if not guid_keys and not url_keys:
-        return set(), set()
-    rows = (await session.execute(
-        select(feed_entries.c.guid_key, feed_entries.c.url_key)
-        .where(feed_entries.c.user_id == user_id,
-               or_(feed_entries.c.guid_key.in_(guid_keys), feed_entries.c.url_key.in_(url_keys))))).all()
-    return {r.guid_key for r in rows}, {r.url_key for r in rows if r.url_key is not None}
+    guids: set[bytes] = set()
+    urls: set[bytes] = set()
+    for column, keys in ((feed_entries.c.guid_key, guid_keys), (feed_entries.c.url_key, url_keys)):
+        for start in range(0, len(keys), KEYS_PER_QUERY):
+            rows = (await session.execute(
+                select(feed_entries.c.guid_key, feed_entries.c.url_key)
+                .where(feed_entries.c.user_id == user_id, column.in_(keys[start:start + KEYS_PER_QUERY])))).all()
+            guids.update(r.guid_key for r in rows)
+            urls.update(r.url_key for r in rows if r.url_key is not None)
+    return guids, urls
 
 
 async def record_entries(session: AsyncSession, user_id: uuid.UUID, feed_id: uuid.UUID,
                          entries: list[dict[str, Any]]) -> int:
     """Record entries (each with guid_key, url_key, url, title, published_at, status); an entry the user's feeds
     have already (same guid or canonical URL) is left out. Returns how many were recorded."""
-    if not entries:
-        return 0
-    res = await session.execute(
-        pg_insert(feed_entries).values([{"id": uuid.uuid4(), "user_id": user_id, "feed_id": feed_id, **e}
-                                        for e in entries]).on_conflict_do_nothing().returning(feed_entries.c.id))
-    return len(res.all())
+    recorded = 0
+    for start in range(0, len(entries), ROWS_PER_INSERT):
+        batch = entries[start:start + ROWS_PER_INSERT]
+        res = await session.execute(
+            pg_insert(feed_entries).values([{"id": uuid.uuid4(), "user_id": user_id, "feed_id": feed_id, **e}
+                                            for e in batch]).on_conflict_do_nothing().returning(feed_entries.c.id))
+        recorded += len(res.all())
+    return recorded
 
 
 async def pending(session: AsyncSession, feed_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from lev.store.db import engine
+from lev.store.db import Database
 from lev.store.models import metadata
 
 COUNTED = ("users", "folders", "contents", "user_items", "item_folders", "chunks", "outputs", "tokens",
@@ -21,9 +21,9 @@ async def _counts(conn: AsyncConnection) -> dict[str, int]:
     return {t: int((await conn.execute(text(f'SELECT count(*) FROM "{t}"'))).scalar_one()) for t in names}
 
 
-async def table_counts() -> dict[str, int]:
+async def table_counts(db: Database) -> dict[str, int]:
     """Rows per table of the library (what a restore must reproduce)."""
-    async with engine().connect() as conn:
+    async with db.engine.connect() as conn:
         return await _counts(conn)
 
 
@@ -38,10 +38,10 @@ class Snapshot:
 
 
 @asynccontextmanager
-async def exported_snapshot() -> AsyncIterator[Snapshot]:
+async def exported_snapshot(db: Database) -> AsyncIterator[Snapshot]:
     """Hold a repeatable-read transaction open and export its snapshot, so a dump taken with it sees exactly the
     counts and object paths reported here."""
-    async with engine().connect() as conn:
+    async with db.engine.connect() as conn:
         conn = await conn.execution_options(isolation_level="REPEATABLE READ")
         async with conn.begin():
             snap_id = (await conn.execute(text("SELECT pg_export_snapshot()"))).scalar_one()
@@ -51,18 +51,18 @@ async def exported_snapshot() -> AsyncIterator[Snapshot]:
             yield Snapshot(snap_id, revision, await _counts(conn), sorted(paths))
 
 
-async def holds_data() -> bool:
+async def holds_data(db: Database) -> bool:
     """True when the database has any user (a restore must not overwrite a live library)."""
-    async with engine().connect() as conn:
+    async with db.engine.connect() as conn:
         exists = (await conn.execute(text("SELECT to_regclass('public.users') IS NOT NULL"))).scalar_one()
         if not exists:
             return False
         return bool((await conn.execute(text("SELECT EXISTS (SELECT 1 FROM users)"))).scalar_one())
 
 
-async def reset_schema() -> None:
+async def reset_schema(db: Database) -> None:
     """Drop everything in the public schema (an empty or freshly migrated database) before a restore."""
-    async with engine().begin() as conn:
+    async with db.engine.begin() as conn:
         await conn.execute(text("DROP SCHEMA public CASCADE"))
         await conn.execute(text("CREATE SCHEMA public"))
         await conn.execute(text("DROP EXTENSION IF EXISTS vector CASCADE"))

@@ -376,3 +376,18 @@ webhook_attempts = Table(
     Column("next_attempt_at", DateTime(timezone=True)),
     Column("created_at", DateTime(timezone=True)),
 )
+
+highlights = Table(
+    "highlights", metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("user_id", UUID(as_uuid=True), ForeignKey("users.id"), nullable=False),  # whose: theirs alone
+    Column("item_id", UUID(as_uuid=True), ForeignKey("user_items.id"), nullable=False),
+    Column("text", Text, nullable=False),  # always the item's text[char_start:char_end]
+    Column("note", Text),
+    Column("char_start", Integer, nullable=False),
+    Column("char_end", Integer, nullable=False),
+    Column("embedding", Vector(EMBEDDING_DIM)),  # of the passage and its note, for search
+    Column("tsv", TSVECTOR),  # generated: the passage (weight A) and the note (B)
+    Column("created_at", DateTime(timezone=True)),
+    Column("updated_at", DateTime(timezone=True)),
+)

@@ -132,7 +132,7 @@ def instrumented(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[A
             if outage is not None:  # an outage costs one try, not one per retry delay while it lasts
                 part = str(outage.extra.get("part"))
                 log.warning("job hit an outage; waiting for the part to answer", part=part, tries=tries)
-                back = await health.wait_until_answers(deps.redis, deps.objects, part, OUTAGE_WAIT_MAX_SEC)
+                back = await health.wait_until_answers(deps.db, deps.redis, deps.objects, part, OUTAGE_WAIT_MAX_SEC)
                 log.info("part answers again; retrying" if back else "part still down; retrying", part=part)
             if tries < limit:
                 outcome = "retried"

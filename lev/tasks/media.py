@@ -16,7 +16,7 @@ from lev.ingest.finish import fail_content, finish_content
 from lev.ingest.media import EXT_MIME, media_duration_seconds
 from lev.ingest.youtube import youtube_audio
 from lev.plumbing.deps import Deps
-from lev.providers.transcriber import Transcript, TranscriptionError
+from lev.plumbing.ports import Transcript, TranscriptionError
 from lev.store import contents as content_store
 from lev.store import lifecycle
 from lev.tasks.jobs import work_bound

@@ -21,9 +21,10 @@ from standardwebhooks.webhooks import Webhook
 
 from lev.core import clock
 from lev.core.errors import ApiError
-from lev.net.guard import Outbound, shared_client
+from lev.net.guard import shared_client
 from lev.plumbing.deps import Deps
 from lev.plumbing.jobs import requeue
+from lev.plumbing.ports import Outbound
 from lev.store import webhooks as webhook_store
 from lev.webhooks import events
 

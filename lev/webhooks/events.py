@@ -3,7 +3,8 @@ deliveries in the caller's transaction, the one that makes the event true, and q
 transaction has committed. A rollback takes the event with it (never invented); a crash after the commit leaves
 the deliveries in PostgreSQL, where the sweep finds them (never lost).
 
-Call it inside `store.db.transaction()`. A user without an endpoint for the event type costs one indexed query.
+Call it inside a transaction of `deps.db` (every session comes from the injected `Database`, which carries the job
+queue the nudge goes to). A user without an endpoint for the event type costs one indexed query.
 """
 
 from __future__ import annotations
@@ -16,14 +17,15 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.core import clock
-from lev.plumbing.deps import JobQueue
 from lev.plumbing.jobs import job_id
+from lev.plumbing.ports import JobQueue
 from lev.store import webhooks as webhook_store
 from lev.store.db import after_commit
 
 log = logging.getLogger("lev.webhooks")
 
-EVENT_TYPES = ("item.created", "item.ready", "item.failed", "item.deleted", "import.finished", "feed.failing")
+EVENT_TYPES = ("item.created", "item.ready", "item.failed", "item.deleted", "import.finished", "feed.failing",
+               "highlight.created", "highlight.deleted")
 TEST_EVENT = "webhook.test"  # sent by POST /webhooks/{id}/test to that endpoint alone; no one subscribes to it
 DELIVER_JOB = "deliver_webhook"
 QUEUE_INFO = "queue"  # the session.info key of the job queue (lev.runtime builds Deps.db with it)

@@ -31,7 +31,8 @@ def export(c: httpx.Client) -> list[dict[str, Any]]:
         assert r.headers["content-disposition"].startswith('attachment; filename="lev-export-')
         lines = [json.loads(line) for line in r.iter_lines() if line]
     assert lines[0]["type"] == "lev_export" and lines[0]["version"] == 1
-    counts = {k: sum(1 for line in lines if line["type"] == k[:-1]) for k in ("folders", "items", "outputs")}
+    counts = {k: sum(1 for line in lines if line["type"] == k[:-1])
+              for k in ("folders", "items", "outputs", "highlights")}
     assert lines[-1] == {"type": "end", **counts}
     return lines
 

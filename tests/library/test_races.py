@@ -37,14 +37,14 @@ class Held:
     """A store transaction run on the admin's loop and held open (uncommitted) until `commit()`."""
 
     def __init__(self, admin: Admin, work: Callable[[Any], Awaitable[Any]]) -> None:
-        from lev.store.db import transaction
+        from lev.store.db import database
 
         self.admin = admin
         self.ready = threading.Event()
         self.release = threading.Event()
 
         async def go() -> None:
-            async with transaction() as s:
+            async with database().transaction() as s:
                 await work(s)
                 self.ready.set()
                 await asyncio.to_thread(self.release.wait)
@@ -293,10 +293,10 @@ def test_a_job_finishing_a_content_racing_its_item_delete_never_deadlocks(server
     locked, finish, outcome = threading.Event(), threading.Event(), {}
 
     async def job() -> None:
-        from lev.store.db import transaction
+        from lev.store.db import database
 
         try:
-            async with transaction() as s:
+            async with database().transaction() as s:
                 assert (await content_store.lock_with_items(s, content) or {}).get("status") == "processing"
                 locked.set()
                 await asyncio.to_thread(finish.wait)
@@ -325,7 +325,7 @@ def test_password_change_racing_the_activity_writer_never_deadlocks(server, admi
     table order, so each could hold a row the other waited for (a deadlock, answered 503)."""
     from sqlalchemy import text
 
-    from lev.store.db import transaction
+    from lev.store.db import database
 
     web = httpx.Client(base_url=server.url, timeout=120)
     email = f"race{uuid.uuid4().hex[:8]}@example.com"
@@ -339,7 +339,7 @@ def test_password_change_racing_the_activity_writer_never_deadlocks(server, admi
     locked, go_on = threading.Event(), threading.Event()
 
     async def activity_writer() -> None:  # what touch_last_used does: rows in id order, in one transaction
-        async with transaction() as s:
+        async with database().transaction() as s:
             await s.execute(text("UPDATE tokens SET last_used_at = now() WHERE id = :t"), {"t": first_by_id})
             locked.set()
             await asyncio.to_thread(go_on.wait)

@@ -181,16 +181,16 @@ def test_the_plans_ef_search_reaches_the_index_scan(admin) -> None:
 
     async def go() -> tuple[list[int], list[int]]:
         seen, inside = [], []
-        async with db.read_session() as s:
+        async with db.database().read_session() as s:
             for ef in (123, 123, 250, None, 123):
                 await use_plan_ef(s, Plan("", 0, "true", "", ef))
                 seen.append(await show(s))
-        async with db.transaction() as s:
+        async with db.database().transaction() as s:
             await use_plan_ef(s, Plan("", 0, "true", "", 77))
             inside.append(await show(s))
         return seen, inside
 
-    engine = db.engine().sync_engine
+    engine = db.database().engine.sync_engine
     event.listen(engine, "before_cursor_execute", note)
     try:
         seen, inside = admin.run_coro(go())
@@ -358,7 +358,7 @@ def test_connections_plan_their_prepared_statements_once(admin) -> None:
     assert Settings().db_generic_plans is True
 
     async def modes(generic: bool) -> list[str]:
-        engine = create_async_engine(db.engine().url, pool_size=2)
+        engine = create_async_engine(db.database().engine.url, pool_size=2)
         if generic:
             db._plan_once(engine)
         try:

@@ -301,6 +301,7 @@ def test_a_flush_writes_what_was_queued_and_ends_while_entries_keep_arriving(use
 
     from lev.core import clock
     from lev.ops.activity import ActivityWriter
+    from lev.store.db import database
 
     def entry(method: str) -> dict:
         return {"ts": clock.now(), "user_id": user.id, "token_id": None, "surface": "rest", "method": method,
@@ -308,7 +309,7 @@ def test_a_flush_writes_what_was_queued_and_ends_while_entries_keep_arriving(use
                 "query": None, "request_id": None}
 
     async def go() -> tuple[int, int, int]:
-        writer = ActivityWriter()
+        writer = ActivityWriter(database())
         for _ in range(7):
             writer.record(entry("queued-before"))
         arriving = True

@@ -21,7 +21,8 @@ from tests.fixtures_imports import chromium_bookmarks
 from tests.sites import Site
 from tests.stack import Admin, User, new_user
 
-ALL = ["item.created", "item.ready", "item.failed", "item.deleted", "import.finished", "feed.failing"]
+ALL = ["item.created", "item.ready", "item.failed", "item.deleted", "import.finished", "feed.failing",
+       "highlight.created", "highlight.deleted"]
 
 
 @pytest.fixture

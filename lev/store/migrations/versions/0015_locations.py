@@ -7,7 +7,7 @@ chunk is found in it. The pages of older PDFs are found by the worker (`tasks.ho
 reads the stored files.
 
 Revision ID: 0015
-Revises: 0013
+Revises: 0017
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from sqlalchemy import text
 from lev.store.locations import Outline, locate, locations, markdown_headings, normalize_whitespace
 
 revision = "0015"
-down_revision = "0013"
+down_revision = "0017"
 
 RECORDING_KINDS = ("audio", "video", "youtube")
 BATCH = 200
@@ -92,6 +92,7 @@ def _backfill_content(conn: Any, row: Any) -> None:
     found = locations(spans, outline)
     if stored is not None and norm != stored:
         conn.execute(text(f"UPDATE contents SET {field} = :t WHERE id = :c"), {"t": norm, "c": row.id})
+        _move_highlights(conn, row.id, stored, norm)
     if outline.to_json() is not None:
         conn.execute(text("UPDATE contents SET outline = CAST(:o AS jsonb) WHERE id = :c"),
                      {"o": json.dumps(outline.to_json()), "c": row.id})
@@ -100,6 +101,22 @@ def _backfill_content(conn: Any, row: Any) -> None:
     changed = [(c.id, t) for c, t in zip(chunk_rows, fixed, strict=True) if t is not None and t != c.text]
     if changed:  # the same words: the chunk's postings are written again unchanged
         conn.execute(_FIX_TEXT, {"ids": [i for i, _ in changed], "t": [t for _, t in changed]})
+
+
+def _move_highlights(conn: Any, content_id: Any, old: str, new: str) -> None:
+    """Highlights made on the text before it was stored normalised (0018 ran first): moved onto the same words of
+    the normalised text, their text the new slice."""
+    marks = conn.execute(text("SELECT h.id, h.text, h.char_start FROM highlights h"
+                              " JOIN user_items u ON u.id = h.item_id WHERE u.content_id = :c"),
+                         {"c": content_id}).all()
+    for mark in marks:
+        words = normalize_whitespace(mark.text)
+        near = max(0, int(mark.char_start * len(new) / max(len(old), 1)) - 1000)
+        at = new.find(words, near) if words else -1
+        at = new.find(words) if at < 0 and words else at
+        if at >= 0:
+            conn.execute(text("UPDATE highlights SET char_start = :s, char_end = :e, text = :t WHERE id = :i"),
+                         {"s": at, "e": at + len(words), "t": words, "i": mark.id})
 
 
 def backfill(conn: Any) -> None:

@@ -1,0 +1,72 @@
+"""Where a highlight's words are (lev.highlights.locate) and how the reader view cuts and marks the text
+(lev.highlights.reader), without a server."""
+
+from __future__ import annotations
+
+import pytest
+
+from lev.core.errors import ApiError
+from lev.highlights.locate import locate
+from lev.highlights.markdown import filename, render
+from lev.highlights.reader import PART_CHARS, boundaries, part_of, view
+
+BODY = "The tide turns twice a day.\nThe tide  pools\nhold sea stars. The tide is high. 🐚 The tide"
+
+
+def test_offsets_that_hold_the_words_are_kept_else_the_nearest_occurrence_is_found() -> None:
+    first = BODY.index("The tide")
+    assert locate(BODY, "The tide") == (first, first + 8)  # no offsets: the first occurrence
+    third = BODY.index("The tide is")
+    assert locate(BODY, "The tide", third, third + 8) == (third, third + 8)  # offsets that hold the words
+    last = BODY.rindex("The tide")
+    assert locate(BODY, "The tide", last - 3, last + 5) == (last, last + 8)  # the nearest to wrong offsets
+    assert locate(BODY, "The tide", third + 2) == (third, third + 8)  # a start alone is a hint too
+    assert BODY[slice(*locate(BODY, "The tide", None, len(BODY)))] == "The tide"
+
+
+def test_whitespace_runs_match_any_whitespace_and_code_points_count_as_one() -> None:
+    start, end = locate(BODY, "tide pools hold\n sea stars.")  # the live page's spaces and breaks
+    assert BODY[start:end] == "tide  pools\nhold sea stars."
+    start, end = locate(BODY, " 🐚 The ")
+    assert BODY[start:end] == "🐚 The" and end - start == 5  # the shell is one character (a code point)
+
+
+@pytest.mark.parametrize("words", ["The sea is dry", "   ", "tides turn"])
+def test_words_not_in_the_text_are_refused_saying_so(words: str) -> None:
+    with pytest.raises(ApiError) as err:
+        locate(BODY, words)
+    assert err.value.code == "invalid_body" and err.value.status == 400
+    assert "not in the item" in (err.value.message or "") or "some words" in (err.value.message or "")
+
+
+def test_parts_break_at_lines_and_every_offset_has_one_part() -> None:
+    text = ("word " * 30 + "\n") * 2000  # about 300,000 characters
+    starts = boundaries(text)
+    assert starts[0] == 0 and all(b - a <= PART_CHARS for a, b in zip(starts, starts[1:], strict=False))
+    assert all(text[s - 1] == "\n" for s in starts[1:])
+    assert part_of(starts, 0) == 1 and part_of(starts, starts[3]) == 4 and part_of(starts, len(text) - 1) == len(starts)
+    assert boundaries("x" * (PART_CHARS * 2 + 5)) == [0, PART_CHARS, 2 * PART_CHARS]  # no break: cut anyway
+
+
+def test_the_view_splits_runs_where_highlights_start_and_end() -> None:
+    text = "alpha beta gamma\ndelta epsilon"
+    marks = [{"id": "a", "char_start": 6, "char_end": 16}, {"id": "b", "char_start": 11, "char_end": 23}]
+    v = view(text, marks)
+    assert (v.part, v.parts, v.start, v.end, v.total_chars) == (1, 1, 0, len(text), len(text))
+    first, second = v.paragraphs
+    assert [(r.at, r.text, r.highlight_ids, r.anchors) for r in first.runs] == [
+        (0, "alpha ", [], []), (6, "beta ", ["a"], ["a"]), (11, "gamma", ["a", "b"], ["b"])]
+    assert [(r.at, r.text, r.highlight_ids) for r in second.runs] == [(17, "delta ", ["b"]), (23, "epsilon", [])]
+    for p in v.paragraphs:
+        for r in p.runs:
+            assert text[r.at:r.at + len(r.text)] == r.text  # every run knows its place in the text
+
+
+def test_markdown_quotes_highlights_with_notes_below_and_names_the_file() -> None:
+    item = {"id": "0b0e8c1e-0000-4000-8000-000000000000", "title": "Tide pools", "url": "https://example.com/t",
+            "kind": "url", "created_at": "2026-11-27T09:00:00+00:00", "text": "The tide turns.\nTwice a day."}
+    md = render(item, [{"text": "The tide turns.\nTwice", "note": "Remember the moon."}])
+    assert md.startswith('---\ntitle: "Tide pools"\nsource: "https://example.com/t"\n')
+    assert "## Highlights\n\n> The tide turns.\n> Twice\n\nRemember the moon.\n" in md
+    assert md.rstrip().endswith("## Text\n\nThe tide turns.\nTwice a day.")
+    assert filename("Tide: pools / rocks?", "x") == "Tide pools rocks.md" and filename(None, "abc") == "abc.md"
