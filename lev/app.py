@@ -4,7 +4,6 @@ lifespan that opens the runtime; wrapped in `lev.middleware.LevMiddleware`."""
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -32,7 +31,7 @@ from lev.oauth import server as oauth
 from lev.ops import logs, metrics
 from lev.tasks.worker import make_worker, stop_gracefully
 
-log = logging.getLogger("lev")
+log = logs.get_logger("lev")
 request_log = logs.get_logger("lev.request")
 
 async def handle_error(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:

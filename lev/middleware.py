@@ -4,7 +4,6 @@ headers, the request's metrics, log line and activity entry; and the route names
 from __future__ import annotations
 
 import json
-import logging
 import re
 import time
 import uuid
@@ -23,7 +22,7 @@ from lev.ingest.request import MAX_HTML_BYTES, MAX_PAGE_BODY_BYTES
 from lev.oauth import server as oauth
 from lev.ops import logs, metrics
 
-log = logging.getLogger("lev")
+log = logs.get_logger("lev")
 request_log = logs.get_logger("lev.request")
 
 UPLOAD_PUT_PREFIX = "/api/v1/uploads/put/"

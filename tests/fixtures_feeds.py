@@ -187,6 +187,10 @@ class FeedSite:
         return json.dumps(doc).encode(), "application/feed+json"
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # many deliveries may connect at once (the default backlog of 5 would delay them)
+
+
 @dataclass
 class Delivery:
     headers: dict[str, str]
@@ -232,7 +236,7 @@ class WebhookReceiver:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()

@@ -19,7 +19,7 @@ import httpx
 
 from lev.core.errors import ApiError, not_a_feed
 from lev.imports.importfile import dedupe_key
-from lev.net.guard import open_url, shared_client
+from lev.net.guard import AddressRefused, open_url, shared_client
 from lev.plumbing import offload
 from lev.plumbing.ports import Outbound
 
@@ -257,9 +257,12 @@ async def read(fetched: Fetched) -> Reading:
 
 
 async def discover(outbound: Outbound, url: str) -> tuple[Fetched, Feed]:
-    """The feed at `url`, or the one its page names: (its fetch, its parse). 400 not_a_feed saying why not."""
+    """The feed at `url`, or the one its page names: (its fetch, its parse). 400 not_a_feed saying why not, or
+    address_refused (naming the setting that allows it) for an address the guard does not reach."""
     try:
         fetched = await fetch(outbound, url)
+    except AddressRefused as exc:
+        raise exc.refused_as("The feed's address") from None
     except ApiError as exc:
         raise not_a_feed(f"The feed cannot be fetched: {exc.message or exc.code}.") from None
     found = await read(fetched)
@@ -270,6 +273,8 @@ async def discover(outbound: Outbound, url: str) -> tuple[Fetched, Feed]:
     named = found.named[0]
     try:
         linked = await fetch(outbound, named)
+    except AddressRefused as exc:
+        raise exc.refused_as(f"The page names the feed {named}, but its address") from None
     except ApiError as exc:
         raise not_a_feed(f"The page names the feed {named}, but it cannot be fetched: "
                          f"{exc.message or exc.code}.") from None

@@ -152,9 +152,10 @@ async def filing(deps: Deps, principal: Principal, folder_id: uuid.UUID | None) 
     """The principal filing into `folder_id`: 403 forbidden_scope outside a scoped token's folders or for a viewer of
     a shared folder, 404 folder_not_found (with `missing`) when the user can reach no such folder."""
     filing = filing_target(principal, folder_id)
-    if folder_id is not None:
+    target = filing.new_item_folder  # asked for, or a single-folder token's (a shared folder it may only read)
+    if target is not None:
         async with deps.db.read_session() as s:
-            require_filer(await member_store.role_of(s, principal.user_id, folder_id), folder_id)
+            require_filer(await member_store.role_of(s, principal.user_id, target), target)
     return filing
 
 

@@ -6,7 +6,6 @@ Each REST operation declares its class in `openapi.yaml` (`x-lev-limit`); MCP to
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 import uuid
@@ -22,11 +21,11 @@ from lev.core import clock, context
 from lev.core.errors import ApiError, rate_limited
 from lev.core.settings import Settings
 from lev.limits.attempts import AttemptBudget, Reservation, reserve_all, window_text
-from lev.ops import metrics
+from lev.ops import logs, metrics
 from lev.store import tokens as token_store
 from lev.store.db import Database
 
-log = logging.getLogger("lev.limits.ratelimit")
+log = logs.get_logger("lev.limits.ratelimit")
 
 WRITE_CLASSES = frozenset({"ingest", "delete", "bulk", "mcp_write"})
 
@@ -133,7 +132,7 @@ class Limiter:
             stats = await self.strategy.get_window_stats(item, limit_class, key)
         except (RedisError, OSError, StorageError) as exc:
             # Redis down: the hourly limits fail open (docs/operations.md); the monthly write cap still holds.
-            log.warning("rate limiter unavailable; serving without the hourly limit: %s", type(exc).__name__)
+            log.warning("rate limiter unavailable; serving without the hourly limit", error=type(exc).__name__)
             return {}
         reset = max(0, math.ceil(stats.reset_time - time.time()))
         headers = {"RateLimit-Limit": str(item.amount), "RateLimit-Remaining": str(stats.remaining),
@@ -175,8 +174,8 @@ class Limiter:
             allowed = await self.strategy.hit(item, "client_registration", key)
             stats = await self.strategy.get_window_stats(item, "client_registration", key)
         except (RedisError, OSError, StorageError) as exc:
-            log.warning("rate limiter unavailable; registering without the per-address limit: %s",
-                        type(exc).__name__)
+            log.warning("rate limiter unavailable; registering without the per-address limit",
+                        error=type(exc).__name__)
             return
         if not allowed:
             retry = max(1, math.ceil(stats.reset_time - time.time()))
@@ -192,7 +191,7 @@ class Limiter:
             allowed = await self.strategy.hit(item, "public_page", slug)
             stats = await self.strategy.get_window_stats(item, "public_page", slug)
         except (RedisError, OSError, StorageError) as exc:
-            log.warning("rate limiter unavailable; serving a public page without its limit: %s", type(exc).__name__)
+            log.warning("rate limiter unavailable; serving a public page without its limit", error=type(exc).__name__)
             return
         if not allowed:
             retry = max(1, math.ceil(stats.reset_time - time.time()))

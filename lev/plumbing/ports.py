@@ -12,13 +12,17 @@ from lev.core.settings import Settings
 
 
 class Redis(Protocol):
-    """The few Redis calls the domains make (progress figures, flags)."""
+    """The few Redis calls the domains make (progress figures, flags, the webhook senders' wake-up messages)."""
 
     async def set(self, name: str, value: str, ex: int | None = None) -> Any: ...
 
     async def get(self, name: str) -> Any: ...
 
     async def delete(self, *names: str) -> Any: ...
+
+    async def publish(self, channel: str, message: str) -> Any: ...
+
+    def pubsub(self, **kwargs: Any) -> Any: ...
 
 
 class JobQueue(Protocol):

@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, exists, false, or_
+from sqlalchemy import and_, bindparam, exists, false, literal_column, or_
 
 from lev.store.models import contents, item_folders, user_items
 
@@ -39,27 +39,31 @@ NONE = Filters()
 
 
 def filter_where(f: Filters | None) -> list[Any]:
-    """The conditions on `user_items` that the filters add (none for no filters)."""
+    """The conditions on `user_items` that the filters add (none for no filters). Their values are bound under
+    fixed names (`f_…`), so every part of one statement compiled on its own names a filter's value alike
+    (`store.scoped_sql.bound_params`)."""
     if f is None:
         return []
     conds: list[Any] = []
     if f.folder_id is not None:
-        conds.append(exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id == f.folder_id))
+        conds.append(exists().where(item_folders.c.item_id == user_items.c.id,
+                                    item_folders.c.folder_id == bindparam("f_folder", f.folder_id)))
     if f.item_id is not None:
-        conds.append(user_items.c.id == f.item_id)
+        conds.append(user_items.c.id == bindparam("f_item", f.item_id))
     if f.kinds:
         stored = sorted({k for k in f.kinds if k != "page"})
-        either: list[Any] = [user_items.c.kind.in_(stored)] if stored else []
+        either: list[Any] = [user_items.c.kind.in_(bindparam("f_kinds", stored, expanding=True))] if stored else []
         if "page" in f.kinds and "url" not in f.kinds:
-            either.append(and_(user_items.c.kind == "url", exists().where(
+            either.append(and_(user_items.c.kind == literal_column("'url'"), exists().where(
                 contents.c.id == user_items.c.content_id, contents.c.owner_id.isnot(None))))
         conds.append(or_(*either) if either else false())
     if f.site is not None:
-        conds.append(or_(user_items.c.host == f.site, user_items.c.host.like("%." + _like_escaped(f.site))))
+        conds.append(or_(user_items.c.host == bindparam("f_site", f.site),
+                         user_items.c.host.like(bindparam("f_site_like", "%." + _like_escaped(f.site)))))
     if f.after is not None:
-        conds.append(user_items.c.created_at >= f.after)
+        conds.append(user_items.c.created_at >= bindparam("f_after", f.after))
     if f.before is not None:
-        conds.append(user_items.c.created_at < f.before)
+        conds.append(user_items.c.created_at < bindparam("f_before", f.before))
     return conds
 
 

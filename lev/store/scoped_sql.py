@@ -5,18 +5,18 @@ A search's filters (`store.filters`) narrow the same parts; the scope rules live
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import literal_column, select
+from sqlalchemy import bindparam, literal_column, select, union_all
 from sqlalchemy.dialects.postgresql import psycopg2
 from sqlalchemy.engine.interfaces import BindTyping
 
 from lev.store.filters import Filters, filter_where
 from lev.store.items import visible
 from lev.store.lifecycle import Status
-from lev.store.models import contents, user_items
+from lev.store.models import contents, item_folders, user_items
 from lev.store.scope import Scope
 
 
@@ -55,9 +55,23 @@ def item_sql(scope: Scope, filters: Filters | None) -> Bound:
 
 @lru_cache(maxsize=4096)
 def scope_sql(scope: Scope, filters: Filters | None) -> Bound:
-    """The visible-content subquery."""
-    q = select(user_items.c.content_id).where(*visible_where(scope, filters))
-    return sql_text(q)
+    """The visible-content subquery. With shared folders in reach, the caller's own items and the shared folders'
+    items are two branches of one UNION ALL (each read through its own index: the user's items, the folders'
+    memberships) rather than one OR that only a scan of every item could answer. The filters narrow both."""
+    shared = scope.shared_in_scope
+    if not shared:
+        return sql_text(select(user_items.c.content_id).where(*visible_where(scope, filters)))
+    own = select(user_items.c.content_id).where(*visible_where(scope.own_only(), filters))
+    folder_id = filters.folder_id if filters is not None else None
+    folders = sorted(shared if folder_id is None else shared & {folder_id})
+    rest = replace(filters, folder_id=None) if filters is not None else None  # the folder is chosen just above
+    filed = (select(user_items.c.content_id)
+             .select_from(item_folders.join(user_items, user_items.c.id == item_folders.c.item_id))
+             .where(item_folders.c.folder_id.in_(bindparam("shared_filed", folders, expanding=True)) if folders
+                    else literal_column("false"),
+                    user_items.c.in_kb.is_(True), user_items.c.status == Status.READY.value,
+                    *filter_where(rest)))
+    return sql_text(union_all(own, filed))
 
 
 @lru_cache(maxsize=4096)

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
 from typing import Any
 
 from lev.core import clock
 from lev.feeds.poll import POLL_JOB, poll, poll_job_id
+from lev.ops import logs
 from lev.plumbing.deps import Deps
 from lev.plumbing.jobs import requeue
 from lev.store import feeds as feed_store
 
-log = logging.getLogger("lev.worker")
+log = logs.get_logger("lev.worker")
 
 POLL_BOUND_SEC = 3000.0  # a check and up to LEV_FEED_MAX_ENTRIES entries; the rest wait for the next run
 
@@ -34,5 +34,5 @@ async def schedule_feeds(ctx: dict[str, Any]) -> int:
         if await requeue(deps.queue, POLL_JOB, str(feed_id), job_id=poll_job_id(feed_id)):
             queued += 1
     if queued:
-        log.info("queued %d feed polls", queued)
+        log.info("queued feed polls", polls=queued)
     return queued

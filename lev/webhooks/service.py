@@ -16,7 +16,7 @@ import httpx
 from lev.auth.policy import Principal, require, require_whole_library
 from lev.core import clock
 from lev.core.errors import ApiError, found, invalid_body, limit_reached, not_found
-from lev.net.guard import check_host
+from lev.net.guard import AddressRefused, check_host
 from lev.plumbing.deps import Deps
 from lev.plumbing.ports import Outbound
 from lev.store import webhooks as webhook_store
@@ -67,6 +67,8 @@ async def check_url(outbound: Outbound, url: str) -> str:
         raise invalid_body("url has no host.")
     try:
         await check_host(outbound, parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80))
+    except AddressRefused as exc:
+        raise exc.refused_as("The endpoint's address") from None
     except ApiError as exc:
         raise invalid_body(f"url is refused: {exc.message or exc.code}.") from None
     return url

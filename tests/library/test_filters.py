@@ -148,3 +148,32 @@ def test_mcp_search_takes_the_same_filters(lib, server) -> None:  # type: ignore
 
 def test_pdf_page_counts_match_the_fixture() -> None:
     assert len(PDF_PAGES) == 5
+
+
+def test_filters_narrow_a_shared_folder_too(server, admin) -> None:  # type: ignore[no-untyped-def]
+    owner, member = new_user(admin), new_user(admin)
+    o = Api(server.url, owner.token(write=True))
+    m = Api(server.url, member.token(write=True))
+    folder = owner.folder("Shared harbour")
+    inv = o.post(f"/api/v1/folders/{folder}/invitations", json={"email": member.email, "role": "viewer"})
+    assert inv.status_code == 201, inv.text
+    assert m.post(f"/api/v1/invitations/{inv.json()['id']}/accept").status_code == 200
+    shared = {}
+    for url, title in (("https://port.example.net/a", "Harbour lights"), ("https://other.org/b", "Harbour log")):
+        r = o.post("/api/v1/ingest", json={"kind": "page", "url": url, "auto_transform": False,
+                                            "html": f"<html><body><article><h1>{title}</h1><p>The harbour lighthouse "
+                                                    f"guides ships past the breakwater at night, {title}.</p>"
+                                                    "</article></body></html>"})
+        assert r.status_code == 200, r.text
+        shared[url] = r.json()["user_item_id"]
+        assert o.post(f"/api/v1/items/{shared[url]}/folders", json={"folder_ids": [folder]}).status_code == 200
+    own = m.post("/api/v1/ingest", json={"kind": "text", "text": "My own harbour lighthouse note.",
+                                         "auto_transform": False}).json()["user_item_id"]
+    assert items(hits(m, "harbour lighthouse", limit=50)) == {*shared.values(), own}
+    for mode in MODES:
+        assert items(hits(m, "harbour lighthouse", site="example.net", mode=mode)) == \
+            {shared["https://port.example.net/a"]}, mode
+    assert items(hits(m, "harbour lighthouse", kind="text")) == {own}
+    assert items(hits(m, "harbour lighthouse", item_id=shared["https://other.org/b"])) == {shared["https://other.org/b"]}
+    assert items(hits(m, "harbour lighthouse", folder_id=folder, kind="url")) == set(shared.values())
+    assert items(hits(m, "harbour lighthouse", folder_id=folder, after="2999-01-01")) == set()

@@ -326,6 +326,10 @@ async def test_private_targets_are_refused_before_any_connection(site: Site) -> 
         err = await fails(REFUSED, url, connect_timeout=0.5)
         why = err.message or ""
         assert "non-public address" in why or "cloud metadata service" in why, (url, why)
+        # every refusal says which setting allows it, or that none does (a metadata service)
+        assert ("LEV_PRIVATE_URL_ALLOWLIST" in why and "LEV_ALLOW_PRIVATE_URLS" in why) \
+            or "no setting allows it" in why, (url, why)
+        assert err.code == "ingest_failed"  # an ingest answers it as any unreachable URL
     for url in ("ftp://x/file", "file:///etc/passwd", "gopher://x/"):
         err = await fails(REFUSED, url)
         assert "only http and https" in (err.message or ""), url

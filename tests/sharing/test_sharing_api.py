@@ -89,6 +89,9 @@ def test_invitation_roles_and_what_each_member_sees(api, admin: Admin, server) -
     assert found(o, "pangolins") == {owned, added}
     assert found(e, "pangolins") == {owned, added, private}
     assert found(v, "pangolins", folder_id=folder) == {owned, added}
+    for mode in ("hybrid", "semantic"):  # every plan of the scope SQL: nothing outside the folder, all of it inside
+        hits = ok(v.get("/api/v1/search", params={"q": "pangolin tongues", "mode": mode}))["results"]
+        assert {h["item_id"] for h in hits} == {owned, added}
     assert {i["id"] for i in ok(v.get("/api/v1/items", params={"folder_id": folder}))["items"]} == {owned, added}
     assert ok(v.get(f"/api/v1/items/{added}"))["folder_ids"] == [folder]
     err(o.get(f"/api/v1/items/{private}"), 404, "not_found")
@@ -191,6 +194,10 @@ def test_bad_input_is_refused_in_words_and_changes_nothing(api, admin: Admin) ->
     err(o.patch(f"/api/v1/folders/{folder}/members/{owner.id}", json={"role": "viewer"}), 400, "invalid_body")
     err(o.delete(f"{path}/00000000-0000-4000-8000-000000000000"), 404, "not_found")
     err(o.get("/api/v1/folders/not-a-uuid/members"), 400, "invalid_id")
+    # a viewer's token scoped to the shared folder reads it, and adds nothing to it (no auto-filing either)
+    scoped = api(member.token(write=True, folders=[folder]))
+    assert ok(scoped.get("/api/v1/folders"))["folders"][0]["role"] == "viewer"
+    err(scoped.post("/api/v1/ingest", json={"kind": "text", "text": "auto-filed?"}), 403, "forbidden_scope")
     # read-only and folder-scoped tokens do not manage sharing
     err(api(owner.token()).post(path, json={"email": "y@example.com", "role": "viewer"}), 403, "capability_denied")
     err(api(owner.token(write=True, folders=[folder])).post(path, json={"email": "y@example.com", "role": "viewer"}),

@@ -76,7 +76,7 @@
     if (float) {
       const box = got.range.getBoundingClientRect();
       const host = reader.getBoundingClientRect();
-      float.style.top = `${box.bottom - host.top + reader.offsetTop + 6}px`;
+      float.style.top = `${Math.max(0, box.top - host.top + reader.offsetTop - 38)}px`; // just above the words
       float.style.left = `${Math.max(0, box.left - host.left)}px`;
       float.hidden = false;
     }
