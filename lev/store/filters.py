@@ -9,13 +9,14 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, exists, false, literal_column, or_
+from sqlalchemy import and_, bindparam, exists, false, func, literal_column, or_
 
+from lev.store.lifecycle import MEDIA_KINDS
 from lev.store.models import contents, item_folders, user_items
 
 # The kinds an item has; `page` is a web page saved as the user's browser rendered it (stored as kind `url`, so
 # `url` finds those too).
-KINDS = ("url", "page", "text", "pdf", "image", "audio", "video", "youtube")
+KINDS = ("url", "page", "text", "pdf", "image", *sorted(MEDIA_KINDS))
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,9 @@ def filter_where(f: Filters | None) -> list[Any]:
                 contents.c.id == user_items.c.content_id, contents.c.owner_id.isnot(None))))
         conds.append(or_(*either) if either else false())
     if f.site is not None:
-        conds.append(or_(user_items.c.host == bindparam("f_site", f.site),
-                         user_items.c.host.like(bindparam("f_site_like", "%." + _like_escaped(f.site)))))
+        host = func.lev_url_host(user_items.c.url)  # migration 0015: lower case, no user info, port or trailing dot
+        conds.append(or_(host == bindparam("f_site", f.site),
+                         host.like(bindparam("f_site_like", "%." + _like_escaped(f.site)))))
     if f.after is not None:
         conds.append(user_items.c.created_at >= bindparam("f_after", f.after))
     if f.before is not None:

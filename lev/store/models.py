@@ -8,7 +8,6 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
-    Computed,
     DateTime,
     Float,
     ForeignKey,
@@ -81,7 +80,6 @@ user_items = Table(
     Column("metadata", JSONB, nullable=False),  # the user's own (an import's tags), over the content's
     Column("created_at", DateTime(timezone=True)),
     Column("updated_at", DateTime(timezone=True)),
-    Column("host", Text, Computed("lev_url_host(url)")),  # the URL's host, lower case (the `site` filter)
 )
 
 item_folders = Table(

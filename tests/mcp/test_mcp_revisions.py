@@ -151,7 +151,7 @@ def test_envelope_meta_and_unknown_methods(server, user) -> None:
     refused(modern(server, tok, "tools/list", meta={**META, "io.modelcontextprotocol/clientCapabilities": []}),
             400, -32602, "invalid_body")
     assert modern(server, tok, "tools/list", {"": "x", "name": "y"}).status_code == 200  # extra params are ignored
-    for method in ("ping", "initialize", "resources/list", "prompts/list"):  # not methods of this revision
+    for method in ("ping", "initialize", "prompts/list", "resources/subscribe"):  # not methods of this revision
         err = refused(modern(server, tok, method), 404, -32601, "method_not_found")
         assert "server/discover" in err["message"]
     h = {"Accept": ACCEPT, "Authorization": f"Bearer {tok}", "MCP-Protocol-Version": MODERN, "Mcp-Method": "x"}

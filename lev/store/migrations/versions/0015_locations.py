@@ -1,5 +1,6 @@
 """Locations and search filters: where each chunk stands in its item's text (characters, PDF pages, the heading
-above it), the text's outline beside it, and the host of an item's URL (the `site` filter).
+above it), the text's outline beside it, and the host of an item's URL (`lev_url_host`, indexed: the `site`
+filter).
 
 Chunks stored before this revision get their characters and headings here: the content's text (a recording's
 transcript) is stored in its normalised form (white space only; the form chunks were always cut from) and each
@@ -44,8 +45,7 @@ CREATE OR REPLACE FUNCTION lev_url_host(url text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 AS $$ SELECT nullif(rtrim(lower(substring(url FROM
   '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^/?#@]*@)?(\[[^]/?#]*\]|[^/?#:]*)')), '.'), '') $$;
-ALTER TABLE user_items ADD COLUMN IF NOT EXISTS host text GENERATED ALWAYS AS (lev_url_host(url)) STORED;
-CREATE INDEX IF NOT EXISTS user_items_host ON user_items (user_id, host) WHERE host IS NOT NULL;
+CREATE INDEX IF NOT EXISTS user_items_host ON user_items (user_id, lev_url_host(url)) WHERE url IS NOT NULL;
 """
 
 _SET_LOCATIONS = text("""
