@@ -98,6 +98,39 @@ def filtered_alternating(servers: dict[str, LiveServer], token: str, claims: lis
     return {k: {**pct(v), "hits": hits[k] / len(claims)} for k, v in ms.items()}
 
 
+NOTE_CHARS = 600_000
+MCP = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+
+
+def wire_sizes(servers: dict[str, LiveServer], token: str, claim: str) -> dict[str, dict[str, int]]:
+    """Bytes on the wire of whole MCP answers, old and new: get_item of a 600 KB note (ASCII prose; and the same
+    length of Greek), a search of 10 passages."""
+    auth = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=servers["new"].url, headers=auth, timeout=300) as c:
+        notes = {}
+        for name, unit in (("ascii", "The keeper's log, entry {n}: \"calm sea\", lamp lit at dusk.\n"),
+                           ("greek", "Ημερολόγιο {n}: ήρεμη θάλασσα, ο φάρος άναψε το σούρουπο.\n")):
+            text = "".join(unit.format(n=n) for n in range(NOTE_CHARS // len(unit) + 1))[:NOTE_CHARS]
+            r = c.post("/api/v1/ingest", json={"kind": "text", "title": f"Long {name} note", "text": text,
+                                               "auto_transform": False})
+            r.raise_for_status()
+            notes[name] = r.json()["user_item_id"]
+    out: dict[str, dict[str, int]] = {}
+    for k, s in servers.items():
+        with httpx.Client(base_url=s.url, headers={**auth, **MCP}, timeout=300) as c:
+            def call(tool: str, args: dict[str, Any]) -> int:
+                r = c.post("/api/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                             "params": {"name": tool, "arguments": args}})
+                r.raise_for_status()
+                assert "error" not in r.json(), r.text[:300]
+                return len(r.content)
+            out[k] = {f"get_item, {NOTE_CHARS // 1000} KB {name} note": call("get_item", {"item_id": item})
+                      for name, item in notes.items()}
+            out[k]["search_knowledge_base, 10 passages"] = call("search_knowledge_base", {"query": claim,
+                                                                                          "limit": 10})
+    return out
+
+
 def search_100k(claims: list[str]) -> dict[str, Any]:
     import psycopg
     from pgvector.psycopg import register_vector
@@ -125,9 +158,10 @@ def search_100k(claims: list[str]) -> dict[str, Any]:
             "new, after=2026-05-01": ("new", {"after": "2026-05-01"}),
             f"new, item_id (its {shape['item_chunks']} chunks)": ("new", {"item_id": shape["item_id"]}),
         }
+        wire = wire_sizes(servers, lev.token, claims[0])
         before, gauge = loadavg(), cpu_gauge()
         result = filtered_alternating(servers, lev.token, claims, variants)
-        return {"shape": shape, "build_s": t_build, "index_s": t_index, "result": result,
+        return {"shape": shape, "build_s": t_build, "index_s": t_index, "result": result, "wire": wire,
                 "load": f"{before} → {loadavg()}", "gauge": gauge}
     finally:
         for s in servers.values():
@@ -177,6 +211,12 @@ def main() -> str:
         ratio = f"{r['p50'] / base['p50']:.2f} / {r['p95'] / base['p95']:.2f}"
         lines(f"| {name} | {fmt_pct(r)} | {r['hits']:.1f} | {ratio} |")
     lines("")
+    lines("| MCP answer, whole on the wire, bytes | old | new | budget |")
+    lines("| --- | --- | --- | --- |")
+    for what in search["wire"]["new"]:
+        goal = "≤ 65,536 (64 KB)" if what.startswith("get_item") else "≤ 32,768 (32 KB)"
+        lines(f"| {what} | {search['wire']['old'][what]:,} | {search['wire']['new'][what]:,} | {goal} |")
+    lines("")
     lines("| SciFact test nDCG@10 through the API | old | new |")
     lines("| --- | --- | --- |")
     for mode in MODES:
@@ -189,6 +229,9 @@ def main() -> str:
             ok = r["p50"] <= 1.2 * base["p50"] and r["p95"] <= 1.2 * base["p95"]
             lines(f"- {name}: p50 {r['p50'] / base['p50']:.2f}, p95 {r['p95'] / base['p95']:.2f} of the unfiltered "
                   f"search (≤ 1.20) — {'**holds**' if ok else '**missed**'}")
+    for what, size in search["wire"]["new"].items():
+        cap = 65_536 if what.startswith("get_item") else 32_768
+        lines(f"- MCP {what}: {size:,} bytes (≤ {cap:,}) — {'**holds**' if size <= cap else '**missed**'}")
     old_p95, new_p95 = res["old, no filter"]["p95"], base["p95"]
     lines(f"- unfiltered hybrid p95 new/old: {new_p95 / old_p95:.2f}")
     same = all(abs(quality["old"][m] - quality["new"][m]) < 1e-9 for m in MODES)

@@ -67,7 +67,8 @@ def test_discover_and_results_carry_the_revision_fields(server, user) -> None:
     assert r.status_code == 200 and "mcp-session-id" not in r.headers
     found = r.json()["result"]
     validate_server_result("server/discover", MODERN, found)  # the SDK's own 2026-07-28 schema
-    assert found["supportedVersions"] == SUPPORTED and found["capabilities"] == {"tools": {"listChanged": False}}
+    assert found["supportedVersions"] == SUPPORTED
+    assert found["capabilities"] == {"tools": {"listChanged": False}, "resources": {"listChanged": False}}
     assert found["resultType"] == "complete" and found["ttlMs"] == 300_000 and found["cacheScope"] == "private"
     assert found["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "lev" and found["instructions"]
 
