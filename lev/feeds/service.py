@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 from lev.auth.policy import Principal, require, require_whole_library
-from lev.core import clock
+from lev.core import clock, weburl
 from lev.core.errors import ApiError, folder_not_found, invalid_body, limit_reached, not_found
 from lev.feeds import opml, parse
 from lev.feeds.poll import FIRST_FOLLOW_ENTRIES, POLL_JOB, next_poll, poll_job_id, record_new, status
@@ -56,10 +56,7 @@ async def _check_folder(deps: Deps, p: Principal, folder_id: uuid.UUID | None) -
 
 
 def _url(url: str) -> str:
-    url = url.strip()
-    if not url.lower().startswith(("http://", "https://")) or len(url) > MAX_URL_CHARS:
-        raise invalid_body(f"url must be an http or https URL of at most {MAX_URL_CHARS} characters.")
-    return url
+    return weburl.http_url(url, "url", max_chars=MAX_URL_CHARS)
 
 
 async def follow(deps: Deps, p: Principal, url: str, folder_id: uuid.UUID | None = None,

@@ -12,6 +12,7 @@ import hmac
 import re
 import secrets
 import time
+import unicodedata
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -21,7 +22,7 @@ from urllib.parse import unquote, urlsplit
 import httpx
 from pydantic import ValidationError
 
-from lev.core import clock, jsonguard
+from lev.core import clock, jsonguard, weburl
 from lev.core.errors import ApiError
 from lev.net.guard import Outbound, guarded_client
 from lev.store import oauth as oauth_store
@@ -108,13 +109,12 @@ def _rule(uri: str) -> RedirectRule | None:
     """The rule that admits `uri` as a redirect URI (never one with a fragment, user info or whitespace, or longer
     than MAX_URI_CHARS), or None."""
     try:
-        parts = urlsplit(uri)
-        host = (parts.hostname or "").lower()
-    except ValueError:
+        parts = weburl.parse(uri, schemes=None, need_host=False, max_chars=MAX_URI_CHARS)
+    except weburl.BadUrl:
         return None
+    host = (parts.hostname or "").lower()
     scheme = parts.scheme.lower()
-    if not scheme or parts.fragment or "@" in parts.netloc or len(uri) > MAX_URI_CHARS \
-            or any(c.isspace() for c in uri):
+    if not scheme or parts.fragment or "@" in parts.netloc or any(c.isspace() for c in uri):
         return None
     return next((rule for rule in REDIRECT_RULES if rule.admits(scheme, host)), None)
 
@@ -172,8 +172,8 @@ def check_bounds(document: Any, where: str = "") -> str | None:
 def is_metadata_url(client_id: str) -> bool:
     """A client ID metadata document URL: https, a path, no fragment, no user info, no dot segments."""
     try:
-        parts = urlsplit(client_id)
-    except ValueError:
+        parts = weburl.parse(client_id, schemes=("https",), max_chars=2000)
+    except weburl.BadUrl:
         return False
     segments = parts.path.split("/")
     return (parts.scheme == "https" and bool(parts.hostname) and parts.path not in ("", "/") and not parts.fragment
@@ -281,7 +281,7 @@ def validate_metadata_document(url: str, doc: dict[str, Any]) -> dict[str, Any]:
         raise refuse("response_types must be a list including code")
     name, uri = doc.get("client_name"), doc.get("client_uri")
     return {"client_name": name.strip() if isinstance(name, str) and name.strip() else None,
-            "client_uri": uri if isinstance(uri, str) and uri.startswith("https://") else None,
+            "client_uri": uri if weburl.is_http_url(uri) and str(uri).startswith("https://") else None,
             "redirect_uris": list(uris), "auth_method": "none"}
 
 
@@ -377,7 +377,26 @@ async def authenticate_client(db: Database, outbound: Outbound, form: dict[str, 
     return client
 
 
-def describe(client: Client) -> dict[str, Any]:
-    """What the consent page shows about a client: its name, and for a metadata document the site vouching for it."""
+def describe(client: Client, redirect_uri: str) -> dict[str, Any]:
+    """What the consent page shows about a client: its name, for a metadata document the site vouching for it, the
+    host the answer goes back to, and whether it names itself after Lev's browser extension without being one."""
     host = urlsplit(client.client_id).hostname if client.kind == "cimd" else None
-    return {"name": client.name, "kind": client.kind, "host": host, "uri": client.uri, "client_id": client.client_id}
+    redirect = urlsplit(redirect_uri)
+    return {"name": client.name, "kind": client.kind, "host": host, "uri": client.uri, "client_id": client.client_id,
+            "redirect_host": redirect.hostname or redirect.scheme, "redirect_origin": f"{redirect.scheme}://"
+            f"{redirect.netloc}", "unverified": impersonates_extension(client.name, redirect_uri)}
+
+
+# A browser extension's own redirects: Chrome's identity API (an id of 32 letters a-p), an extension page, Firefox's
+_EXTENSION_REDIRECT = re.compile(r"(?:https://[a-p]{32}\.chromiumapp\.org|chrome-extension://[a-p]{32}|"
+                                 r"moz-extension://[0-9a-f-]{36}|https://[0-9a-f]{40}\.extensions\.allizom\.org)"
+                                 r"(?:[/?]|$)")
+_EXTENSION_WORDS = frozenset({"extension", "browser", "addon", "add-on", "chrome", "firefox", "plugin"})
+
+
+def impersonates_extension(name: str, redirect_uri: str) -> bool:
+    """Whether a client calls itself Lev's browser extension (the word Lev with extension, browser, add-on, ...
+    after Unicode folding) while its redirect is not a browser extension's."""
+    folded = unicodedata.normalize("NFKC", name).casefold()
+    words = set(re.findall(r"[a-z0-9-]+", re.sub(r"[\u200b-\u200f\u2060\ufeff]", "", folded)))
+    return "lev" in words and bool(words & _EXTENSION_WORDS) and not _EXTENSION_REDIRECT.match(redirect_uri)
