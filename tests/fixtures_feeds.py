@@ -72,6 +72,23 @@ class FeedSite:
             def do_GET(self) -> None:  # noqa: N802 (http.server naming)
                 with site.lock:
                     site.arrived.append(self.path)
+                if self.path.startswith("/drip/"):  # /drip/<seconds>/<name>: a feed sent a few bytes at a time
+                    _, _, seconds, name = self.path.split("/", 3)
+                    body, ctype = site.rss(site.feeds[name])
+                    self.send_response(200)
+                    self.send_header("Content-Type", ctype)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    pieces = 50
+                    step = -(-len(body) // pieces)
+                    try:
+                        for n in range(pieces):
+                            self.wfile.write(body[n * step:(n + 1) * step])
+                            self.wfile.flush()
+                            time.sleep(float(seconds) / pieces)
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass
+                    return
                 status, body, ctype, headers = site.answer(self.path, dict(self.headers.items()))
                 with site.lock:
                     site.hits.append((self.path, status, self.headers.get("If-None-Match")))

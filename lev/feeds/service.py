@@ -15,9 +15,11 @@ from typing import Any
 
 from lev.auth.policy import Principal, require, require_whole_library
 from lev.core import clock, weburl
-from lev.core.errors import ApiError, folder_not_found, invalid_body, limit_reached, not_found
+from lev.core.errors import ApiError, folder_not_found, invalid_body, limit_reached, not_a_feed, not_found
 from lev.feeds import opml, parse
 from lev.feeds.poll import FIRST_FOLLOW_ENTRIES, POLL_JOB, next_poll, poll_job_id, record_new, status
+from lev.net import share
+from lev.plumbing import offload
 from lev.plumbing.deps import Deps
 from lev.plumbing.jobs import enqueue_job, requeue
 from lev.store import feeds as feed_store
@@ -26,6 +28,7 @@ from lev.store import imports as import_store
 
 OPML_CONCURRENCY = 8
 MAX_URL_CHARS = 4096
+FOLLOW_DEADLINE_SEC = 45.0  # one follow: the page, the feed it names, and reading them
 
 
 def shape(feed: dict[str, Any]) -> dict[str, Any]:
@@ -65,6 +68,12 @@ async def follow(deps: Deps, p: Principal, url: str, folder_id: uuid.UUID | None
     feed the user follows already is answered as it is."""
     _manage(p)
     url = _url(url)
+    with share.on_behalf_of(p.user_id):
+        return await _follow(deps, p, url, folder_id, title)
+
+
+async def _follow(deps: Deps, p: Principal, url: str, folder_id: uuid.UUID | None,
+                  title: str | None) -> tuple[dict[str, Any], bool]:
     await _check_folder(deps, p, folder_id)
     cap = deps.settings.feed_max_per_user
     async with deps.db.transaction() as s:
@@ -75,7 +84,11 @@ async def follow(deps: Deps, p: Principal, url: str, folder_id: uuid.UUID | None
     if used >= cap:
         raise limit_reached(f"You follow {used} feeds, the most one account may follow ({cap}); unfollow one "
                             "first.", cap=cap, used=used)
-    fetched, feed = await parse.discover(deps.outbound, url)
+    try:
+        async with asyncio.timeout(FOLLOW_DEADLINE_SEC):
+            fetched, feed = await parse.discover(deps.outbound, url)
+    except TimeoutError:
+        raise not_a_feed(f"The feed could not be fetched and read within {FOLLOW_DEADLINE_SEC:g} s.") from None
     async with deps.db.transaction() as s:
         await feed_store.lock_user(s, p.user_id)
         existing = await feed_store.by_url(s, p.user_id, [url, fetched.url])
@@ -175,7 +188,10 @@ async def export_opml(deps: Deps, p: Principal) -> bytes:
 async def import_opml(deps: Deps, p: Principal, data: bytes) -> dict[str, Any]:
     """Follow every feed an OPML file lists (a few at a time), into folders named after its outlines."""
     _manage(p)
-    outlines = await asyncio.to_thread(opml.parse, data)
+    try:
+        outlines = await offload.run(opml.parse, data, size=len(data))
+    except offload.OffloadFailed:
+        raise invalid_body("The OPML file could not be read (its reader stopped).") from None
     names = list(dict.fromkeys(o.folder for o in outlines if o.folder))
     async with deps.db.transaction() as s:
         folder_ids, _ = await import_store.ensure_folders(s, p.user_id, names)
@@ -184,7 +200,7 @@ async def import_opml(deps: Deps, p: Principal, data: bytes) -> dict[str, Any]:
     already: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
 
-    async def one(o: opml.Outline) -> None:
+    async def one(o: opml.Outline, late: list[opml.Outline]) -> None:
         async with gate:
             try:
                 feed, new = await follow(deps, p, o.url, folder_ids.get((o.folder or "").lower()), o.title)
@@ -192,15 +208,26 @@ async def import_opml(deps: Deps, p: Principal, data: bytes) -> dict[str, Any]:
                 if exc.status >= 500:
                     raise
                 refused.append({"line": o.line, "url": o.url, "error": exc.message or exc.code})
+                late.remove(o)
                 return
+            late.remove(o)
             (added if new else already).append(feed)
 
     first: dict[str, opml.Outline] = {}
     for outline in outlines:  # a feed listed twice is followed where it is listed first
         first.setdefault(outline.url.strip(), outline)
-    async with asyncio.TaskGroup() as group:
-        for outline in first.values():
-            group.create_task(one(outline))
+    late = list(first.values())  # each leaves once its follow has an answer
+    deadline = deps.settings.opml_deadline_sec
+    with share.on_behalf_of(p.user_id):  # the follows' fetches take this user's share, not everyone's
+        try:
+            async with asyncio.timeout(deadline), asyncio.TaskGroup() as group:
+                for outline in first.values():
+                    group.create_task(one(outline, late))
+        except TimeoutError:
+            pass
+    for o in late:
+        refused.append({"line": o.line, "url": o.url, "error": f"not checked: the import's {deadline:g} s "
+                        "were up before this feed's turn ended; import the file again to follow the rest"})
     already.extend({} for _ in range(len(outlines) - len(first)))
     refused.sort(key=lambda r: r["line"])
     return {"added": len(added), "already_followed": len(already), "refused": len(refused),

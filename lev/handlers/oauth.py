@@ -16,7 +16,8 @@ from lev.core import context, pagepolicy
 from lev.core.errors import ApiError, not_signed_in
 from lev.handlers import deps, pages
 from lev.oauth import server as oauth
-from lev.oauth.clients import MAX_REGISTRATION_BYTES, OAuthError, authenticate_client, describe, register
+from lev.oauth.clients import MAX_REGISTRATION_BYTES, OAuthError, authenticate_client, register
+from lev.oauth.consent import describe
 from lev.runtime import get_runtime
 from lev.store import folders as folder_store
 

@@ -25,6 +25,7 @@ import httpx
 
 from lev.core.errors import ApiError, ingest_failed
 from lev.core.settings import Settings
+from lev.net import share
 
 MAX_REDIRECTS = 5
 USER_AGENT = (
@@ -201,19 +202,20 @@ def ssl_context(outbound: Outbound) -> ssl.SSLContext:
 class _GuardedTransport(httpx.AsyncHTTPTransport):
     """httpx transport whose connection pool uses `_GuardedBackend` (no proxies, no env)."""
 
-    def __init__(self, outbound: Outbound) -> None:
+    def __init__(self, outbound: Outbound, max_connections: int = 10) -> None:
         super().__init__(trust_env=False)
         self._pool = httpcore.AsyncConnectionPool(
             ssl_context=ssl_context(outbound),
-            max_connections=10,
+            max_connections=max_connections,
             max_keepalive_connections=0,
             network_backend=_GuardedBackend(outbound),
         )
 
 
-def guarded_client(outbound: Outbound, timeout: httpx.Timeout, headers: dict[str, str]) -> httpx.AsyncClient:
+def guarded_client(outbound: Outbound, timeout: httpx.Timeout, headers: dict[str, str],
+                   max_connections: int = 10) -> httpx.AsyncClient:
     """An httpx client whose every connection is checked (redirects are followed by `open_url`, not httpx)."""
-    return httpx.AsyncClient(transport=_GuardedTransport(outbound), timeout=timeout, headers=headers,
+    return httpx.AsyncClient(transport=_GuardedTransport(outbound, max_connections), timeout=timeout, headers=headers,
                              follow_redirects=False, trust_env=False)
 
 
@@ -277,6 +279,14 @@ async def open_url(client: httpx.AsyncClient, url: str, *, headers: dict[str, st
     except (httpx.InvalidURL, ValueError, TypeError) as exc:
         raise ingest_failed(f"invalid URL: {exc}") from exc
     _check_url(current)
+    async with share.slot():
+        async with _follow(client, current, headers, not_modified) as resp:
+            yield resp
+
+
+@asynccontextmanager
+async def _follow(client: httpx.AsyncClient, current: httpx.URL, headers: dict[str, str] | None,
+                  not_modified: bool) -> AsyncIterator[httpx.Response]:
     for hop in range(MAX_REDIRECTS + 1):
         resp = await _send(client, current, headers)
         try:
@@ -309,5 +319,6 @@ def shared_client(outbound: Outbound, timeout: float, user_agent: str = USER_AGE
     key = (id(asyncio.get_running_loop()), outbound, timeout, user_agent)
     client = _shared.get(key)
     if client is None or client.is_closed:
-        client = _shared[key] = guarded_client(outbound, httpx.Timeout(timeout), {"User-Agent": user_agent})
+        client = _shared[key] = guarded_client(outbound, httpx.Timeout(timeout), {"User-Agent": user_agent},
+                                               max_connections=share.TOTAL)
     return client

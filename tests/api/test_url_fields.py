@@ -73,7 +73,7 @@ def test_malformed_urls_are_400_in_every_field(server, user: User) -> None:
             r = c.post(path, json=body)
             assert r.status_code == 400 and r.json()["error"] == "invalid_body" and r.json()["message"], \
                 (path, body, r.text)
-        r = httpx.post(f"{server.url}/oauth/register", json={"redirect_uris": [bad], "client_name": "x"})
+        r = httpx.post(f"{server.url}/oauth/register", json={"redirect_uris": [bad], "client_name": "x"}, timeout=60)
         assert r.status_code == 400, (bad, r.text)
     r = c.post("/api/v1/ingest", json={"kind": "url", "url": "https://[::1/x"})
     assert "cannot be parsed" in r.json()["message"], r.text  # the fuzzer's 500 (issue 38 item 6)
@@ -96,8 +96,8 @@ def test_no_string_in_a_url_field_reaches_a_500(server, user: User, text: str) -
         assert r.status_code < 500, (path, body, r.text)
         if path == "/api/v1/webhooks" and r.status_code == 201:
             assert c.delete(f"/api/v1/webhooks/{r.json()['id']}").status_code == 200
-    r = httpx.post(f"{server.url}/oauth/register", json={"redirect_uris": [text], "client_name": "x"})
+    r = httpx.post(f"{server.url}/oauth/register", json={"redirect_uris": [text], "client_name": "x"}, timeout=60)
     assert r.status_code < 500, (text, r.text)
     r = httpx.get(f"{server.url}/oauth/authorize", params={"client_id": text, "response_type": "code"},
-                  follow_redirects=False)
+                  follow_redirects=False, timeout=60)
     assert r.status_code < 500, (text, r.text)
