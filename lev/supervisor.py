@@ -107,7 +107,7 @@ class Supervisor:
         part.down_since = None
 
 
-OVERRUN_RESERVE_SHARE, OVERRUN_RESERVE_MAX_SEC = 0.1, 2.0
+OVERRUN_RESERVE_SHARE, OVERRUN_RESERVE_MAX_SEC = 0.05, 0.5
 
 
 class ShutdownWatchdog:

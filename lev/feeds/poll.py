@@ -46,7 +46,7 @@ FAILING_AFTER = 3  # checks failed in a row before a feed shows as failing (feed
 MAX_BACKOFF = timedelta(hours=24)
 FIRST_FOLLOW_ENTRIES = 20  # a first follow takes the newest entries (at most LEV_FEED_MAX_ENTRIES), not the archive
 ENTRY_TIMEOUT_SEC = 360.0  # one entry: a page fetch, or a podcast episode's download of up to 300 s
-CHECK_DEADLINE_SEC = 60.0  # one check in all: the fetch (30 s at most) and reading what came
+CHECK_DEADLINE_SEC = 120.0  # one check in all: the fetch (30 s at most) and reading what came in a child process
 
 
 def poll_job_id(feed_id: uuid.UUID | str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from lev.auth.policy import Principal, require, require_whole_library
 from lev.core import clock, weburl
-from lev.core.errors import ApiError, folder_not_found, invalid_body, limit_reached, not_a_feed, not_found
+from lev.core.errors import ApiError, folder_not_found, invalid_body, limit_reached, not_found
 from lev.feeds import opml, parse
 from lev.feeds.poll import FIRST_FOLLOW_ENTRIES, POLL_JOB, next_poll, poll_job_id, record_new, status
 from lev.net import share
@@ -28,7 +28,6 @@ from lev.store import imports as import_store
 
 OPML_CONCURRENCY = 8
 MAX_URL_CHARS = 4096
-FOLLOW_DEADLINE_SEC = 45.0  # one follow: the page, the feed it names, and reading them
 
 
 def shape(feed: dict[str, Any]) -> dict[str, Any]:
@@ -84,11 +83,7 @@ async def _follow(deps: Deps, p: Principal, url: str, folder_id: uuid.UUID | Non
     if used >= cap:
         raise limit_reached(f"You follow {used} feeds, the most one account may follow ({cap}); unfollow one "
                             "first.", cap=cap, used=used)
-    try:
-        async with asyncio.timeout(FOLLOW_DEADLINE_SEC):
-            fetched, feed = await parse.discover(deps.outbound, url)
-    except TimeoutError:
-        raise not_a_feed(f"The feed could not be fetched and read within {FOLLOW_DEADLINE_SEC:g} s.") from None
+    fetched, feed = await parse.discover(deps.outbound, url)
     async with deps.db.transaction() as s:
         await feed_store.lock_user(s, p.user_id)
         existing = await feed_store.by_url(s, p.user_id, [url, fetched.url])

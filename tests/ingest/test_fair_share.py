@@ -64,14 +64,14 @@ def test_one_users_big_ingests_hold_their_share_and_another_users_note_goes_firs
     for n in range(4):  # each past the cap: 300 chunks to embed, the rest of the text kept but not indexed
         r = big.post("/api/v1/ingest", json={"kind": "text", "title": f"Book {n}", "text": prose(100 * n, 400_000)})
         assert r.status_code == 200 and r.json()["status"] == "processing", r.text
-        mine.append(r.json()["item_id"])
+        mine.append(r.json()["user_item_id"])
 
     other = client(stack, "other@example.com")
     r = other.post("/api/v1/ingest", json={"kind": "text", "title": "A short note", "text": "Tides follow the moon."})
     assert r.status_code == 200 and r.json()["status"] == "ready", r.text  # inline: searchable when answered
     r = other.post("/api/v1/ingest", json={"kind": "text", "title": "Longer", "text": prose(900, 50_000)})
     assert r.status_code == 200 and r.json()["status"] == "processing", r.text
-    theirs = r.json()["item_id"]
+    theirs = r.json()["user_item_id"]
     wait(lambda: item(other, theirs)["status"] == "ready", "the other user's note")
     states = {i: item(big, i) for i in mine}
     queued = [i for i, it in states.items() if it["status"] == "processing" and it["progress"]["stage"] == "queued"]
@@ -100,9 +100,9 @@ def test_a_pathological_text_is_normalised_before_it_is_chunked(stack: SplitStac
     r = c.post("/api/v1/ingest", json={"kind": "text", "title": "Quotes", "text": text})
     assert r.status_code == 200 and r.json()["status"] == "ready", r.text  # one chunk, not 27,888
     assert stack.sql("SELECT count(*) FROM chunks c JOIN user_items u ON u.content_id = c.content_id "
-                     "WHERE u.id = %(i)s", i=r.json()["item_id"]) == [(1,)]
+                     "WHERE u.id = %(i)s", i=r.json()["user_item_id"]) == [(1,)]
     found = c.get("/api/v1/search", params={"q": "After", "mode": "keyword"}).json()["results"]
-    assert found and found[0]["item_id"] == r.json()["item_id"]
+    assert found and found[0]["item_id"] == r.json()["user_item_id"]
 
 
 def test_browser_session_writes_have_their_users_hourly_budget(stack: SplitStack) -> None:
@@ -125,3 +125,29 @@ def test_browser_session_writes_have_their_users_hourly_budget(stack: SplitStack
                    json={"kind": "text", "text": "still too many"})
     assert r.status_code == 429, r.text
     assert web.get("/api/v1/items").status_code == 200  # reads are not a write budget
+
+
+def test_sigterm_under_load_stops_within_the_grace_period_and_the_work_resumes(stack: SplitStack) -> None:
+    """Issue 38 item 5: SIGTERM under load took 31.4 s against a 30 s grace. The worker embedding two big items (and
+    the server) stop within LEV_SHUTDOWN_GRACE_SEC (2 s here, plus a second of slack); the abandoned batches are
+    done by the durable jobs once a worker starts again."""
+    import signal
+
+    c = client(stack, "stop@example.com")
+    ids = []
+    for n in range(2):
+        r = c.post("/api/v1/ingest", json={"kind": "text", "title": f"Stop {n}", "text": prose(5000 + n, 200_000)})
+        assert r.status_code == 200 and r.json()["status"] == "processing", r.text
+        ids.append(r.json()["user_item_id"])
+    wait(lambda: all(item(c, i)["progress"]["stage"] == "embedding" for i in ids), "both to be embedding")
+    assert stack.worker is not None
+    asked = time.monotonic()
+    stack.worker.send_signal(signal.SIGTERM)
+    stack.worker.wait(60)
+    took = time.monotonic() - asked
+    assert took <= 2 + 1.0, took
+    stack.worker = None
+    assert all(item(c, i)["status"] == "processing" for i in ids)
+    stack.start_worker()
+    for i in ids:
+        wait(lambda i=i: item(c, i)["status"] == "ready", f"item {i} after the restart")
