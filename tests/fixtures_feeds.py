@@ -60,6 +60,7 @@ class FeedSite:
         self.feeds: dict[str, FeedSpec] = {}
         self.hits: list[tuple[str, int, str | None]] = []  # answered: (path, status, If-None-Match)
         self.arrived: list[str] = []  # requested (before a slow answer)
+        self.dripping = self.most_dripping = 0  # /drip/ answers being sent now, and the most at once
         self.lock = threading.Lock()
         site = self
 
@@ -81,6 +82,9 @@ class FeedSite:
                     self.end_headers()
                     pieces = 50
                     step = -(-len(body) // pieces)
+                    with site.lock:
+                        site.dripping += 1
+                        site.most_dripping = max(site.most_dripping, site.dripping)
                     try:
                         for n in range(pieces):
                             self.wfile.write(body[n * step:(n + 1) * step])
@@ -88,6 +92,9 @@ class FeedSite:
                             time.sleep(float(seconds) / pieces)
                     except (BrokenPipeError, ConnectionResetError):
                         pass
+                    finally:
+                        with site.lock:
+                            site.dripping -= 1
                     return
                 status, body, ctype, headers = site.answer(self.path, dict(self.headers.items()))
                 with site.lock:
