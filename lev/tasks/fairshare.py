@@ -2,6 +2,9 @@
 every worker. A job past its user's share does not wait in a slot: it goes back to the queue for a moment (without
 costing one of its tries), so another user's job takes the slot now.
 
+The last of a worker's WORKER_SLOTS is kept for users who have no job running anywhere: however many users fill
+their shares, a newcomer's job starts at once.
+
 The running jobs of a user are a Redis sorted set of job ids scored by when their lease ends; a running job
 renews its lease, so the share of a worker killed mid-job comes back within LEASE_SEC."""
 
@@ -20,6 +23,7 @@ from lev.plumbing.deps import Deps
 from lev.store import owners
 from lev.store.owners import Subject
 
+WORKER_SLOTS = 4  # jobs one worker runs at once (arq's max_jobs)
 KEY = "lev:fair:"
 LEASE_SEC = 60.0
 DEFER_SEC = 2.0
@@ -27,6 +31,8 @@ RETRY_KEY = "arq:retry:"
 SUBJECTS: dict[str, Subject] = {"process_content": "content", "extract_document": "content",
                                 "transcribe_content": "content", "transform_item": "item", "run_import": "import",
                                 "poll_feed": "feed"}
+
+_here = [0]  # this process's jobs running in a share
 
 # take a place among the user's running jobs (ARGV: job id, now, lease end, share): 1 taken, 0 full
 _TAKE = """
@@ -64,13 +70,16 @@ async def share(redis: Any, deps: Deps, job: str, job_id: str, args: tuple[Any, 
         return
     key = KEY + str(user)
     now = time.time()
-    if not await redis.eval(_TAKE, 1, key, job_id, now, now + LEASE_SEC, limit):
+    room = limit if _here[0] < WORKER_SLOTS - 1 else 1  # the last slot: only for a user with none running
+    if not await redis.eval(_TAKE, 1, key, job_id, now, now + LEASE_SEC, room):
         await redis.decr(RETRY_KEY + job_id)  # waiting for a share is not a failed try
         raise Retry(defer=DEFER_SEC)
     renew = asyncio.get_running_loop().create_task(_renew(redis, key, job_id))
+    _here[0] += 1
     try:
         yield
     finally:
+        _here[0] -= 1
         renew.cancel()
         with contextlib.suppress(Exception):
             await redis.zrem(key, job_id)

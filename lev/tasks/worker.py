@@ -23,6 +23,7 @@ from lev.ops import logs, metrics
 from lev.plumbing import offload
 from lev.runtime import QUEUE
 from lev.supervisor import ShutdownWatchdog
+from lev.tasks import fairshare
 from lev.tasks.feeds import poll_feed, schedule_feeds
 from lev.tasks.housekeeping import drain_object_deletions, expire_uploads, purge_activity, reconcile_unfinished
 from lev.tasks.imports import run_import
@@ -105,7 +106,7 @@ class WorkerSettings:
     queue_name = QUEUE
     on_startup = startup
     on_shutdown = shutdown
-    max_jobs = 4
+    max_jobs = fairshare.WORKER_SLOTS
     job_timeout = JOB_TIMEOUT_SEC
     keep_result = 3600
 
