@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 PORT ?= 8080
 
-.PHONY: cluster test-cluster cluster-deps browser-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light wheel clean
+.PHONY: cluster test-cluster cluster-deps browser-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing wheel clean
 
 PIP := $(BIN)/pip install --disable-pip-version-check --progress-bar on
 
@@ -74,10 +74,10 @@ contract: $(DEV_STAMP)
 fuzz: $(DEV_STAMP)
 	LEV_FUZZ_EXAMPLES=2000 $(BIN)/pytest -q contract_tests -p no:cacheprovider
 
-bench: bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light
+bench: bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing
 
 # bench-light: this commit against the commit before issue 33, each from a fresh clone with its own `make run`.
-bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-automation bench-light: $(DEV_STAMP)
+bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-automation bench-light bench-sharing: $(DEV_STAMP)
 	$(BIN)/python -m bench.run $(subst bench-,,$@)
 
 bench-cluster: $(DEV_STAMP) cluster-deps

@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.cimd_site import LoopbackCA
@@ -17,6 +18,14 @@ from tests.stack import Admin, Api, LiveServer, User, new_user
 from tests.transcribe_stub import TranscribeStub
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+# A test's HTTP call that names no timeout waits up to two minutes, not httpx's 5 s: on a busy machine (the suite
+# twice at once, load 9 on 2 cores) a server answers late, never wrongly. Lev's own clients always name theirs.
+GENEROUS = httpx.Timeout(120.0, connect=30.0)
+for _call in (httpx.request, httpx.get, httpx.post, httpx.put, httpx.patch, httpx.delete, httpx.head, httpx.options,
+              httpx.Client.__init__, httpx.AsyncClient.__init__):
+    assert _call.__kwdefaults__ is not None and "timeout" in _call.__kwdefaults__, _call
+    _call.__kwdefaults__["timeout"] = GENEROUS
 
 
 @pytest.fixture(scope="session")

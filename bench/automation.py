@@ -1,40 +1,95 @@
-"""`make bench-automation`: feeds and webhooks under load, on loopback stand-ins.
+"""`make bench-automation`: feeds, webhooks and the idle log, this commit against the commit before issue 40, in one
+run on loopback stand-ins (each side a fresh stack; the old one is `git archive` of its commit in the virtualenv its
+own Makefile builds).
 
-1. 1,000 followed feeds polled with nothing new (each answers 304 to its ETag): polls per second, the server's
-   CPU per poll, and the p95 of searches run during the polls beside the same searches with nothing polling.
-2. Webhook latency from an item's `item.ready` committed (its ingest answered) to the receiver, p50/p95, and the
-   throughput of 1,000 deliveries queued at once.
+1. Idle log: lines `lev serve` writes in a minute with nothing to do (its output is a file, as under a supervisor).
+2. Webhooks: `item.ready` from the ingest's answer to a loopback receiver (60 text ingests one after another),
+   p50/p95/p99; 1,000 deliveries written to the outbox at once: deliveries per second and the server's CPU per
+   delivery.
+3. Feeds: 1,000 followed feeds checked with nothing new (each answers 304 to its ETag): polls per second, the
+   server's CPU per poll, and the p95 of searches run during the polls beside the same searches with nothing
+   polling.
 
-The old commit (84739d0) has neither feeds nor webhooks, so there is nothing of it to run beside these figures.
+CPU is the `lev serve` process's (API and inline worker, user + system, with any child) and, apart, the embedded
+PostgreSQL's. `LEV_BENCH_SIDES=new` (or `old`) runs one side; `LEV_BENCH_AUTOMATION=webhooks,feeds` some parts.
+The load average (1 min) is written when each part starts: above 1.5 the machine was not quiet.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import tempfile
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
 
-from bench.common import cleanup, fmt_pct, pct, start_lev
+from bench.common import ROOT, cleanup, fmt_pct, own_python, pct, start_lev
 from tests.fixtures_feeds import FeedSite, WebhookReceiver
 
+OLD = os.environ.get("LEV_BENCH_AUTOMATION_OLD", "ab12759")  # main before issue 40
 FEEDS = 1000
+BURST = 1000
+LATENCY_INGESTS = 60
+IDLE_SEC = 60
+QUIET_LOAD = 1.5
 QUERIES = ["volcanoes and magma", "sourdough starter", "quantum entanglement", "tide pools", "bridge design"]
 
 
-def _cpu(pid: int) -> float:
-    proc = psutil.Process(pid)
-    total = sum(proc.cpu_times()[:2])
-    for child in proc.children(recursive=True):
-        try:
-            total += sum(child.cpu_times()[:2])
-        except psutil.NoSuchProcess:
-            pass
-    return float(total)
+def old_tree() -> Path:
+    """The old commit's sources (git archive), cached per commit."""
+    sha = subprocess.run(["git", "rev-parse", "--short", OLD], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    dest = Path(tempfile.gettempdir()) / f"lev-bench-old-{sha}"
+    if not (dest / "lev" / "app.py").exists():
+        dest.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "archive", sha], cwd=ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+class Cpu:
+    """CPU seconds (user + system) of the server process with its children, and of the embedded PostgreSQL."""
+
+    def __init__(self, pid: int, data_dir: Path) -> None:
+        self.pid = pid
+        self.pg_dir = str(data_dir)
+
+    def _sum(self, procs: list[psutil.Process]) -> float:
+        total = 0.0
+        for p in procs:
+            try:
+                total += sum(p.cpu_times()[:2])
+            except psutil.NoSuchProcess:
+                pass
+        return total
+
+    def server(self) -> float:
+        proc = psutil.Process(self.pid)
+        return self._sum([proc, *proc.children(recursive=True)])
+
+    def postgres(self) -> float:
+        procs = []
+        for p in psutil.process_iter(["name", "cmdline"]):
+            try:
+                if (p.info["name"] or "").startswith("postgres") and self.pg_dir in " ".join(p.info["cmdline"] or []):
+                    procs.append(p)
+                    procs.extend(p.children(recursive=True))
+            except psutil.NoSuchProcess:
+                pass
+        return self._sum(procs)
+
+    def both(self) -> tuple[float, float]:
+        return self.server(), self.postgres()
 
 
 def _searches(c: httpx.Client, stop: threading.Event, out: list[float]) -> None:
@@ -56,7 +111,52 @@ def _timed_searches(c: httpx.Client, seconds: float) -> list[float]:
     return out
 
 
-def feeds_part(lev: Any, c: httpx.Client) -> list[str]:
+def idle_part(lev: Any) -> dict[str, Any]:
+    time.sleep(5)  # start-up lines (the banner, the first cron runs) are not idle
+    path = lev.server.log_path
+    before = path.read_bytes().count(b"\n")
+    time.sleep(IDLE_SEC)
+    lines = path.read_bytes().splitlines()[before:]
+    return {"lines": len(lines), "sample": [x.decode(errors="replace")[:160] for x in lines[:3]]}
+
+
+def webhooks_part(lev: Any, c: httpx.Client, cpu: Cpu) -> dict[str, Any]:
+    receiver = WebhookReceiver()
+    try:
+        hook = c.post("/api/v1/webhooks", json={"url": receiver.url, "events": ["item.ready"]}).json()
+        latencies = []
+        for n in range(LATENCY_INGESTS):
+            r = c.post("/api/v1/ingest", json={"kind": "text", "text": f"Latency note {n} about kestrels.",
+                                               "auto_transform": False})
+            answered = time.time()
+            assert r.status_code == 200, r.text
+            got = receiver.wait_for(lambda ds, k=n: len(ds) == k + 1, timeout=60)
+            latencies.append((got[-1].at - answered) * 1000)
+        before = len(receiver.deliveries)
+        event_rows = ", ".join(
+            f"('msg_bench{n:04d}', '{lev.user_id}', 'item.ready', "
+            f"'{{\"type\": \"item.ready\", \"timestamp\": \"2026-01-01T00:00:00Z\", \"data\": {{\"n\": {n}}}}}')"
+            for n in range(BURST))
+        cpu0 = cpu.both()
+        lev.admin.sql(f"INSERT INTO webhook_events (id, user_id, type, payload) VALUES {event_rows}; "
+                      "INSERT INTO webhook_deliveries (id, webhook_id, event_id, status, attempts) "
+                      f"SELECT gen_random_uuid(), '{hook['id']}', id, 'pending', 0 FROM webhook_events "
+                      "WHERE id LIKE 'msg_bench%'")
+        got = receiver.wait_for(lambda ds: len(ds) >= before + BURST, timeout=900)
+        deadline = time.monotonic() + 120  # the outcomes recorded too
+        while lev.admin.sql("SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'")[0][0]:
+            assert time.monotonic() < deadline, "the deliveries' outcomes were not recorded"
+            time.sleep(0.2)
+        server, pg = (b - a for a, b in zip(cpu0, cpu.both(), strict=True))
+        batch = got[before:]
+        span = batch[-1].at - batch[0].at
+        return {"latency": pct(latencies), "span": span, "rate": BURST / span, "cpu": server / BURST * 1000,
+                "pg": pg / BURST * 1000, "received": len(receiver.deliveries) - before}
+    finally:
+        receiver.close()
+
+
+def feeds_part(lev: Any, c: httpx.Client, cpu: Cpu) -> dict[str, Any]:
     site = FeedSite()
     try:
         for n in range(FEEDS):
@@ -66,96 +166,96 @@ def feeds_part(lev: Any, c: httpx.Client) -> list[str]:
         lev.admin.sql("INSERT INTO feeds (id, user_id, url, feed_title, paused, failures, etag, next_poll_at, "
                       f"entries_ingested) VALUES {rows}")
         idle = _timed_searches(c, 20)
-        cpu0 = _cpu(lev.server.proc.pid)
-        lev.admin.sql("UPDATE feeds SET next_poll_at = now()")  # all due: the next schedule queues them
+        cpu0 = cpu.both()
+        lev.admin.sql("UPDATE feeds SET next_poll_at = now()")  # all due: the next schedule finds them
         stop, during = threading.Event(), []  # type: ignore[var-annotated]
         t = threading.Thread(target=_searches, args=(c, stop, during))
         t.start()
         deadline = time.monotonic() + 900
         while lev.admin.sql("SELECT count(*) FROM feeds WHERE last_checked_at IS NULL")[0][0] > 0:
             assert time.monotonic() < deadline, "the polls did not finish in 15 minutes"
-            time.sleep(1)
+            time.sleep(0.5)
         stop.set()
         t.join()
-        cpu = _cpu(lev.server.proc.pid) - cpu0
+        server, pg = (b - a for a, b in zip(cpu0, cpu.both(), strict=True))
         first, last = lev.admin.sql("SELECT min(last_checked_at), max(last_checked_at) FROM feeds")[0]
         span = (last - first).total_seconds()
-        not_modified = sum(1 for _, status, _ in site.hits if status == 304)
-        failed = lev.admin.sql("SELECT count(*) FROM feeds WHERE failures > 0")[0][0]
-        pi, pd = pct(idle), pct(during)
-        return [
-            "### 1,000 feeds polled with nothing new",
-            "",
-            f"{FEEDS} feeds on a loopback feed server, each answering 304 to the ETag of its last fetch; all made "
-            "due at once, queued by the schedule (one `poll_feed` job each) and run by the inline worker (4 jobs "
-            "at a time) while one client searched back to back.",
-            "",
-            "| figure | value |",
-            "| --- | --- |",
-            f"| polls | {FEEDS} ({not_modified} answered 304, {failed} failed) |",
-            f"| first to last check | {span:.1f} s |",
-            f"| polls per second | **{FEEDS / span:.1f}** |",
-            f"| server CPU per poll (API + worker process, user + system) | **{cpu / FEEDS * 1000:.1f} ms** |",
-            f"| search p50 / p95 / p99, nothing polling (n={pi['n']}) | {fmt_pct(pi)} ms |",
-            f"| search p50 / p95 / p99, during the polls (n={pd['n']}) | {fmt_pct(pd)} ms |",
-            "",
-        ]
+        return {"span": span, "rate": FEEDS / span, "cpu": server / FEEDS * 1000, "pg": pg / FEEDS * 1000,
+                "not_modified": sum(1 for _, status, _ in site.hits if status == 304),
+                "failed": lev.admin.sql("SELECT count(*) FROM feeds WHERE failures > 0")[0][0],
+                "idle": pct(idle), "during": pct(during)}
     finally:
         site.close()
 
 
-def webhooks_part(lev: Any, c: httpx.Client) -> list[str]:
-    receiver = WebhookReceiver()
+def side(root: Path, parts: list[str]) -> dict[str, Any]:
+    lev = start_lev(root=root, python=own_python(root))
+    out: dict[str, Any] = {"load": {}}
     try:
-        hook = c.post("/api/v1/webhooks", json={"url": receiver.url, "events": ["item.ready"]}).json()
-        latencies = []
-        for n in range(60):
-            r = c.post("/api/v1/ingest", json={"kind": "text", "text": f"Latency note {n} about kestrels."})
-            committed = time.time()
-            assert r.status_code == 200, r.text
-            got = receiver.wait_for(lambda ds, k=n: len(ds) == k + 1, timeout=60)
-            latencies.append((got[-1].at - committed) * 1000)
-        lat = pct(latencies)
-        before = len(receiver.deliveries)
-        event_rows = ", ".join(
-            f"('msg_bench{n:04d}', '{lev.user_id}', 'item.ready', "
-            f"'{{\"type\": \"item.ready\", \"timestamp\": \"2026-01-01T00:00:00Z\", \"data\": {{\"n\": {n}}}}}')"
-            for n in range(1000))
-        lev.admin.sql(f"INSERT INTO webhook_events (id, user_id, type, payload) VALUES {event_rows}")
-        lev.admin.sql("INSERT INTO webhook_deliveries (id, webhook_id, event_id, status, attempts) "
-                      "SELECT gen_random_uuid(), :w, id, 'pending', 0 FROM webhook_events WHERE id LIKE 'msg_bench%'",
-                      w=hook["id"])
-        got = receiver.wait_for(lambda ds: len(ds) >= before + 1000, timeout=900)
-        batch = got[before:]
-        span = batch[-1].at - batch[0].at
-        return [
-            "### Webhook delivery",
-            "",
-            "A receiver on loopback answering 200 at once. Latency: 60 text ingests one after another, each from "
-            "its ingest's answer (the transaction holding `item.ready` committed) to the receiver's arrival.",
-            "Throughput: 1,000 deliveries written to the outbox in one transaction (as a burst of events would be) "
-            "and found by the sweep; from the first arrival to the last.",
-            "",
-            "| figure | value |",
-            "| --- | --- |",
-            f"| item.ready committed to receiver, p50 / p95 / p99 | **{fmt_pct(lat)} ms** |",
-            f"| 1,000 queued deliveries: first to last arrival | {span:.1f} s |",
-            f"| deliveries per second | **{1000 / span:.1f}** |",
-            "",
-        ]
+        c = httpx.Client(base_url=lev.url, headers=lev.headers(), timeout=120)
+        cpu = Cpu(lev.server.proc.pid, lev.data_dir)  # type: ignore[union-attr]
+        if "log" in parts:
+            out["load"]["log"] = load()
+            out["log"] = idle_part(lev)
+        for n in range(40):
+            c.post("/api/v1/ingest", json={"kind": "text", "auto_transform": False,
+                                           "text": f"{QUERIES[n % 5]} note {n}: " + "words " * 50})
+        if "webhooks" in parts:
+            out["load"]["webhooks"] = load()
+            out["webhooks"] = webhooks_part(lev, c, cpu)
+        if "feeds" in parts:
+            out["load"]["feeds"] = load()
+            out["feeds"] = feeds_part(lev, c, cpu)
     finally:
-        receiver.close()
+        cleanup(lev)
+    return out
+
+
+def _row(runs: dict[str, dict[str, Any]], label: str, part: str, shown: Any, goal: str = "") -> str:
+    cells = [shown(runs[k][part]) if k in runs else "" for k in ("old", "new")]
+    return f"| {label} | {cells[0]} | {cells[1]} | {goal} |"
+
+
+def _ms(key: str, digits: int = 2) -> Any:
+    return lambda x: format(x[key], f".{digits}f")
+
+
+def report(runs: dict[str, dict[str, Any]], parts: list[str]) -> list[str]:
+    out = [f"Old: `git archive {OLD}` (main before issue 40); new: this commit. Each side a fresh `lev serve` (worker "
+           "inline, embedded PostgreSQL and Redis), old first.", "",
+           "| figure | old | new | goal |", "| --- | --- | --- | --- |"]
+    if "log" in parts:
+        out.append(_row(runs, f"idle server: log lines in {IDLE_SEC} s", "log", lambda x: str(x["lines"]), "0"))
+    if "webhooks" in parts:
+        out += [_row(runs, "webhook `item.ready` after the ingest's answer, p50 / p95 / p99 ms", "webhooks",
+                     lambda x: fmt_pct(x["latency"]), "≤ 100 / 150"),
+                _row(runs, f"{BURST:,} queued deliveries: deliveries per second", "webhooks", _ms("rate", 1), "≥ 200"),
+                _row(runs, "server CPU per delivery (lev process), ms", "webhooks", _ms("cpu"), "≤ 3"),
+                _row(runs, "PostgreSQL CPU per delivery, ms", "webhooks", _ms("pg"))]
+    if "feeds" in parts:
+        out += [_row(runs, f"{FEEDS:,} feeds answering 304: polls per second", "feeds", _ms("rate", 1), "≥ 100"),
+                _row(runs, "server CPU per poll (lev process), ms", "feeds", _ms("cpu"), "≤ 5"),
+                _row(runs, "PostgreSQL CPU per poll, ms", "feeds", _ms("pg")),
+                _row(runs, "polls answered 304 (failed)", "feeds", lambda x: f"{x['not_modified']} ({x['failed']})"),
+                _row(runs, "search p50 / p95 / p99 ms, nothing polling", "feeds", lambda x: fmt_pct(x["idle"])),
+                _row(runs, "search p50 / p95 / p99 ms, during the polls", "feeds", lambda x: fmt_pct(x["during"]),
+                     "p95 within 10 %")]
+    loads = "; ".join(f"{k}: " + ", ".join(f"{part} {v:.2f}" for part, v in runs[k]["load"].items())
+                      for k in ("old", "new") if k in runs)
+    noisy = any(v > QUIET_LOAD for r in runs.values() for v in r["load"].values())
+    out += ["", f"Load average (1 min) when each part started: {loads}."
+            + (f" Above {QUIET_LOAD}: the machine was not quiet; rerun `make bench-automation` on a quiet one."
+               if noisy else "")]
+    if "log" in parts:
+        for k in ("old", "new"):
+            if k in runs and runs[k]["log"]["sample"]:
+                out += ["", f"The {k} idle server's first lines:", "", "```", *runs[k]["log"]["sample"], "```"]
+    return out
 
 
 def main() -> str:
-    lev = start_lev()
-    try:
-        c = httpx.Client(base_url=lev.url, headers=lev.headers(), timeout=120)
-        for n in range(40):
-            c.post("/api/v1/ingest", json={"kind": "text", "text": f"{QUERIES[n % 5]} note {n}: " + "words " * 50})
-        load = os.getloadavg()[0]
-        lines = feeds_part(lev, c) + webhooks_part(lev, c)
-        lines.append(f"Load average (1 min) at the start and the end: {load:.1f} and {os.getloadavg()[0]:.1f}.")
-    finally:
-        cleanup(lev)
-    return "\n".join([__doc__.split("\n\n", 1)[1].strip(), "", *lines])
+    sides = [s for s in os.environ.get("LEV_BENCH_SIDES", "old,new").split(",") if s]
+    parts = [p for p in os.environ.get("LEV_BENCH_AUTOMATION", "log,webhooks,feeds").split(",") if p]
+    roots = {"old": old_tree, "new": lambda: ROOT}
+    runs = {k: side(roots[k](), parts) for k in sides}
+    return "\n".join([__doc__.split("\n\n", 1)[1].strip(), "", *report(runs, parts)])

@@ -91,9 +91,10 @@ def own_python(root: Path) -> str:
     return str(root / ".venv" / "bin" / "python")
 
 
-def start_lev(env: dict[str, str] | None = None, root: Path = ROOT, python: str = sys.executable) -> Lev:
-    """Start `lev serve` (of the checkout at `root`, run by `python`) on a fresh data dir with the hourly limits
-    off (unless `env` says otherwise)."""
+def start_lev(env: dict[str, str] | None = None, root: Path = ROOT, python: str = sys.executable,
+              args: list[str] | None = None) -> Lev:
+    """Start `lev serve` (of the checkout at `root`, run by `python`, with more options `args`) on a fresh data dir
+    with the hourly limits off (unless `env` says otherwise)."""
     from lev.embedded import resolve_urls
     from lev.store import db
 
@@ -104,7 +105,7 @@ def start_lev(env: dict[str, str] | None = None, root: Path = ROOT, python: str 
     admin = Admin(db_url)
     with schema_seen_by(admin, root):
         server = LiveServer(data_dir, {"LEV_RATE_LIMITS": "off", "LEV_ALLOW_PRIVATE_URLS": "true", **(env or {})},
-                            log_name="bench", root=root, python=python).start(timeout=300)
+                            log_name="bench", root=root, python=python, args=args).start(timeout=300)
     user = new_user(admin)
     token = user.token(write=True, write_cap=0, kb_only=True, name="bench")
     return Lev(server, admin, token, user.id, data_dir)

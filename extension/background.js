@@ -4,6 +4,9 @@
 //   {type: "lev:save-tabs", windowId, folderId?}   every web page of the window, with lev:progress messages
 //   {type: "lev:status", tabId}                    is the tab's page in the library already?
 //   {type: "lev:save-link", url, folderId?}        a link, fetched by Lev itself (the context menu's entry)
+//   {type: "lev:highlight", tabId, note?, folderId?} the selection as a highlight of the page's item (the page saved
+//                                                  first when it is not in the library yet) -> {ok, item_id,
+//                                                  highlight_id}
 //   {type: "lev:folders"}, {type: "lev:state"}, {type: "lev:connect", server}, {type: "lev:use-token", server,
 //   token}, {type: "lev:disconnect"}
 // Each answers {ok: true, ...} or {ok: false, error, message} (Lev's error code, said in words).
@@ -16,6 +19,8 @@ const MAX_HTML_BYTES = 5 * 1024 * 1024;
 const STATUS_TTL_MS = 60_000;
 const PARALLEL_TABS = 2;
 const MENU_ID = "lev-save-link";
+const HIGHLIGHT_MENU_ID = "lev-highlight";
+const MAX_HIGHLIGHT_CHARS = 20000;
 const known = new Map(); // url -> {at, answer}: the toolbar asks Lev at most once a minute per page
 
 const isWeb = (url) => /^https?:\/\//i.test(url || "");
@@ -100,6 +105,40 @@ async function saveSelection(tabId, folderId) {
   return saved(tabId, tab.url, await ingest(body, folderId));
 }
 
+// The selection as a highlight of the page's item. The page is saved first (as Save page does) when it is not in
+// the library; when Lev's copy does not hold the words (Lev fetched the page itself, or the page changed), the
+// page as the browser shows it is saved again and the highlight tried once more.
+async function highlight(tabId, note, folderId) {
+  const tab = await chrome.tabs.get(tabId);
+  if (!isWeb(tab.url)) return notWeb();
+  const sel = await inTab(tabId, snapshotSelection);
+  const words = sel ? sel.text.trim() : "";
+  if (!words) return fail("nothing_selected", "Select some text on the page first.");
+  if (words.length > MAX_HIGHLIGHT_CHARS) {
+    return fail("selection_too_long", `Lev highlights at most ${MAX_HIGHLIGHT_CHARS.toLocaleString("en")} characters at once: select less.`);
+  }
+  const body = { text: words, ...(note && note.trim() ? { note: note.trim() } : {}) };
+  let st = await statusOf(tab.url);
+  if (!st.ok) return st;
+  let fresh = false;
+  if (!st.saved) {
+    const made = await savePage(tabId, folderId);
+    if (!made.ok) return made;
+    st = { item_id: made.item_id };
+    fresh = true;
+  }
+  let r = await api("POST", `/items/${st.item_id}/highlights`, body);
+  if (!r.ok && r.error === "invalid_body" && !fresh) {
+    const made = await savePage(tabId, folderId); // Lev's copy lacks the words: keep the page as it is shown now
+    if (!made.ok) return made;
+    st = { item_id: made.item_id };
+    r = await api("POST", `/items/${st.item_id}/highlights`, body);
+  }
+  if (!r.ok) return r;
+  known.delete(tab.url);
+  return { ok: true, item_id: st.item_id, highlight_id: r.data.id };
+}
+
 async function saveTabs(windowId, folderId) {
   const tabs = (await chrome.tabs.query({ windowId })).filter((t) => isWeb(t.url));
   if (!tabs.length) return fail("unsupported_page", "This window has no web pages to save.");
@@ -162,6 +201,7 @@ async function handle(msg) {
     case "lev:save-tabs": return saveTabs(msg.windowId, msg.folderId);
     case "lev:status": return status(msg.tabId);
     case "lev:save-link": return saveLink(msg.url, msg.folderId, msg.tabId);
+    case "lev:highlight": return highlight(msg.tabId, msg.note, msg.folderId);
     case "lev:folders": return folders();
     case "lev:state": return state();
     case "lev:connect": known.clear(); return connect(msg.server);
@@ -179,17 +219,32 @@ chrome.runtime.onMessage.addListener((msg, sender, reply) => {
 
 chrome.runtime.onInstalled.addListener(() => {
   chrome.contextMenus.create({ id: MENU_ID, title: "Save link to Lev", contexts: ["link"] }, () => void chrome.runtime.lastError);
+  chrome.contextMenus.create({ id: HIGHLIGHT_MENU_ID, title: "Highlight selection in Lev", contexts: ["selection"] },
+    () => void chrome.runtime.lastError);
 });
 
-chrome.contextMenus.onClicked.addListener(async (info, tab) => {
-  if (info.menuItemId !== MENU_ID) return;
+/** What a context-menu entry does; the badge on its tab says how it went (the menu has no other place to answer). */
+export async function menuAction(info, tab) {
   const tabId = tab && tab.id >= 0 ? tab.id : undefined;
+  if (info.menuItemId === HIGHLIGHT_MENU_ID) {
+    if (tabId === undefined) return fail("unsupported_page", "Lev can highlight on web pages only.");
+    const r = await highlight(tabId, undefined, undefined);
+    await chrome.action.setBadgeBackgroundColor({ tabId, color: r.ok ? "#1e7b3a" : "#b3261e" });
+    await chrome.action.setBadgeText({ tabId, text: r.ok ? "✎" : "!" });
+    await chrome.action.setTitle({ tabId, title: r.ok ? "Lev saved the highlight" : `Lev: ${r.message}` });
+    return r;
+  }
+  if (info.menuItemId !== MENU_ID) return null;
   const r = await saveLink(info.linkUrl, undefined, undefined);
-  if (tabId === undefined) return;
+  if (tabId === undefined) return r;
   await chrome.action.setBadgeBackgroundColor({ tabId, color: r.ok ? "#1e7b3a" : "#b3261e" });
   await chrome.action.setBadgeText({ tabId, text: r.ok ? "+1" : "!" });
   await chrome.action.setTitle({ tabId, title: r.ok ? "Lev saved the link" : `Lev: ${r.message}` });
-});
+  return r;
+}
+
+chrome.contextMenus.onClicked.addListener((info, tab) => { menuAction(info, tab); });
+globalThis.levMenuAction = menuAction; // for the tests, which cannot click a native menu
 
 async function refreshBadge(tab) {
   if (!tab || tab.id === undefined || !isWeb(tab.url)) return;

@@ -1,4 +1,5 @@
-// The toolbar popup: what Lev knows about the current page, a folder, and the three save buttons. It only sends
+// The toolbar popup: what Lev knows about the current page, a folder, the three save buttons and "Highlight
+// selection" with an optional note. It only sends
 // messages to the service worker (background.js), which does the work. `popup.html?tab=ID` acts on that tab (how the
 // tests open the popup as a page of its own).
 const $ = (sel) => document.querySelector(sel);
@@ -45,7 +46,7 @@ async function main() {
   const { lastFolder } = await chrome.storage.local.get("lastFolder");
   if (lastFolder && [...folderSelect.options].some((o) => o.value === lastFolder)) folderSelect.value = lastFolder;
   folderSelect.addEventListener("change", () => chrome.storage.local.set({ lastFolder: folderSelect.value }));
-  const buttons = [...document.querySelectorAll("button[data-lev^='save-']")];
+  const buttons = [...document.querySelectorAll("button[data-lev^='save-'], button[data-lev='highlight']")];
 
   async function run(button, msg, done) {
     buttons.forEach((b) => { b.disabled = true; });
@@ -62,6 +63,11 @@ async function main() {
     (a) => (a.status === "ready" ? "Saved: searchable now." : "Saved: Lev is still reading it.")));
   $('[data-lev="save-selection"]').addEventListener("click", (ev) => run(ev.target,
     { type: "lev:save-selection", tabId: tab.id }, () => "The selection is saved as a note."));
+  $('[data-lev="highlight"]').addEventListener("click", (ev) => run(ev.target,
+    { type: "lev:highlight", tabId: tab.id, note: $('[data-lev="note"]').value || undefined }, () => {
+      $('[data-lev="note"]').value = "";
+      return "Highlighted: it is marked on the item's page in Lev.";
+    }));
   $('[data-lev="save-tabs"]').addEventListener("click", (ev) => {
     const bar = $("#progress");
     bar.hidden = false; bar.value = 0;

@@ -10,4 +10,4 @@ Domains, one package each: `core`, `auth`, `limits`, `oauth`, `mcp`, `library`, 
 `imports`, `transforms`, `ops`. docs/architecture.md draws the house.
 """
 
-__version__ = "0.1.0"
+from lev.core.packagedata import VERSION as __version__  # noqa: F401  (what `import lev` answers)

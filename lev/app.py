@@ -4,7 +4,6 @@ lifespan that opens the runtime; wrapped in `lev.middleware.LevMiddleware`."""
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -25,14 +24,14 @@ from lev.core.errors import ApiError, not_signed_in, to_api_error
 from lev.core.settings import Settings, get_settings
 from lev.handlers import mcp as mcp_handler
 from lev.handlers import oauth as oauth_handler
-from lev.handlers import ops, pages, pwa
+from lev.handlers import ops, pages, public, pwa
 from lev.handlers import spec as spec_handler
 from lev.middleware import LevMiddleware, allowed_methods, error_response
 from lev.oauth import server as oauth
 from lev.ops import logs, metrics
 from lev.tasks.worker import make_worker, stop_gracefully
 
-log = logging.getLogger("lev")
+log = logs.get_logger("lev")
 request_log = logs.get_logger("lev.request")
 
 async def handle_error(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
@@ -132,6 +131,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
     app.add_url_rule("/readyz", "readyz", ops.readyz, methods=["GET"])
     app.add_url_rule("/metrics", "metrics", ops.metrics_text, methods=["GET"])
     pages.add_routes(app)
+    public.add_routes(app)
     pwa.add_routes(app)
     oauth_handler.add_routes(app)
     for exc_type in (ApiError, ProblemException, HTTPException, Exception):

@@ -4,7 +4,6 @@ headers, the request's metrics, log line and activity entry; and the route names
 from __future__ import annotations
 
 import json
-import logging
 import re
 import time
 import uuid
@@ -23,7 +22,7 @@ from lev.ingest.request import MAX_HTML_BYTES, MAX_PAGE_BODY_BYTES
 from lev.oauth import server as oauth
 from lev.ops import logs, metrics
 
-log = logging.getLogger("lev")
+log = logs.get_logger("lev")
 request_log = logs.get_logger("lev.request")
 
 UPLOAD_PUT_PREFIX = "/api/v1/uploads/put/"
@@ -43,6 +42,7 @@ def error_response(err: ApiError) -> ConnexionResponse:
     return ConnexionResponse(status_code=err.status, body=json.dumps(body), headers=rest_headers(err),
                              content_type="application/json")
 
+PUBLIC_PREFIX, PUBLIC_PAGE, PUBLIC_FEED = "/p/", "/p/{slug}", "/p/{slug}/feed.atom"
 _ROUTES: list[tuple[re.Pattern[str], str]] = []
 _TEMPLATES: set[str] = set()
 
@@ -58,6 +58,8 @@ def route_template(path: str) -> str:
     for compiled, template in _ROUTES:
         if compiled.match(path):
             return template
+    if path.startswith(PUBLIC_PREFIX):  # a published folder's slug is its secret URL: never logged
+        return PUBLIC_FEED if path.endswith("/feed.atom") else PUBLIC_PAGE
     return path[:200]
 
 
@@ -71,6 +73,8 @@ def metric_route(method: str, path: str) -> str:
     """A bounded route label for metrics: the documented template, the MCP or ops path, else `other`."""
     if path in OPS_PATHS or path in OAUTH_PATHS or path == "/api/mcp":
         return f"{method} {path}"
+    if path.startswith(PUBLIC_PREFIX):
+        return f"{method} {route_template(path)}"
     if path.startswith(UPLOAD_PUT_PREFIX):
         return f"{method} {UPLOAD_PUT_PREFIX}{{path}}"
     template = route_template(path)

@@ -117,9 +117,9 @@ async def start(settings: Settings | None = None, *, migrate: bool = True, inges
     redis = Redis.from_url(redis_url)
     rt = Runtime(settings=settings, database_url=db_url, redis_url=redis_url, redis=redis)
     rt.arq = await create_pool(RedisSettings.from_dsn(redis_url), default_queue_name=QUEUE)
-    # every session of the process comes from this one: its transactions carry the queue their after-commit
-    # nudges (the webhook outbox) go to
-    database = opened.with_info(**{webhook_events.QUEUE_INFO: rt.arq})
+    # every session of the process comes from this one: its transactions carry the Redis their after-commit
+    # nudges (the webhook outbox's senders) go to
+    database = opened.with_info(**{webhook_events.NUDGE_INFO: redis})
     rt.limiter = Limiter(settings, redis_url, redis, database)
     rt.activity = ActivityWriter(database)
     rt.principals = principals.PrincipalCache(redis, settings.principal_cache_sec)

@@ -40,6 +40,7 @@ class FeedSpec:
     entries: list[FeedEntry] = field(default_factory=list)
     status: int = 200
     version: int = 0  # bumped on every change: the ETag and Last-Modified follow it
+    validators: bool = True  # False: a server that sends no ETag or Last-Modified (every check is a 200)
 
 
 def _wav(seconds: float = 1.0) -> bytes:
@@ -168,8 +169,8 @@ class FeedSite:
             return spec.status, b"down", "text/plain", {}
         etag = f'"v{spec.version}"'
         modified = format_datetime(BASE_DATE + timedelta(days=spec.version), usegmt=True)
-        validators = {"ETag": etag, "Last-Modified": modified}
-        if headers.get("If-None-Match") == etag:
+        validators = {"ETag": etag, "Last-Modified": modified} if spec.validators else {}
+        if spec.validators and headers.get("If-None-Match") == etag:
             return 304, b"", "application/rss+xml", validators
         render = {"rss": self.rss, "rss091": self.rss091, "atom": self.atom, "json": self.json_feed}[spec.fmt]
         body, ctype = render(spec)
@@ -209,6 +210,10 @@ class FeedSite:
                                     "title": generated_article(e.n)[0], "date_published": e.date.isoformat()}
                                    for e in spec.entries]}
         return json.dumps(doc).encode(), "application/feed+json"
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # many deliveries may connect at once (the default backlog of 5 would delay them)
 
 
 @dataclass
@@ -256,7 +261,7 @@ class WebhookReceiver:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()

@@ -1,6 +1,7 @@
 """The house rules that keep the code readable from its folder names, checked on every CI run.
 
-- No import circle among the project's modules (any import, at module level or inside a function).
+- No import circle among the project's modules (any import, at module level or inside a function), and none among its
+  packages (a package's modules import only packages below it); `core`, `store` and `plumbing` import no domain.
 - `store/` imports nothing above it (no other `lev` module, no `handlers`, `tasks`).
 - No function-level import of a project module: such an import exists only to dodge a circle.
 - No product module reaches 400 lines.
@@ -83,8 +84,9 @@ def _imports(module: str, path: Path) -> list[tuple[str, bool]]:
 GRAPH = {m: sorted({t for t, _ in _imports(m, p)}) for m, p in MODULES.items()}
 
 
-def _circles() -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan)."""
+def _circles(graph: dict[str, list[str]] | None = None) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan) of `graph` (the module graph by default)."""
+    graph = GRAPH if graph is None else graph
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -95,7 +97,7 @@ def _circles() -> list[list[str]]:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for w in GRAPH[v]:
+        for w in graph[v]:
             if w not in index:
                 strong(w)
                 low[v] = min(low[v], low[w])
@@ -112,7 +114,7 @@ def _circles() -> list[list[str]]:
             if len(component) > 1:
                 out.append(sorted(component))
 
-    for v in GRAPH:
+    for v in graph:
         if v not in index:
             strong(v)
     return out
@@ -120,6 +122,42 @@ def _circles() -> list[list[str]]:
 
 def test_no_import_circles() -> None:
     assert not _circles(), f"import circles: {_circles()}"
+
+
+def _package(module: str) -> str:
+    """The room a module belongs to at package level: `lev.auth.policy` -> `lev.auth`; a module directly in `lev/`
+    (the composition root) is a room of its own."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or MODULES[module].name == "__init__.py" else module
+
+
+def _package_graph() -> dict[str, list[str]]:
+    """Package -> the packages its modules import (`lev` itself, the front door that only names the version, is
+    left out: `from lev import runtime` is an arrow to `lev.runtime`)."""
+    out: dict[str, set[str]] = {}
+    for module, targets in GRAPH.items():
+        if module == "lev":
+            continue
+        room = out.setdefault(_package(module), set())
+        room.update(_package(t) for t in targets if t != "lev" and _package(t) != _package(module))
+    return {room: sorted(targets) for room, targets in out.items()}
+
+
+PACKAGES_GRAPH = _package_graph()
+BASE = {"lev.core": set(), "lev.store": set(), "lev.plumbing": {"lev.core", "lev.store"}}
+
+
+def test_no_import_circle_between_packages() -> None:
+    """Eight packages once stood in one circle (core -> ingest -> webhooks -> ingest, limits <-> auth): each
+    package's modules may import only packages below it."""
+    assert not _circles(PACKAGES_GRAPH), f"package circles: {_circles(PACKAGES_GRAPH)}"
+
+
+def test_the_base_and_the_plumbing_import_no_domain() -> None:
+    """`core` and `store` import nothing of Lev's (the store: nothing but itself); `plumbing`, which every domain
+    may import, imports only them: the interfaces of what it hands out live in `plumbing.ports`."""
+    wrong = {room: sorted(set(PACKAGES_GRAPH.get(room, [])) - allowed) for room, allowed in BASE.items()}
+    assert not {room: extra for room, extra in wrong.items() if extra}, wrong
 
 
 def test_store_depends_on_nothing_above_it() -> None:
@@ -219,6 +257,15 @@ def test_the_checker_sees_a_circle() -> None:
         GRAPH.clear()
         GRAPH.update({"a": ["b"], "b": ["a"], "c": ["a"]})
         assert _circles() == [["a", "b"]]
+        assert _circles({"x": ["y"], "y": ["z"], "z": []}) == []
     finally:
         GRAPH.clear()
         GRAPH.update(saved)
+
+
+def test_the_release_is_named_once_in_code_and_matches_pyproject() -> None:
+    import tomllib
+
+    from lev.core.packagedata import VERSION
+
+    assert VERSION == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]

@@ -33,6 +33,7 @@ from lev.limits import quota
 from lev.limits.ratelimit import Limiter
 from lev.limits.tiers import Tiers
 from lev.store import activity as activity_store
+from lev.store import members as member_store
 from lev.store import sessions as session_store
 from lev.store import tokens as token_store
 from lev.store import users as user_store
@@ -87,6 +88,7 @@ async def authenticate_session(s: AsyncSession, cookie_value: str | None) -> Pri
         token_id=None, user_id=row["user_id"], name="web", capabilities=frozenset({"read", "write"}),
         is_unscoped=True, folder_ids=frozenset(), kb_only=False, write_cap=0, tier=row["tier"],
         extra={"session": _digest(cookie_value), "csrf_token": row["csrf_token"], "email": row["email"]},
+        shared=member_store.shared_ids(row),
     )
 
 

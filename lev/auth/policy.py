@@ -24,9 +24,10 @@ from lev.core.errors import (
     invalid_id,
     invalid_token,
     missing_bearer_token,
+    not_found,
 )
 from lev.limits.tiers import Tiers, check_token_room
-from lev.store import folders as folder_store
+from lev.store import members as member_store
 from lev.store import tokens as token_store
 from lev.store.scope import Scope
 
@@ -51,12 +52,13 @@ class Principal:
     extra: dict[str, object] = field(default_factory=dict, compare=False)
     file_into: uuid.UUID | None = field(default=None, compare=False)  # the ingest request's folder_id
     expires_at: datetime | None = field(default=None, compare=False)  # the credential's end (lev.auth.principal_cache)
+    shared: frozenset[uuid.UUID] = frozenset()  # `Scope.shared`, read with the credential
 
     @property
     def scope(self) -> Scope:
         if self.is_unscoped:
-            return Scope(self.user_id, None, self.kb_only)
-        return Scope(self.user_id, self.folder_ids, self.kb_only, self.token_id)
+            return Scope(self.user_id, None, self.kb_only, shared=self.shared)
+        return Scope(self.user_id, self.folder_ids, self.kb_only, self.token_id, self.shared)
 
     @property
     def new_item_folder(self) -> uuid.UUID | None:
@@ -101,8 +103,9 @@ async def mint(
         raise invalid_body("write-cap must be 0 (none) or more.")
     unique = list(dict.fromkeys(folder_ids))
     if unique:
-        owned = await folder_store.owned_ids(session, user["id"], unique, lock=True)  # none vanishes before the insert
-        missing = [str(f) for f in unique if f not in owned]
+        # the user's folders and those shared with them; none vanishes before the insert
+        reached = await member_store.roles(session, user["id"], unique, lock=True)
+        missing = [str(f) for f in unique if f not in reached]
         if missing:
             raise folder_not_found("Some folders do not exist.", missing=missing)
     token, digest, prefix = new_token()
@@ -163,6 +166,7 @@ async def authenticate(session: AsyncSession, token: str, audience: str | None =
         # the credential's end: an OAuth access token ends with its hour (or its grant), a hand-minted one at expiry
         expires_at=row["expires_at"] if row["access_expires_at"] is None else min(row["expires_at"],
                                                                                    row["access_expires_at"]),
+        shared=member_store.shared_ids(row),
     )
 
 
@@ -202,6 +206,31 @@ def filing_target(principal: Principal, folder_id: uuid.UUID | None) -> Principa
     if not principal.is_unscoped and folder_id not in principal.folder_ids:
         raise forbidden_scope("folder_id is outside this token's scope.", out_of_scope=[str(folder_id)])
     return replace(principal, file_into=folder_id)
+
+
+def require_owner(role: str | None, action: str) -> None:
+    """404 when the caller cannot reach the folder at all, 403 forbidden_scope when they are a member but not its
+    owner (managing members, invitations, the public page, renaming and deleting are the owner's)."""
+    if role is None:
+        raise not_found()
+    if role != member_store.OWNER:
+        raise forbidden_scope(f"Only the folder's owner can {action}; you are one of its {role}s.", role=role)
+
+
+def require_filer(role: str | None, folder_id: uuid.UUID) -> None:
+    """404 folder_not_found when the caller cannot reach the folder, 403 forbidden_scope for a viewer: only the
+    owner and editors add items to a folder."""
+    if role is None:
+        raise folder_not_found("There is no such folder.", missing=[str(folder_id)])
+    if role not in (member_store.OWNER, member_store.EDITOR):
+        raise forbidden_scope("You are a viewer of this shared folder: only its owner and editors add items to it.",
+                              role=role)
+
+
+def require_manager(principal: Principal, action: str) -> None:
+    """Managing a folder's sharing needs a whole-library write token or the browser session (403 otherwise)."""
+    require(principal, "write")
+    require_whole_library(principal, action)
 
 
 def folder_visible(scope: Scope, folder_id: uuid.UUID) -> bool:

@@ -15,7 +15,6 @@ Keys are SHA-256 digests of the credential (with the audience it was presented t
 from __future__ import annotations
 
 import hashlib
-import logging
 import secrets
 import time
 from collections import OrderedDict
@@ -30,10 +29,10 @@ from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.auth.policy import Principal, authenticate
-from lev.ops import metrics
+from lev.ops import logs, metrics
 from lev.store.db import Database
 
-log = logging.getLogger("lev.auth.principal_cache")
+log = logs.get_logger("lev.auth.principal_cache")
 
 EPOCH_KEY = "lev:auth:epoch"
 MAX_ENTRIES = 10_000
@@ -75,7 +74,7 @@ class PrincipalCache:
                     return None
         except (RedisError, OSError) as exc:
             if self._entries:
-                log.warning("auth epoch unreadable (%s); principal cache emptied", type(exc).__name__)
+                log.warning("auth epoch unreadable; principal cache emptied", error=type(exc).__name__)
             self.clear()
             return None
         return bytes(epoch)
@@ -125,8 +124,8 @@ async def announce(redis: Any) -> None:
     except (RedisError, OSError) as exc:
         # The change is committed; processes that cannot read Redis do not use their caches, and any entry lives
         # at most LEV_PRINCIPAL_CACHE_SEC.
-        log.error("could not announce an auth change through Redis (%s); cached principals end within "
-                  "LEV_PRINCIPAL_CACHE_SEC", type(exc).__name__)
+        log.error("could not announce an auth change through Redis; cached principals end within "
+                  "LEV_PRINCIPAL_CACHE_SEC", error=type(exc).__name__)
 
 
 async def announce_change(redis_url: str) -> None:

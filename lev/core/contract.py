@@ -46,8 +46,8 @@ from lev.core.errors import (
     method_not_allowed,
     unsupported_media_type,
 )
+from lev.core.mimes import ALLOWED_MIMES
 from lev.core.packagedata import packaged
-from lev.ingest.media import ALLOWED_MIMES
 
 SPEC_PATH = packaged("openapi.yaml")
 MCP_TOOLS_PATH = packaged("mcp_tools.json")

@@ -7,19 +7,19 @@ a REST body, a JSON-RPC error object or an MCP tool error result, and maps forei
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import botocore.exceptions
 import psycopg
 import redis.exceptions
 import sqlalchemy.exc
+import structlog
 from connexion.exceptions import BadRequestProblem, OAuthProblem, ProblemException, Unauthorized
 from jsonrpcserver.exceptions import JsonRpcError
 from starlette.exceptions import HTTPException
 
-log = logging.getLogger("lev")
+log = structlog.stdlib.get_logger("lev")
 
 JSONRPC_INVALID_REQUEST = -32600
 JSONRPC_METHOD_NOT_FOUND = -32601
@@ -46,6 +46,7 @@ TABLE: dict[str, ErrorKind] = {
     "invalid_id": ErrorKind(400, JSONRPC_INVALID_PARAMS),
     "ingest_failed": ErrorKind(400, tool_result=True),
     "not_a_feed": ErrorKind(400),
+    "address_refused": ErrorKind(400),
     "transcription_unavailable": ErrorKind(400, tool_result=True),
     "missing_bearer_token": ErrorKind(401, JSONRPC_INVALID_REQUEST),
     "invalid_token": ErrorKind(401, JSONRPC_INVALID_REQUEST),
@@ -156,7 +157,7 @@ def to_api_error(exc: Exception) -> ApiError:
         return exc
     down = infrastructure_error(exc)
     if down is not None:
-        log.warning("dependency unavailable: %s: %s", type(exc).__name__, str(exc).splitlines()[0][:200])
+        log.warning("dependency unavailable", error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
         return down
     if isinstance(exc, (OAuthProblem, Unauthorized)):
         return missing_bearer_token()
@@ -258,6 +259,16 @@ def not_found(message: str = "The resource does not exist or is outside this tok
     return ApiError("not_found", message)
 
 
+T = TypeVar("T")
+
+
+def found(value: T | None) -> T:
+    """`value`, or 404 not_found when there is none (what lies outside the caller's scope is not there either)."""
+    if value is None:
+        raise not_found()
+    return value
+
+
 def folder_not_found(message: str, missing: list[str]) -> ApiError:
     return ApiError("folder_not_found", message, missing=missing)
 
@@ -282,6 +293,12 @@ def unsupported_protocol_version(requested: str, supported: list[str]) -> ApiErr
     return ApiError("unsupported_protocol_version",
                     f"Unsupported protocol version {requested[:100]!r}; supported: {', '.join(supported)}.",
                     supported=supported, requested=requested[:100])
+
+
+def address_refused(message: str) -> ApiError:
+    """A feed's or a webhook endpoint's address the SSRF guard will not reach (private, loopback, link-local, a
+    cloud metadata service); the message names the setting that allows it, where one does."""
+    return ApiError("address_refused", message)
 
 
 def not_a_feed(message: str) -> ApiError:

@@ -57,8 +57,9 @@ class Settings(BaseSettings):
     # operations (docs/operations.md)
     log_level: str = "info"
     """Log level: debug, info, warning or error."""
-    log_format: str = "json"
-    """`json` (one object per line) or `console`."""
+    log_format: str = "auto"
+    """`json` (one object per line), `console` (for people), or `auto`: console when the output is a terminal, else
+    json."""
     metrics_dir: Path | None = None
     """Prometheus multiprocess directory shared by the processes of one machine; unset: <data_dir>/metrics."""
     shutdown_grace_sec: float = 30.0
@@ -131,6 +132,8 @@ class Settings(BaseSettings):
     """Sign-up attempts (successful or not) allowed per source address."""
     limit_client_registration_ip: str = "20/hour"
     """OAuth dynamic client registrations (POST /oauth/register) allowed per source address."""
+    limit_public_page: str = "300/minute"
+    """Views of one published folder (its public page and its feed together), from anyone."""
 
     activity_retention_days: int = 90
     """Days activity log entries are kept."""

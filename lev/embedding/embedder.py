@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import httpx
 
@@ -19,25 +19,8 @@ from lev.core.settings import Settings
 from lev.embedding.minilm import LOCAL_DIM, LOCAL_MODEL_NAME, PROBE_TEXT, MiniLM
 from lev.embedding.pool import IngestThreads
 from lev.ops.metrics import embedding_timer
+from lev.plumbing.ports import Embedder
 from lev.store.models import EMBEDDING_DIM
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Turns texts into unit-length vectors of `dim` floats."""
-
-    dim: int
-    name: str
-
-    def embed(self, texts: list[str]) -> list[list[float]]: ...
-
-    def embed_query(self, text: str) -> list[float]: ...
-
-    def embed_queries(self, texts: list[str]) -> list[list[float]]: ...
-
-    def start(self) -> None: ...
-
-    def close(self) -> None: ...
 
 
 def _normalize(vec: list[float]) -> list[float]:

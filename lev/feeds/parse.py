@@ -21,8 +21,10 @@ from lev.core import weburl
 from lev.core.errors import ApiError, not_a_feed
 from lev.feeds.xmlguard import declares_entities
 from lev.imports.importfile import dedupe_key
-from lev.net.guard import Outbound, open_url, shared_client
+from lev.net import share
+from lev.net.guard import AddressRefused, open_url, shared_client
 from lev.plumbing import offload
+from lev.plumbing.ports import Outbound
 
 MAX_FEED_BYTES = 10 * 1024 * 1024
 READ_TIMEOUT_SEC = 15.0
@@ -72,6 +74,11 @@ class Fetched:
     etag: str | None = None
     last_modified: str | None = None
 
+    @property
+    def sha256(self) -> bytes:
+        """The body's hash: the same document answered again is recognised without being parsed."""
+        return hashlib.sha256(self.body).digest()
+
 
 async def _read(resp: httpx.Response) -> bytes:
     declared = resp.headers.get("content-length", "")
@@ -94,7 +101,7 @@ async def fetch(outbound: Outbound, url: str, etag: str | None = None, last_modi
         headers["If-None-Match"] = etag
     if last_modified:
         headers["If-Modified-Since"] = last_modified
-    client = shared_client(outbound, READ_TIMEOUT_SEC)
+    client = shared_client(outbound, READ_TIMEOUT_SEC, connections=share.TOTAL)  # the users' shares are the bound
     try:
         async with asyncio.timeout(TOTAL_TIMEOUT_SEC):
             async with open_url(client, url, headers=headers, not_modified=bool(etag or last_modified)) as resp:
@@ -266,9 +273,12 @@ async def read(fetched: Fetched) -> Reading:
 
 
 async def discover(outbound: Outbound, url: str) -> tuple[Fetched, Feed]:
-    """The feed at `url`, or the one its page names: (its fetch, its parse). 400 not_a_feed saying why not."""
+    """The feed at `url`, or the one its page names: (its fetch, its parse). 400 not_a_feed saying why not, or
+    address_refused (naming the setting that allows it) for an address the guard does not reach."""
     try:
         fetched = await fetch(outbound, url)
+    except AddressRefused as exc:
+        raise exc.refused_as("The feed's address") from None
     except ApiError as exc:
         raise not_a_feed(f"The feed cannot be fetched: {exc.message or exc.code}.") from None
     found = await read(fetched)
@@ -279,6 +289,8 @@ async def discover(outbound: Outbound, url: str) -> tuple[Fetched, Feed]:
     named = found.named[0]
     try:
         linked = await fetch(outbound, named)
+    except AddressRefused as exc:
+        raise exc.refused_as(f"The page names the feed {named}, but its address") from None
     except ApiError as exc:
         raise not_a_feed(f"The page names the feed {named}, but it cannot be fetched: "
                          f"{exc.message or exc.code}.") from None

@@ -13,9 +13,11 @@ import asyncio
 import uuid
 from typing import Any
 
-from lev.auth.policy import Principal, require, require_whole_library
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from lev.auth.policy import Principal, require, require_filer, require_whole_library
 from lev.core import clock, weburl
-from lev.core.errors import ApiError, folder_not_found, invalid_body, limit_reached, not_found
+from lev.core.errors import ApiError, found, invalid_body, limit_reached
 from lev.feeds import opml, parse
 from lev.feeds.poll import FIRST_FOLLOW_ENTRIES, POLL_JOB, next_poll, poll_job_id, record_new, status
 from lev.net import share
@@ -25,6 +27,7 @@ from lev.plumbing.jobs import enqueue_job, requeue
 from lev.store import feeds as feed_store
 from lev.store import folders as folder_store
 from lev.store import imports as import_store
+from lev.store import members as member_store
 
 OPML_CONCURRENCY = 8
 MAX_URL_CHARS = 4096
@@ -53,8 +56,7 @@ async def _check_folder(deps: Deps, p: Principal, folder_id: uuid.UUID | None) -
     if folder_id is None:
         return
     async with deps.db.transaction() as s:
-        if not await folder_store.owned_ids(s, p.user_id, [folder_id]):
-            raise folder_not_found("There is no such folder.", missing=[str(folder_id)])
+        require_filer(await member_store.role_of(s, p.user_id, folder_id), folder_id)
 
 
 def _url(url: str) -> str:
@@ -93,12 +95,13 @@ async def _follow(deps: Deps, p: Principal, url: str, folder_id: uuid.UUID | Non
         if used >= cap:
             raise limit_reached(f"You follow {used} feeds, the most one account may follow ({cap}); unfollow one "
                                 "first.", cap=cap, used=used)
-        if folder_id is not None and not await folder_store.owned_ids(s, p.user_id, [folder_id], lock=True):
-            raise folder_not_found("There is no such folder.", missing=[str(folder_id)])
+        if folder_id is not None:  # a shared folder: its owner's or an editor's feed only
+            require_filer(await member_store.role_of(s, p.user_id, folder_id, lock=True), folder_id)
         row = await feed_store.create(
             s, user_id=p.user_id, folder_id=folder_id, url=fetched.url, site_url=feed.site_url,
             title=(title or "").strip()[:500] or None, feed_title=feed.title, etag=fetched.etag,
-            last_modified=fetched.last_modified, last_checked_at=clock.now(), last_success_at=clock.now(),
+            last_modified=fetched.last_modified, body_sha256=fetched.sha256, last_checked_at=clock.now(),
+            last_success_at=clock.now(),
             next_poll_at=next_poll(deps.settings, 0))
         if row is None:  # a concurrent follow of the same feed won
             existing = await feed_store.by_url(s, p.user_id, [fetched.url])
@@ -112,16 +115,18 @@ async def _follow(deps: Deps, p: Principal, url: str, folder_id: uuid.UUID | Non
 
 
 async def list_feeds(deps: Deps, p: Principal, folder_id: uuid.UUID | None = None) -> list[dict[str, Any]]:
-    async with deps.db.transaction() as s:
+    async with deps.db.read_session() as s:
         return [shape(f) for f in await feed_store.list_visible(s, p.scope, folder_id)]
 
 
 async def get(deps: Deps, p: Principal, feed_id: uuid.UUID) -> dict[str, Any]:
-    async with deps.db.transaction() as s:
-        row = await feed_store.get_visible(s, p.scope, feed_id)
-    if row is None:
-        raise not_found()
-    return shape(row)
+    async with deps.db.read_session() as s:
+        return shape(found(await feed_store.get_visible(s, p.scope, feed_id)))
+
+
+async def _locked(s: AsyncSession, p: Principal, feed_id: uuid.UUID) -> dict[str, Any]:
+    """The caller's feed, locked for a change (404 when they cannot see it)."""
+    return found(await feed_store.get_visible(s, p.scope, feed_id, lock=True))
 
 
 async def update(deps: Deps, p: Principal, feed_id: uuid.UUID, body: dict[str, Any]) -> dict[str, Any]:
@@ -131,13 +136,11 @@ async def update(deps: Deps, p: Principal, feed_id: uuid.UUID, body: dict[str, A
     if "title" in body:
         values["title"] = (body["title"] or "").strip()[:500] or None
     async with deps.db.transaction() as s:
-        row = await feed_store.get_visible(s, p.scope, feed_id, lock=True)
-        if row is None:
-            raise not_found()
+        row = await _locked(s, p, feed_id)
         if "folder_id" in body:
             folder = uuid.UUID(body["folder_id"]) if body["folder_id"] else None
-            if folder is not None and not await folder_store.owned_ids(s, p.user_id, [folder], lock=True):
-                raise folder_not_found("There is no such folder.", missing=[str(folder)])
+            if folder is not None:
+                require_filer(await member_store.role_of(s, p.user_id, folder, lock=True), folder)
             values["folder_id"] = folder
         if "paused" in body and bool(body["paused"]) != row["paused"]:
             values["paused"] = bool(body["paused"])
@@ -153,8 +156,7 @@ async def unfollow(deps: Deps, p: Principal, feed_id: uuid.UUID) -> dict[str, An
     """Stop following; the items it brought stay."""
     _manage(p)
     async with deps.db.transaction() as s:
-        if await feed_store.get_visible(s, p.scope, feed_id, lock=True) is None:
-            raise not_found()
+        await _locked(s, p, feed_id)
         await feed_store.delete_feed(s, feed_id)
     return {"id": str(feed_id), "deleted": True}
 
@@ -163,10 +165,7 @@ async def refresh(deps: Deps, p: Principal, feed_id: uuid.UUID) -> dict[str, Any
     """Check the feed now (a paused feed is resumed by PATCH paused: false, not by a refresh)."""
     _manage(p)
     async with deps.db.transaction() as s:
-        row = await feed_store.get_visible(s, p.scope, feed_id, lock=True)
-        if row is None:
-            raise not_found()
-        if row["paused"]:
+        if (await _locked(s, p, feed_id))["paused"]:
             raise invalid_body("This feed is paused: resume it (PATCH paused: false) to check it.")
         row = await feed_store.update_feed(s, feed_id, next_poll_at=clock.now())
     await requeue(deps.queue, POLL_JOB, str(feed_id), job_id=poll_job_id(feed_id))
@@ -174,7 +173,7 @@ async def refresh(deps: Deps, p: Principal, feed_id: uuid.UUID) -> dict[str, Any
 
 
 async def export_opml(deps: Deps, p: Principal) -> bytes:
-    async with deps.db.transaction() as s:
+    async with deps.db.read_snapshot() as s:
         found = [shape(f) for f in await feed_store.list_visible(s, p.scope)]
         names = {f["id"]: f["name"] for f in await folder_store.list_visible(s, p.scope)}
     return opml.render(found, names)

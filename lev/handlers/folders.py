@@ -1,16 +1,17 @@
-"""Folder operations: list, create, delete."""
+"""Folder operations: list (the caller's own and those shared with them), create, rename, delete."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from lev.auth.policy import parse_uuid, require, require_whole_library
+from lev.auth.policy import parse_uuid, require, require_owner, require_whole_library
 from lev.auth.principal_cache import changing_auth
 from lev.core import context
 from lev.core.errors import not_found
 from lev.handlers import deps, principal
 from lev.library import reads as library
 from lev.store import folders as folder_store
+from lev.store import members as member_store
 from lev.webhooks import events
 
 
@@ -35,7 +36,9 @@ async def delete_folder(id_: str, token_info: dict[str, Any], cascade_items: boo
     folder_id = parse_uuid(id_)
     require(p, "write")
     require_whole_library(p, "delete folders")
-    async with changing_auth(deps().db) as s:  # a scoped token may lose its last folder (revoked) or one of them
+    # a scoped token may lose its last folder (revoked) or one of them; members lose the folder
+    async with changing_auth(deps().db) as s:
+        require_owner(await member_store.role_of(s, p.user_id, folder_id), "delete it")
         deleted = await folder_store.delete_folder(s, p.scope, folder_id, cascade_items, events.deleting(s))
     if deleted is None:
         raise not_found()

@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.responses import FileResponse, RedirectResponse, Response
 
 from lev.auth.policy import (
+    Principal,
     check_membership_targets,
     folder_visible,
     parse_uuid,
     parse_uuid_field,
     parse_uuid_list,
     require,
+    require_filer,
 )
 from lev.core import context
-from lev.core.errors import folder_not_found, invalid_body, not_found
+from lev.core.errors import folder_not_found, forbidden_scope, invalid_body, not_found
 from lev.handlers import deps, principal
 from lev.ingest.urls import canonical_url
 from lev.library import reads as library
-from lev.store import folders as folder_store
 from lev.store import items as item_store
+from lev.store import members as member_store
 from lev.webhooks import events
 
 
@@ -46,7 +50,7 @@ async def list_items(
     if fid is not None and not folder_visible(p.scope, fid):
         raise not_found()
     async with deps().db.read_session() as s:
-        if fid is not None and not await folder_store.owned_ids(s, p.user_id, [fid]):
+        if fid is not None and not await member_store.role_of(s, p.user_id, fid):
             raise not_found()
         found, total = await item_store.list_items(
             s, p.scope, folder_id=fid, archived=archived, in_kb=in_kb, page=page, per_page=per_page, url=same_page
@@ -67,8 +71,16 @@ async def delete_item(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
     require(p, "write")
     async with deps().db.transaction() as s:
         if not await item_store.delete_visible(s, p.scope, [item_id], events.deleting(s)):
-            raise not_found()
+            await _not_theirs(s, p, item_id, "delete it")
     return {"id": str(item_id), "deleted": True}
+
+
+async def _not_theirs(s: AsyncSession, p: Principal, item_id: uuid.UUID, action: str) -> NoReturn:
+    """Why a change to an item was refused: 403 when the caller sees it through a shared folder (an item is its
+    saver's: only they change or delete it), else 404."""
+    if await item_store.is_visible(s, p.scope, item_id):
+        raise forbidden_scope(f"This item was saved by another member of a shared folder; only they can {action}.")
+    raise not_found()
 
 
 async def update_item(id_: str, body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
@@ -82,8 +94,8 @@ async def update_item(id_: str, body: dict[str, Any], token_info: dict[str, Any]
         body = {**body, "title": title}
     async with deps().db.transaction() as s:
         updated = await item_store.update_visible(s, p.scope, item_id, body)
-    if updated is None:
-        raise not_found()
+        if updated is None:
+            await _not_theirs(s, p, item_id, "change it")
     return updated
 
 
@@ -105,16 +117,18 @@ async def add_item_to_folders(id_: str, body: dict[str, Any], token_info: dict[s
     require(p, "write")
     targets = parse_uuid_list(body["folder_ids"], "folder_ids")
     async with deps().db.transaction() as s:
-        if not await item_store.is_visible(s, p.scope, item_id):
-            raise not_found()
-        # Folders are locked before the item (the order of folder deletes), so neither can vanish before the
-        # insert: a concurrent delete that won is a 404, never a foreign-key error.
-        owned = await folder_store.owned_ids(s, p.user_id, targets, lock=True)
-        missing = [str(f) for f in targets if f not in owned]
+        if not await item_store.is_visible(s, p.scope, item_id, own=True):
+            await _not_theirs(s, p, item_id, "file it into folders")
+        # Folders (and memberships) are locked before the item (the order of folder deletes), so neither can vanish
+        # before the insert: a concurrent delete that won is a 404, never a foreign-key error.
+        reached = await member_store.roles(s, p.user_id, targets, lock=True)
+        missing = [str(f) for f in targets if f not in reached]
         if missing:
             raise folder_not_found("Some target folders do not exist.", missing=missing)
         check_membership_targets(p, targets)
-        if not await item_store.is_visible(s, p.scope, item_id, lock=True):
+        for target in targets:
+            require_filer(reached[target], target)
+        if not await item_store.is_visible(s, p.scope, item_id, lock=True, own=True):
             raise not_found()
         await item_store.add_memberships(s, item_id, targets)
         folder_ids = await item_store.visible_folder_ids(s, p.scope, item_id)
@@ -129,8 +143,12 @@ async def remove_item_from_folder(id_: str, folder_id: str, token_info: dict[str
     if not folder_visible(p.scope, fid):
         raise not_found()
     async with deps().db.transaction() as s:
-        if not await item_store.is_visible(s, p.scope, item_id):
+        role = await member_store.role_of(s, p.user_id, fid)
+        if role is None or not await item_store.is_visible(s, p.scope, item_id):
             raise not_found()
+        if role == member_store.VIEWER and not await item_store.is_visible(s, p.scope, item_id, own=True):
+            raise forbidden_scope("You are a viewer of this shared folder: only its owner and editors take items "
+                                  "out of it.", role=role)
         if not await item_store.remove_membership(s, item_id, fid):
             raise not_found()
         folder_ids = await item_store.visible_folder_ids(s, p.scope, item_id)

@@ -8,7 +8,6 @@ schemas and capabilities come from `mcp_tools.json`; errors are shaped by `lev.c
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -47,7 +46,7 @@ from lev.mcp import revision
 from lev.oauth import server as oauth
 from lev.ops import logs
 
-log = logging.getLogger("lev.mcp")
+log = logs.get_logger("lev.mcp")
 
 CAPABILITIES = {"tools": {"listChanged": False}}
 INSTRUCTIONS = (
@@ -132,7 +131,7 @@ async def tools_call(ctx: dict[str, Any], name: Any = None, arguments: Any = Non
         if err.entry.tool_result:
             return Success(tool_error(err))
         if err.status >= 500:
-            log.error("tool %s failed: %s", name, err)
+            log.error("tool failed", tool=name, error=str(err))
         raise jsonrpc_error(err) from None
     except JsonRpcError:
         raise

@@ -15,6 +15,7 @@ from lev.auth.policy import Principal
 from lev.core import context, pagepolicy
 from lev.core.errors import ApiError, not_signed_in
 from lev.handlers import deps, pages
+from lev.oauth import grants
 from lev.oauth import server as oauth
 from lev.oauth.clients import MAX_REGISTRATION_BYTES, OAuthError, authenticate_client, register
 from lev.oauth.consent import describe
@@ -82,9 +83,9 @@ async def token(request: Request) -> Response:
         client = await authenticate_client(deps().db, deps().outbound, form, request.headers.get("authorization"))
         grant_type = form.get("grant_type")
         if grant_type == "authorization_code":
-            return _json(await oauth.exchange_code(deps().db, deps().settings, client, form))
+            return _json(await grants.exchange_code(deps().db, deps().settings, client, form))
         if grant_type == "refresh_token":
-            return _json(await oauth.refresh_grant(deps().db, client, form))
+            return _json(await grants.refresh_grant(deps().db, client, form))
         raise OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token.")
     except OAuthError as err:
         return _oauth_error(err)
@@ -95,7 +96,7 @@ async def revoke(request: Request) -> Response:
     try:
         form = await _form(request)
         client = await authenticate_client(deps().db, deps().outbound, form, request.headers.get("authorization"))
-        await oauth.revoke(deps().db, client, form)
+        await grants.revoke(deps().db, client, form)
     except OAuthError as err:
         return _oauth_error(err)
     return Response(status_code=200, headers={**CORS, **NO_STORE})

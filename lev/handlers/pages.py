@@ -25,6 +25,7 @@ from lev.highlights import service as highlights
 from lev.imports import service as imports
 from lev.library import reads as library
 from lev.limits.tiers import Tiers
+from lev.sharing import service as sharing
 from lev.store import activity as activity_store
 from lev.store import folders as folder_store
 from lev.store import items as item_store
@@ -139,8 +140,10 @@ async def _library(request: Request, p: Principal, folder: dict[str, Any] | None
         except ApiError as err:
             search = {"error": err.message or err.code, "results": []}
     feeds = await feed_service.list_feeds(deps(), p, folder_id) if folder_id else []
+    share = await sharing.page_view(deps(), p, folder_id) if folder_id else None
+    invitations = [] if folder_id else (await sharing.invitations(deps(), p, note=False))["invitations"]
     return _render("library.html", request, p, folder=folder, search=search, q=q, mode=mode, feeds=feeds,
-                   poll_minutes=deps().settings.feed_poll_minutes, **view)
+                   poll_minutes=deps().settings.feed_poll_minutes, share=share, invitations=invitations, **view)
 
 
 async def items_partial(request: Request) -> Response:
@@ -185,13 +188,14 @@ async def item_page(request: Request) -> Response:
     ready = lifecycle.of_row(item["status"], item["transcription_status"]).phase is lifecycle.Phase.READY
     similar = (await library.similar_items(deps(), p, uuid.UUID(item["id"]), SIMILAR_SHOWN))["results"] \
         if ready else []
-    media = item["kind"] in ("audio", "video") and bool(item["metadata"].get("mime"))
+    media = item["kind"] in lifecycle.RECORDINGS and bool(item["metadata"].get("mime"))
     marks = await highlights.of_item(deps(), p, uuid.UUID(item["id"]))
     q = request.query_params
     reading = reader.view(item["text"] or item["transcript"] or "", marks, _int(q.get("part"), 1),
                           showing=q.get("highlight"))
+    saver = await sharing.saver(deps(), p, uuid.UUID(item["id"]))
     return _render("item.html", request, p, item=item, folders=folders, similar=similar, media=media,
-                   names={f["id"]: f["name"] for f in folders}, marks=marks, reading=reading)
+                   names={f["id"]: f["name"] for f in folders}, marks=marks, reading=reading, saver=saver)
 
 
 async def highlights_page(request: Request) -> Response:

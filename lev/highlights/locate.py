@@ -5,8 +5,9 @@ selection copied from the live page (other line breaks, spaces) finds the passag
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from lev.core.errors import invalid_body
+from lev.core.errors import ApiError, invalid_body
 
 SHOWN = 80  # characters of unfound words the message quotes
 
@@ -41,3 +42,18 @@ def locate(body: str, words: str, char_start: int | None = None, char_end: int |
         quoted = quoted if len(quoted) <= SHOWN else quoted[:SHOWN] + "…"
         raise invalid_body(f"These words are not in the item's text: “{quoted}”.")
     return best[1]
+
+
+def relocate(body: str, marks: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The highlights of an item whose text changed (a page captured again): those whose words are still there,
+    moved to the occurrence nearest their old place (`char_start`, `char_end`, `text` updated), and those whose
+    words are gone."""
+    kept, lost = [], []
+    for h in marks:
+        try:
+            start, end = locate(body, h["text"], h["char_start"], h["char_end"])
+        except ApiError:
+            lost.append(h)
+            continue
+        kept.append({**h, "char_start": start, "char_end": end, "text": body[start:end]})
+    return kept, lost

@@ -6,6 +6,7 @@ back into offsets."""
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,8 @@ class Run:
 class Paragraph:
     at: int
     runs: list[Run]
+    page: int | None = None  # a PDF page that starts in this paragraph (shown as a heading before it)
+    moment: float | None = None  # a recording's second this paragraph is spoken at (a ▶ before it)
 
 
 @dataclass
@@ -57,9 +60,11 @@ def part_of(starts: list[int], offset: int) -> int:
 
 
 def view(text: str, highlights: list[dict[str, Any]], part: int = 1, size: int = PART_CHARS,
-         showing: str | None = None) -> View:
+         showing: str | None = None, pages: Sequence[tuple[int, int]] = (),
+         moments: Sequence[tuple[int, float]] = ()) -> View:
     """Part `part` (clamped) of the text, or the part where highlight `showing` starts, in paragraphs (one per
-    line) of runs split where highlights start and end."""
+    line) of runs split where highlights start and end. `pages` ((offset, page number): where a PDF's pages start)
+    and `moments` ((offset, second): where a recording's passages start) mark the paragraphs they fall in."""
     starts = boundaries(text, size)
     shown = next((h for h in highlights if h["id"] == showing), None)
     if shown is not None:
@@ -74,7 +79,9 @@ def view(text: str, highlights: list[dict[str, Any]], part: int = 1, size: int =
     for line in text[start:end].split("\n"):
         line_end = pos + len(line)
         if line.strip():
-            paragraphs.append(Paragraph(pos, _runs(text, pos, line_end, cuts, inside)))
+            paragraphs.append(Paragraph(pos, _runs(text, pos, line_end, cuts, inside),
+                                        next((n for at, n in pages if pos <= at <= line_end), None),
+                                        next((sec for at, sec in moments if pos <= at <= line_end), None)))
         pos = line_end + 1
     return View(part, len(starts), start, end, paragraphs, len(text), starts)
 

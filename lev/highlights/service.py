@@ -5,6 +5,7 @@ alone: another user's is 404 on every surface, even on an item both can see."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -14,12 +15,11 @@ from lev.auth.policy import Principal, folder_visible, require
 from lev.core import context
 from lev.core.errors import invalid_body, not_found
 from lev.highlights import markdown
-from lev.highlights.locate import locate
-from lev.ingest.chunking import embed_chunks
+from lev.highlights.locate import locate, relocate
 from lev.plumbing.deps import Deps
-from lev.store import folders as folder_store
 from lev.store import highlights as store
 from lev.store import items as item_store
+from lev.store import members as member_store
 from lev.webhooks import events
 
 MAX_NOTE = 10_000
@@ -44,8 +44,9 @@ def event_data(h: dict[str, Any], item: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _vector(deps: Deps, title: str | None, text: str, note: str | None) -> list[float]:
-    """What search compares a query with: the passage and its note, embedded as a chunk of the item is."""
-    return (await embed_chunks(deps.embedder, title, [text if not note else f"{text}\n\n{note}"]))[0]
+    """What search compares a query with: the item's title, the passage and its note (as a chunk is embedded)."""
+    parts = [" ".join((title or "").split())[:200], text, note or ""]
+    return (await asyncio.to_thread(deps.embedder.embed, ["\n\n".join(p for p in parts if p)]))[0]
 
 
 async def of_item(deps: Deps, principal: Principal, item_id: uuid.UUID) -> list[dict[str, Any]]:
@@ -128,7 +129,8 @@ async def recent(deps: Deps, principal: Principal, *, folder_id: uuid.UUID | Non
 
 
 async def _folder_seen(s: AsyncSession, principal: Principal, folder_id: uuid.UUID) -> bool:
-    return bool(await folder_store.owned_ids(s, principal.user_id, [folder_id]))
+    """The caller's own folder, or one shared with the caller."""
+    return await member_store.role_of(s, principal.user_id, folder_id) is not None
 
 
 async def as_markdown(deps: Deps, principal: Principal, item_id: uuid.UUID) -> tuple[str, str]:
@@ -140,3 +142,14 @@ async def as_markdown(deps: Deps, principal: Principal, item_id: uuid.UUID) -> t
         found = await store.of_item(s, principal.user_id, item_id)
     context.note_results(1)
     return markdown.render(item, found), markdown.filename(item["title"], item["id"])
+
+
+async def text_replaced(s: AsyncSession, item_id: uuid.UUID, body: str, title: str | None, url: str | None) -> None:
+    """The item's text was replaced (its page captured again), in the caller's transaction: every highlight is moved
+    to its words in the new text; one whose words are gone is deleted (highlight.deleted to its user)."""
+    kept, lost = relocate(body, await store.all_of_item(s, item_id))
+    for h in kept:
+        await store.move(s, uuid.UUID(h["id"]), char_start=h["char_start"], char_end=h["char_end"], text=h["text"])
+    await store.delete_ids(s, [h["id"] for h in lost])
+    for h in lost:
+        await events.record(s, h["user_id"], "highlight.deleted", event_data(h, {"title": title, "url": url}))

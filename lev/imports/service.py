@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import hashlib
-import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -31,13 +30,14 @@ from lev.ingest.request import IngestRequest
 from lev.ingest.save import save_failed
 from lev.ingest.service import ingest
 from lev.ingest.urls import classify_media_url
+from lev.ops import logs
 from lev.plumbing.deps import Deps
 from lev.plumbing.jobs import enqueue_job, job_id, requeue
 from lev.store import imports as import_store
 from lev.store import users as user_store
 from lev.webhooks import events
 
-log = logging.getLogger("lev.imports")
+log = logs.get_logger("lev.imports")
 
 SLICE_SEC = 240.0  # one job run works this long, then queues the next slice (job time bounds stay small)
 ENTRY_TIMEOUT_SEC = 360.0  # one link: a page fetch, or a media download of up to 300 s
@@ -247,7 +247,7 @@ async def _run_entry(deps: Deps, principal: Principal, started: datetime, entry:
             raise  # the job is retried; the entry is still pending
         reason = (f"gave up after {int(ENTRY_TIMEOUT_SEC)} s" if isinstance(exc, TimeoutError)
                   else f"unexpected error: {type(exc).__name__}: {exc}")
-        log.warning("import entry failed", extra={"line": entry["line"], "error": reason[:300]})
+        log.warning("import entry failed", line=entry["line"], error=reason[:300])
         await _fail(deps, principal, started, entry, reason)
 
 

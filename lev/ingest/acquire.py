@@ -22,6 +22,7 @@ from lev.ingest.request import Resolved
 from lev.ingest.webpage import UnsupportedMedia, fetch_page, read_html
 from lev.limits import quota
 from lev.plumbing.deps import Deps
+from lev.store import lifecycle
 from lev.store import uploads as upload_store
 
 INLINE_DOC_BYTES = 20 * 1024 * 1024  # documents larger than this are finished by the worker
@@ -120,7 +121,7 @@ async def acquire(deps: Deps, r: Resolved) -> Acquired:
     try:
         page = await fetch_page(deps.outbound, r.url)
     except UnsupportedMedia as exc:  # the link said page, the server said PDF, audio or video
-        if exc.kind in ("audio", "video") and deps.transcriber is None:
+        if exc.kind in lifecycle.RECORDINGS and deps.transcriber is None:
             raise transcription_unavailable() from None
         return await _downloaded(deps, r, exc.kind)
     return Text("url", r.title or page.title, page.text, Source(filename="", url=r.url, canonical=r.canonical),
@@ -146,7 +147,7 @@ async def _downloaded(deps: Deps, r: Resolved, kind: str) -> Acquired:
     local, mime, final_url = await download(deps.outbound, r.url, kind)
     try:
         filename = PurePosixPath(urlsplit(final_url).path).name or f"download{local.suffix}"
-        if media_class(mime) in ("audio", "video"):
+        if media_class(mime) in lifecycle.RECORDINGS:
             duration = await asyncio.to_thread(media_duration_seconds, local)
             async with deps.db.read_session() as s:  # refuse before storing anything
                 await quota.check(s, deps.settings, r.principal.user_id, r.principal.tier, duration)
@@ -183,7 +184,7 @@ async def file(deps: Deps, source: Source, local: Path, title: str | None) -> Ac
     if source.url:
         meta["source_url"] = source.url
     klass = media_class(mime)
-    if klass in ("audio", "video"):
+    if klass in lifecycle.RECORDINGS:
         duration = await asyncio.to_thread(media_duration_seconds, local)
         meta["duration_sec"] = round(duration, 3)
         return Recording(klass, title or source.filename, source, duration, meta)

@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from lev.embedding.embedder import Embedder
 from lev.embedding.minilm import tokenizer
+from lev.plumbing.ports import Embedder
 
 CHUNK_TOKENS = 200  # budget for title + chunk; leaves margin under the 256-token model window
 MIN_CHUNK_TOKENS = 64

@@ -12,13 +12,14 @@ import httpx
 
 from lev.core.errors import ingest_failed
 from lev.ingest.media import MAX_UPLOAD_BYTES, SNIFF_HEAD, normalize_mime, pick_mime, read_head, sniff_matches
-from lev.net.guard import USER_AGENT, Outbound, guarded_client, open_url
+from lev.net.guard import USER_AGENT, guarded_client, open_url
+from lev.plumbing.ports import Outbound
 
 DOWNLOAD_TIMEOUT_SEC = 300
 
 
 async def download(outbound: Outbound, url: str, kind: str) -> tuple[Path, str, str]:
-    """A media URL ('pdf', 'audio', 'video') fetched into a private temp file of at most 50 MB whose leading
+    """A media URL (a PDF, audio or video) fetched into a private temp file of at most 50 MB whose leading
     bytes match its type: (path, MIME type, final URL). The caller deletes the file."""
     fd, name = tempfile.mkstemp(prefix="lev-dl-")
     os.close(fd)

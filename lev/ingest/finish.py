@@ -5,7 +5,6 @@ transcription charged) or failed (with a reason the user sees), moving its items
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
 from typing import Any
 
@@ -15,13 +14,14 @@ from lev.ingest.followups import EMBED, EXTRACT, TRANSCRIBE, Followup, enqueue, 
 from lev.ingest.plan import Chunks, cut_text
 from lev.ingest.save import index_content
 from lev.limits import quota
+from lev.ops import logs
 from lev.plumbing.deps import Deps
 from lev.store import contents as content_store
 from lev.store import items as item_store
 from lev.store import lifecycle
 from lev.webhooks import events
 
-log = logging.getLogger("lev.ingest")
+log = logs.get_logger("lev.ingest")
 EMBED_BATCH = 64  # chunks the worker embeds between two progress reports
 
 
@@ -42,8 +42,7 @@ async def finish_content(deps: Deps, content_id: uuid.UUID, title: str | None, b
     for start in range(0, len(bodies), EMBED_BATCH):  # batches, so GET /items/{id} can show how far it is
         if start and not await _still_wanted(deps, content_id):
             await progress.clear(deps.redis, content_id)
-            log.info("embedding of content %s stopped after %d of %d chunks: it was deleted", content_id, start,
-                     len(bodies))
+            log.info(f"embedding of content {content_id} stopped: it was deleted", embedded=start, chunks=len(bodies))
             return 0  # deleted (or finished elsewhere) meanwhile: stop within a batch of the DELETE
         await progress.report(deps.redis, content_id, "embedding", start, len(bodies))
         chunks.vectors += await embed_chunks(deps.embedder, title, bodies[start:start + EMBED_BATCH])
@@ -53,8 +52,7 @@ async def finish_content(deps: Deps, content_id: uuid.UUID, title: str | None, b
         if row is None or row["status"] != lifecycle.Status.PROCESSING:
             return 0  # deleted while we worked, or finished by another run of this job (no second chunks or charge)
         ready = lifecycle.advance(lifecycle.of_content(row["kind"], row["status"]), lifecycle.Event.FINISHED)
-        todo = await index_content(s, content_id, title, chunks, content_values=content_values,
-                                   item_values=ready.columns())
+        todo = await index_content(s, content_id, title, chunks, ready, content_values=content_values)
         if charge is not None:
             await quota.charge(s, charge[0], charge[1])
     await progress.clear(deps.redis, content_id)

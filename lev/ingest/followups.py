@@ -7,8 +7,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from lev.plumbing.deps import JobQueue
 from lev.plumbing.jobs import job_id
+from lev.plumbing.ports import JobQueue
 
 EXTRACT = "extract_document"  # OCR or a large document, by the worker
 EMBED = "process_content"  # chunk and embed stored text, by the worker

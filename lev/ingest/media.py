@@ -15,20 +15,11 @@ from urllib.parse import urlsplit
 import filetype
 
 from lev.core.errors import extraction_failed, file_too_large, invalid_body, unsupported_media_type
+from lev.core.mimes import ALLOWED_MIMES, AUDIO_MIMES, DOCUMENT_MIMES, VIDEO_MIMES
 
 MAX_UPLOAD_BYTES = 52428800
 
 MediaClass = Literal["document", "audio", "video"]
-
-DOCUMENT_MIMES = frozenset({
-    "application/pdf", "image/png", "image/jpeg", "image/webp", "image/gif", "image/tiff",
-})
-AUDIO_MIMES = frozenset({
-    "audio/mpeg", "audio/mp4", "audio/x-m4a", "audio/m4a", "audio/wav", "audio/x-wav", "audio/wave",
-    "audio/ogg", "audio/webm", "audio/flac", "audio/x-flac",
-})
-VIDEO_MIMES = frozenset({"video/mp4", "video/webm", "video/quicktime"})
-ALLOWED_MIMES = DOCUMENT_MIMES | AUDIO_MIMES | VIDEO_MIMES
 
 # How many leading bytes callers read for `sniff_matches` (PDFs may lead with junk).
 SNIFF_HEAD = 1024

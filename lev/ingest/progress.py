@@ -10,7 +10,7 @@ import json
 import uuid
 from typing import Any
 
-from lev.plumbing.deps import Redis
+from lev.plumbing.ports import Redis
 
 _KEY = "lev:progress:{}"
 TTL_SEC = 3600

@@ -9,18 +9,18 @@ import uuid
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from lev.auth.policy import Principal, filing_target, require
+from lev.auth.policy import Principal, filing_target, require, require_filer
 from lev.core import weburl
-from lev.core.errors import file_too_large, folder_not_found, ingest_failed, invalid_body, transcription_unavailable
+from lev.core.errors import file_too_large, ingest_failed, invalid_body, transcription_unavailable
 from lev.ingest import youtube
 from lev.ingest.urls import canonical_url, classify_media_url
 from lev.net.guard import check_host
 from lev.plumbing.deps import Deps
-from lev.store import folders as folder_store
+from lev.store import lifecycle
+from lev.store import members as member_store
 
 MAX_TEXT_CHARS = 1_000_000
 MAX_URL_CHARS = 4096
-TRANSCRIBED = ("audio", "video")
 MAX_HTML_BYTES = 5 * 1024 * 1024  # 5242880 bytes of UTF-8: a captured page as the browser rendered it
 # The request body that carries it: JSON escaping (quotes, backslashes, newlines) can double the HTML's size.
 MAX_PAGE_BODY_BYTES = 2 * MAX_HTML_BYTES + 1024 * 1024
@@ -137,13 +137,13 @@ def check_source_url(url: str, field: str = "url") -> str:
 
 
 async def filing(deps: Deps, principal: Principal, folder_id: uuid.UUID | None) -> Principal:
-    """The principal filing into `folder_id`: 403 forbidden_scope outside a scoped token's folders, 404
-    folder_not_found (with `missing`) when the user has no such folder."""
+    """The principal filing into `folder_id`: 403 forbidden_scope outside a scoped token's folders or for a viewer of
+    a shared folder, 404 folder_not_found (with `missing`) when the user can reach no such folder."""
     filing = filing_target(principal, folder_id)
-    if folder_id is not None:
+    target = filing.new_item_folder  # asked for, or a single-folder token's (a shared folder it may only read)
+    if target is not None:
         async with deps.db.read_session() as s:
-            if not await folder_store.owned_ids(s, principal.user_id, [folder_id]):
-                raise folder_not_found("There is no such folder.", missing=[str(folder_id)])
+            require_filer(await member_store.role_of(s, principal.user_id, target), target)
     return filing
 
 
@@ -157,7 +157,7 @@ async def _resolve_url(deps: Deps, principal: Principal, url: str, title: str | 
         await check_host(deps.outbound, parts.hostname or "www.youtube.com", parts.port or 443)
         canonical = youtube.canonical_url(url)
         return Resolved(principal, kind, title, in_kb, auto_transform, url=canonical, canonical=canonical)
-    if kind in TRANSCRIBED and deps.transcriber is None:
+    if kind in lifecycle.RECORDINGS and deps.transcriber is None:
         raise transcription_unavailable()
     try:
         canonical = canonical_url(url)

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.auth.policy import Principal
 from lev.core.errors import not_found, object_missing
+from lev.highlights import service as highlights
 from lev.ingest.followups import Followup, finishing, transforms
 from lev.ingest.plan import Chunks, Plan
 from lev.ingest.request import Resolved
@@ -112,8 +113,7 @@ async def _link(s: AsyncSession, r: Resolved, title: str | None) -> Saved | None
 
 async def _new_item(s: AsyncSession, principal: Principal, *, state: lifecycle.State, **values: Any) -> uuid.UUID:
     item_id = await item_store.create_item(s, user_id=principal.user_id, folder_id=principal.new_item_folder,
-                                           created_by=principal.token_id, status=state.status.value,
-                                           transcription_status=state.transcription.value, **values)
+                                           created_by=principal.token_id, state=state, **values)
     if item_id is None:  # the token's folder was deleted while the request ran
         raise not_found()
     await events.items_changed(s, "item.created", item_ids=[item_id])
@@ -151,7 +151,7 @@ async def save(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> Saved:
             await quota.reserve(s, deps.settings, principal.user_id, principal.tier, plan.quota_seconds)
         values: dict[str, Any] = {
             "kind": plan.kind, "title": plan.title, "text": plan.text, "url": source.url, "metadata": plan.metadata,
-            "status": plan.state.status.value, "mime": source.mime, "object_path": source.path,
+            "status": plan.state.status, "mime": source.mime, "object_path": source.path,
             "size_bytes": source.size, "duration_sec": plan.duration, "transcript": plan.transcript}
         content_id = await content_store.create_content(s, canonical_url=source.canonical, **values)
         if content_id is None and source.path is None:  # the same page was stored meanwhile: link to it
@@ -168,7 +168,7 @@ async def save(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> Saved:
             assert source.path is not None
             await upload_store.set_item(s, source.path, item_id)
         ready = plan.state.status is lifecycle.Status.READY
-        todo = await index_content(s, content_id, plan.title, chunks) if ready else []
+        todo = await index_content(s, content_id, plan.title, chunks, plan.state) if ready else []
     stored = Stored(plan.state.phase, content_id, item_id, principal.new_item_folder)
     return Saved(stored, finishing(plan.job, content_id, principal.user_id) + transforms(todo))
 
@@ -197,25 +197,26 @@ async def _save_capture(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> 
             await capture_store.repoint_item(s, item_id, content_id, url=source.url, title=plan.title, in_kb=r.in_kb,
                                              auto_transform=r.auto_transform, error=None, **plan.state.columns())
             await capture_store.delete_unreferenced(s, earlier["content_id"])
+            await highlights.text_replaced(s, item_id, plan.text or "", plan.title, source.url)
             if folder_id is not None:
                 await item_store.add_memberships(s, item_id, [folder_id])
         ready = plan.state.status is lifecycle.Status.READY
-        todo = await index_content(s, content_id, plan.title, chunks) if ready else []
+        todo = await index_content(s, content_id, plan.title, chunks, plan.state) if ready else []
     stored = Stored(plan.state.phase, content_id, item_id, folder_id)
     return Saved(stored, finishing(plan.job, content_id, principal.user_id) + transforms(todo))
 
 
-async def index_content(s: AsyncSession, content_id: uuid.UUID, title: str | None, chunks: Chunks, *,
-                        content_values: dict[str, Any] | None = None,
-                        item_values: dict[str, Any] | None = None) -> list[uuid.UUID]:
-    """Store a content's chunks and vectors and mark it and its items ready; returns the items whose transform
-    is to be queued once the transaction commits.
+async def index_content(s: AsyncSession, content_id: uuid.UUID, title: str | None, chunks: Chunks,
+                        ready: lifecycle.State, *, content_values: dict[str, Any] | None = None) -> list[uuid.UUID]:
+    """Store a content's chunks and vectors and put it and its items in the `ready` state (the lifecycle's: a new
+    item's first state, or where a job's `advance` led); returns the items whose transform is to be queued once the
+    transaction commits.
 
     The chunks go in last: their trigger locks the BM25 statistics row, which every writer takes last
     (store/contents.py `lock_with_items`), so no transaction waits for a row while it holds that one."""
-    ready = lifecycle.Status.READY.value
-    await item_store.set_items_of_content(s, content_id, **{"status": ready, "error": None, **(item_values or {})})
-    await content_store.update_content(s, content_id, status=ready, error=None, **(content_values or {}))
+    assert ready.status is lifecycle.Status.READY, ready
+    await item_store.set_items_of_content(s, content_id, error=None, **ready.columns())
+    await content_store.update_content(s, content_id, status=ready.status.value, error=None, **(content_values or {}))
     if chunks.indexed_chars is not None:
         await content_store.mark_truncated(s, content_id, indexed_chars=chunks.indexed_chars, chunks=len(chunks.bodies))
     await content_store.add_chunks(s, content_id, title, chunks.bodies, chunks.vectors, chunks.times)
@@ -227,10 +228,10 @@ async def save_failed(deps: Deps, principal: Principal, *, kind: str, url: str, 
                       in_kb: bool) -> uuid.UUID:
     """A link that could not be ingested, kept as a failed item with the reason (imports: a dead link is an item
     that says why, not a lost line). Its content is never shared, so a later ingest of the URL fetches afresh."""
-    failed = lifecycle.State(lifecycle.Status.FAILED, lifecycle.Transcription.NOT_REQUIRED)
+    failed = lifecycle.refused(kind)
     async with deps.db.transaction() as s:
         content_id = await content_store.create_content(s, kind=kind, title=title, text=None, url=url,
-                                                        status=failed.status.value)
+                                                        status=failed.status)
         assert content_id is not None
         await content_store.update_content(s, content_id, error=error[:1000])
         item_id = await _new_item(s, principal, content_id=content_id, kind=kind, title=title or url, url=url,

@@ -8,7 +8,6 @@ the first one did.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -32,11 +31,13 @@ from lev.ingest.media import SNIFF_HEAD, check_signing, finalize_endpoint, media
 from lev.ingest.request import Resolved
 from lev.ingest.save import Stored, finalized
 from lev.ingest.service import keep
+from lev.ops import logs
 from lev.plumbing.deps import Deps
+from lev.store import lifecycle
 from lev.store import uploads as upload_store
 from lev.store.objects import InvalidObjectPath, LocalObjectStore, SignatureError, SizeExceeded, check_path
 
-log = logging.getLogger("lev.uploads")
+log = logs.get_logger("lev.uploads")
 
 SIGNED_URL_TTL_SEC = 3600
 UPLOAD_EXPIRY = timedelta(hours=24)
@@ -126,7 +127,7 @@ async def finalize(deps: Deps, principal: Principal, body: dict[str, Any], endpo
     if row["mime"] != mime:
         raise invalid_body(f"mime {mime} differs from the {row['mime']} this upload was signed for.")
     klass = media_class(mime)
-    if klass in ("audio", "video") and deps.transcriber is None:
+    if klass in lifecycle.RECORDINGS and deps.transcriber is None:
         raise transcription_unavailable()
     stored = await deps.objects.stat(path)
     if stored is None:
@@ -167,4 +168,4 @@ async def discard_upload(deps: Deps, path: str) -> None:
         async with deps.db.transaction() as s:
             await upload_store.deletion_done(s, path)
     except Exception as exc:  # the drain retries
-        log.warning("could not delete %s now: %s", path, exc)
+        log.warning("could not delete an object now", path=path, error=str(exc)[:300])

@@ -12,8 +12,9 @@ import httpx
 
 from lev.core.errors import ApiError, ingest_failed
 from lev.ingest.urls import canonical_url
-from lev.net.guard import USER_AGENT, Outbound, guarded_client, open_url
+from lev.net.guard import USER_AGENT, guarded_client, open_url
 from lev.plumbing import offload
+from lev.plumbing.ports import Outbound
 
 MAX_BYTES = 20 * 1024 * 1024
 MIN_TEXT_CHARS = 200

@@ -6,6 +6,9 @@ one `item` per item (`id`, `kind`, `url`, or `text` for items without a URL, `ti
 `content`, `generator`, `created_at`) and its `highlight` lines (`item_id`, `text`, `note`, `char_start`, `char_end`,
 `created_at`: the exporting user's own); and an `end` line with the counts, so a cut-off file is recognised.
 `POST /api/v1/imports` reads the same file back (lev.imports.bookmarks).
+
+An export holds the user's own items and folders only, and its first line says so (`items: "own"`): what other
+members saved into folders shared with the user is theirs to export.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from lev.store import highlights as highlight_store
 from lev.store.db import Database
 
 PAGE = 200
+OWN_ONLY = ("Your own items and folders only: items other members saved into folders shared with you are theirs and "
+            "are not in this file; your own items in those folders are, without the shared folders.")
 
 
 def check(principal: Principal) -> None:
@@ -37,7 +42,8 @@ def _line(record: dict[str, Any]) -> bytes:
 async def lines(db: Database, principal: Principal) -> AsyncIterator[bytes]:
     """The export, line by line (items a kb_only token cannot see are left out, as everywhere)."""
     counts = {"folders": 0, "items": 0, "outputs": 0, "highlights": 0}
-    yield _line({"type": LEV_EXPORT_TYPE, "version": LEV_EXPORT_VERSION, "exported_at": clock.now().isoformat()})
+    yield _line({"type": LEV_EXPORT_TYPE, "version": LEV_EXPORT_VERSION, "exported_at": clock.now().isoformat(),
+                 "items": "own", "note": OWN_ONLY})
     async with db.read_snapshot() as s:
         for f in await export_store.all_folders(s, principal.user_id):
             counts["folders"] += 1
@@ -45,7 +51,7 @@ async def lines(db: Database, principal: Principal) -> AsyncIterator[bytes]:
                          "created_at": f["created_at"].isoformat()})
         after = None
         while True:
-            page = await export_store.items_page(s, principal.scope, after, PAGE)
+            page = await export_store.items_page(s, principal.scope.own_only(), after, PAGE)
             if not page:
                 break
             outs = await export_store.outputs_of(s, [i["id"] for i in page])

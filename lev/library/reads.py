@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev.auth.policy import Principal, folder_name, folder_visible
+from lev.auth.policy import Principal, folder_name, folder_visible, require_owner
 from lev.core import context
 from lev.core.errors import invalid_body, name_taken, not_found
 from lev.core.settings import Settings
@@ -19,6 +19,7 @@ from lev.store import folders as folder_store
 from lev.store import highlights as highlight_store
 from lev.store import items as item_store
 from lev.store import lifecycle
+from lev.store import members as member_store
 from lev.store import search as search_store
 from lev.store import similar as similar_store
 from lev.store.scope import Scope
@@ -48,7 +49,7 @@ async def search(deps: Deps, principal: Principal, *, query: str, mode: str = "h
     vector = deps.queries.submit(query) if mode != "keyword" else None
     try:
         async with deps.db.read_session() as s:  # reads only: no BEGIN and COMMIT round trips
-            if folder_id is not None and not await folder_store.owned_ids(s, principal.user_id, [folder_id]):
+            if folder_id is not None and not await member_store.role_of(s, principal.user_id, folder_id):
                 raise not_found()
             results = await search_store.search(s, principal.scope, query=query, query_vector=vector, mode=mode,
                                                 limit=limit, folder_id=folder_id, params=search_params(deps.settings))
@@ -95,10 +96,10 @@ async def create_folder(session: AsyncSession, user_id: uuid.UUID, name: str) ->
 
 
 async def rename_folder(session: AsyncSession, scope: Scope, folder_id: uuid.UUID, name: str) -> dict[str, Any]:
-    """Rename one of the user's folders: 400 for a bad name, 404 for no such folder, 409 name_taken."""
+    """Rename one of the user's folders: 400 for a bad name, 404 for no such folder, 403 for a folder shared with
+    the user (the owner names it), 409 name_taken."""
     clean = folder_name(name)
-    if not await folder_store.owned_ids(session, scope.user_id, [folder_id], lock=True):
-        raise not_found()
+    require_owner(await member_store.role_of(session, scope.user_id, folder_id, lock=True), "rename it")
     renamed = await folder_store.rename_folder(session, scope, folder_id, clean)
     if renamed is None:
         raise name_taken(f"A folder named {clean!r} already exists.")

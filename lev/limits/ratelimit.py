@@ -6,11 +6,10 @@ Each REST operation declares its class in `openapi.yaml` (`x-lev-limit`); MCP to
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from limits import RateLimitItem, parse
 from limits.aio.storage import RedisStorage
@@ -18,21 +17,38 @@ from limits.aio.strategies import MovingWindowRateLimiter
 from limits.errors import StorageError
 from redis.exceptions import RedisError
 
-from lev.auth.policy import Principal
 from lev.core import clock, context
 from lev.core.errors import ApiError, rate_limited
 from lev.core.settings import Settings
 from lev.limits.attempts import AttemptBudget, Reservation, reserve_all, window_text
-from lev.ops import metrics
+from lev.ops import logs, metrics
 from lev.store import tokens as token_store
 from lev.store.db import Database
 
-log = logging.getLogger("lev.limits.ratelimit")
+log = logs.get_logger("lev.limits.ratelimit")
 
 WRITE_CLASSES = frozenset({"ingest", "delete", "bulk", "mcp_write"})
 
 
 UNCAPPED = 2**31 - 1  # the count a token without a write cap can never reach
+
+
+class Caller(Protocol):
+    """What the limits read of who is calling (`lev.auth.policy.Principal`): its token (None for a browser
+    session, whose writes count against its user's hourly budgets), its user, its monthly write cap (0: none) and
+    its capabilities."""
+
+    @property
+    def token_id(self) -> uuid.UUID | None: ...
+
+    @property
+    def user_id(self) -> uuid.UUID: ...
+
+    @property
+    def write_cap(self) -> int: ...
+
+    @property
+    def capabilities(self) -> frozenset[str]: ...
 
 
 class Limiter:
@@ -61,9 +77,10 @@ class Limiter:
                                      "Too many sign-ups from this address ({amount} per {window}); try again in "
                                      "{retry} s.")
         self.registration_item = parse(settings.limit_client_registration_ip)
+        self.public_page_item = parse(settings.limit_public_page)
         self._redis = redis
 
-    async def apply(self, principal: Principal, limit_class: str | None) -> None:
+    async def apply(self, principal: Caller, limit_class: str | None) -> None:
         """`check`, then hand the RateLimit-* headers to the response of the current request."""
         try:
             headers = await self.check(principal, limit_class)
@@ -75,7 +92,7 @@ class Limiter:
         if info is not None:
             info.headers.update(headers)
 
-    async def check(self, principal: Principal, limit_class: str | None) -> dict[str, str]:
+    async def check(self, principal: Caller, limit_class: str | None) -> dict[str, str]:
         """Consume one call; returns the RateLimit-* headers, or raises 429 rate_limited. A browser session (no
         token) has its user's hourly write budgets (the same classes, keyed by the user) and no monthly cap."""
         if not limit_class:
@@ -91,7 +108,7 @@ class Limiter:
             await self._count_write(principal, headers)
         return headers
 
-    async def status(self, principal: Principal) -> dict[str, Any]:
+    async def status(self, principal: Caller) -> dict[str, Any]:
         """What the token has left, without consuming anything: monthly writes and the hourly budgets of the
         classes its capabilities reach (None when the hourly limits are off or Redis cannot be asked)."""
         used: int | None = (await self.writes_this_month([str(principal.token_id)]))[str(principal.token_id)]
@@ -101,7 +118,7 @@ class Limiter:
                   "resets_in_sec": clock.seconds_to_month_end()}
         return {"monthly_writes": writes, "hourly": await self._hourly_status(principal)}
 
-    async def _hourly_status(self, principal: Principal) -> dict[str, Any] | None:
+    async def _hourly_status(self, principal: Caller) -> dict[str, Any] | None:
         if not self.settings.limits_on:
             return None
         classes = ["read"] + (sorted(WRITE_CLASSES) if "write" in principal.capabilities else [])
@@ -116,7 +133,7 @@ class Limiter:
             return None
         return out
 
-    async def _check_hourly(self, principal: Principal, limit_class: str) -> dict[str, str]:
+    async def _check_hourly(self, principal: Caller, limit_class: str) -> dict[str, str]:
         item = self.items[limit_class]
         key = str(principal.token_id) if principal.token_id is not None else f"user:{principal.user_id}"
         holder = "token" if principal.token_id is not None else "account's browser sessions"
@@ -125,7 +142,7 @@ class Limiter:
             stats = await self.strategy.get_window_stats(item, limit_class, key)
         except (RedisError, OSError, StorageError) as exc:
             # Redis down: the hourly limits fail open (docs/operations.md); the monthly write cap still holds.
-            log.warning("rate limiter unavailable; serving without the hourly limit: %s", type(exc).__name__)
+            log.warning("rate limiter unavailable; serving without the hourly limit", error=type(exc).__name__)
             return {}
         reset = max(0, math.ceil(stats.reset_time - time.time()))
         headers = {"RateLimit-Limit": str(item.amount), "RateLimit-Remaining": str(stats.remaining),
@@ -137,7 +154,7 @@ class Limiter:
                                retry_after_sec=retry)
         return headers
 
-    async def _count_write(self, principal: Principal, headers: dict[str, str]) -> None:
+    async def _count_write(self, principal: Caller, headers: dict[str, str]) -> None:
         # In PostgreSQL, beside the data it guards: a crash of Redis (or of everything) cannot reset it.
         assert principal.token_id is not None  # browser sessions have no write cap
         async with self.db.transaction() as s:
@@ -168,14 +185,30 @@ class Limiter:
             allowed = await self.strategy.hit(item, "client_registration", key)
             stats = await self.strategy.get_window_stats(item, "client_registration", key)
         except (RedisError, OSError, StorageError) as exc:
-            log.warning("rate limiter unavailable; registering without the per-address limit: %s",
-                        type(exc).__name__)
+            log.warning("rate limiter unavailable; registering without the per-address limit",
+                        error=type(exc).__name__)
             return
         if not allowed:
             retry = max(1, math.ceil(stats.reset_time - time.time()))
             raise rate_limited(f"Too many client registrations from this address ({item.amount} per "
                                f"{window_text(item)}); try again in {retry} s.", {"Retry-After": str(retry)},
                                retry_after_sec=retry, limit="client_registration_ip")
+
+    async def check_public_page(self, slug: str) -> None:
+        """Consume one view of a published folder (page or feed); 429 rate_limited past its budget. Fails open while
+        Redis is down, like the hourly limits."""
+        item = self.public_page_item
+        try:
+            allowed = await self.strategy.hit(item, "public_page", slug)
+            stats = await self.strategy.get_window_stats(item, "public_page", slug)
+        except (RedisError, OSError, StorageError) as exc:
+            log.warning("rate limiter unavailable; serving a public page without its limit", error=type(exc).__name__)
+            return
+        if not allowed:
+            retry = max(1, math.ceil(stats.reset_time - time.time()))
+            raise rate_limited(f"This public page is asked for too often ({item.amount} per {window_text(item)}); "
+                               f"try again in {retry} s.", {"Retry-After": str(retry)}, retry_after_sec=retry,
+                               limit="public_page")
 
     async def writes_this_month(self, token_ids: list[str]) -> dict[str, int]:
         """Writes counted against each token's monthly cap so far."""

@@ -17,7 +17,6 @@ from typing import Any
 
 from starlette.datastructures import Headers
 
-from lev import __version__
 from lev.core.errors import (
     JSONRPC_HEADER_MISMATCH,
     JSONRPC_INVALID_PARAMS,
@@ -30,6 +29,7 @@ from lev.core.errors import (
     method_not_found,
     unsupported_protocol_version,
 )
+from lev.core.packagedata import VERSION
 
 MODERN = "2026-07-28"
 LEGACY = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -41,7 +41,7 @@ PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
-SERVER_INFO = {"name": "lev", "title": "Lev knowledge base", "version": __version__}
+SERVER_INFO = {"name": "lev", "title": "Lev knowledge base", "version": VERSION}
 
 VERSION_HEADER, METHOD_HEADER, NAME_HEADER = "mcp-protocol-version", "mcp-method", "mcp-name"
 ROUTING_HEADERS = (VERSION_HEADER, METHOD_HEADER, NAME_HEADER)

@@ -15,17 +15,15 @@ import socket
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import httpcore
 import httpx
 
-from lev.core.errors import ApiError, ingest_failed
-from lev.core.settings import Settings
+from lev.core.errors import ApiError, address_refused, ingest_failed
 from lev.net import share
+from lev.plumbing.ports import Outbound
 
 MAX_REDIRECTS = 5
 USER_AGENT = (
@@ -97,21 +95,6 @@ def is_blocked_address(address: str) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class Outbound:
-    """What the guard lets through besides public addresses: every private address (LEV_ALLOW_PRIVATE_URLS), the
-    networks of LEV_PRIVATE_URL_ALLOWLIST; and the extra CA outgoing TLS trusts (LEV_OUTBOUND_CA_FILE). Cloud
-    metadata services are refused whatever it says."""
-
-    allow_private: bool = False
-    allowlist: tuple[str, ...] = ()
-    ca_file: Path | None = None
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Outbound:
-        return cls(settings.allow_private_urls, tuple(settings.private_url_allowlist), settings.outbound_ca_file)
-
-
 @lru_cache(maxsize=8)
 def _allowlist(networks: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
     return tuple(ipaddress.ip_network(n.strip(), strict=False) for n in networks if n.strip())
@@ -120,6 +103,22 @@ def _allowlist(networks: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipadd
 def _allowlisted(address: str, networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]) -> bool:
     ip = ipaddress.ip_address(address.split("%", 1)[0])
     return any(ip in net for net in networks)
+
+
+ALLOW_HINT = ("to allow it, add its network to LEV_PRIVATE_URL_ALLOWLIST (e.g. 192.168.1.0/24) or set "
+              "LEV_ALLOW_PRIVATE_URLS=true, then restart Lev")
+METADATA_HINT = "no setting allows it (LEV_ALLOW_PRIVATE_URLS and LEV_PRIVATE_URL_ALLOWLIST never do)"
+
+
+class AddressRefused(ApiError):
+    """A host the guard does not connect to, saying which setting allows it. An ingest answers it as any unreachable
+    URL (`ingest_failed`); a feed or a webhook endpoint as `address_refused` (`refused_as`)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("ingest_failed", message)
+
+    def refused_as(self, what: str) -> ApiError:
+        return address_refused(f"{what} is refused: {self.message}.")
 
 
 async def check_host(outbound: Outbound, host: str, port: int) -> list[str]:
@@ -131,7 +130,7 @@ async def check_host(outbound: Outbound, host: str, port: int) -> list[str]:
     """
     host = host.strip("[]")
     if host.lower().rstrip(".") in METADATA_HOSTS:
-        raise ingest_failed(f"refusing to fetch {host!r}: it is a cloud metadata service")
+        raise AddressRefused(f"refusing to fetch {host!r}: it is a cloud metadata service; {METADATA_HINT}")
     loop = asyncio.get_running_loop()
     try:
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -142,16 +141,15 @@ async def check_host(outbound: Outbound, host: str, port: int) -> list[str]:
         raise ingest_failed(f"could not resolve host {host!r} (no addresses)")
     for addr in addresses:
         if is_metadata_address(addr):
-            raise ingest_failed(f"refusing to fetch {host!r}: it resolves to a cloud metadata service ({addr})")
+            raise AddressRefused(f"refusing to fetch {host!r}: it resolves to a cloud metadata service ({addr}); "
+                                 f"{METADATA_HINT}")
     if outbound.allow_private:
         return addresses
     allowed = _allowlist(outbound.allowlist)
     for addr in addresses:
         if is_blocked_address(addr) and not _allowlisted(addr, allowed):
-            raise ingest_failed(
-                f"refusing to fetch {host!r}: it resolves to a private, loopback, link-local or "
-                f"otherwise non-public address ({addr})"
-            )
+            raise AddressRefused(f"refusing to fetch {host!r}: it resolves to a private, loopback, link-local or "
+                                 f"otherwise non-public address ({addr}); {ALLOW_HINT}")
     return addresses
 
 
@@ -202,20 +200,21 @@ def ssl_context(outbound: Outbound) -> ssl.SSLContext:
 class _GuardedTransport(httpx.AsyncHTTPTransport):
     """httpx transport whose connection pool uses `_GuardedBackend` (no proxies, no env)."""
 
-    def __init__(self, outbound: Outbound, max_connections: int = 10) -> None:
+    def __init__(self, outbound: Outbound, connections: int = 10) -> None:
         super().__init__(trust_env=False)
         self._pool = httpcore.AsyncConnectionPool(
             ssl_context=ssl_context(outbound),
-            max_connections=max_connections,
+            max_connections=connections,
             max_keepalive_connections=0,
             network_backend=_GuardedBackend(outbound),
         )
 
 
-def guarded_client(outbound: Outbound, timeout: httpx.Timeout, headers: dict[str, str],
-                   max_connections: int = 10) -> httpx.AsyncClient:
-    """An httpx client whose every connection is checked (redirects are followed by `open_url`, not httpx)."""
-    return httpx.AsyncClient(transport=_GuardedTransport(outbound, max_connections), timeout=timeout, headers=headers,
+def guarded_client(outbound: Outbound, timeout: httpx.Timeout, headers: dict[str, str], *,
+                   connections: int = 10) -> httpx.AsyncClient:
+    """An httpx client whose every connection is checked (redirects are followed by `open_url`, not httpx), with
+    at most `connections` open at once."""
+    return httpx.AsyncClient(transport=_GuardedTransport(outbound, connections), timeout=timeout, headers=headers,
                              follow_redirects=False, trust_env=False)
 
 
@@ -309,16 +308,18 @@ async def _follow(client: httpx.AsyncClient, current: httpx.URL, headers: dict[s
             await resp.aclose()
 
 
-_shared: dict[tuple[int, Outbound, float, str], httpx.AsyncClient] = {}
+_shared: dict[tuple[int, Outbound, float, str, int], httpx.AsyncClient] = {}
 
 
-def shared_client(outbound: Outbound, timeout: float, user_agent: str = USER_AGENT) -> httpx.AsyncClient:
+def shared_client(outbound: Outbound, timeout: float, user_agent: str = USER_AGENT, *,
+                  connections: int = 10) -> httpx.AsyncClient:
     """One guarded client per event loop for frequent small requests (feed checks, webhook deliveries): its TLS
     context is built once (about 19 ms of CPU each time otherwise). Connections are still checked one by one and
-    never kept alive; per-request headers go with each request."""
-    key = (id(asyncio.get_running_loop()), outbound, timeout, user_agent)
+    never kept alive (an idle pool costs more CPU per request than a new loopback or LAN connection); at most
+    `connections` at once; per-request headers go with each request."""
+    key = (id(asyncio.get_running_loop()), outbound, timeout, user_agent, connections)
     client = _shared.get(key)
     if client is None or client.is_closed:
         client = _shared[key] = guarded_client(outbound, httpx.Timeout(timeout), {"User-Agent": user_agent},
-                                               max_connections=share.TOTAL)
+                                               connections=connections)
     return client

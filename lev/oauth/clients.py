@@ -23,7 +23,8 @@ from pydantic import ValidationError
 
 from lev.core import clock, jsonguard, weburl
 from lev.core.errors import ApiError
-from lev.net.guard import Outbound, guarded_client
+from lev.net.guard import guarded_client
+from lev.plumbing.ports import Outbound
 from lev.store import oauth as oauth_store
 from lev.store.db import Database
 

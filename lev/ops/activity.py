@@ -7,13 +7,13 @@ flush updates tokens' `last_used_at` once per token per batch instead of once pe
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
+from lev.ops import logs
 from lev.store import activity as activity_store
 from lev.store.db import Database
 
-log = logging.getLogger("lev.ops.activity")
+log = logs.get_logger("lev.ops.activity")
 
 FLUSH_SECONDS = 0.5
 BATCH = 500
@@ -69,7 +69,7 @@ class ActivityWriter:
                 await _write(self.db, batch)
                 written += len(batch)
             except Exception:
-                log.exception("could not write %d activity entries", len(batch))
+                log.exception("could not write activity entries", entries=len(batch))
         return written
 
     async def stop(self) -> None:

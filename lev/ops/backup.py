@@ -24,8 +24,8 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from lev import __version__
 from lev.core import clock
+from lev.core.packagedata import VERSION
 from lev.store import maintenance
 from lev.store.db import Database
 from lev.store.objects import ObjectStore
@@ -118,7 +118,7 @@ async def backup(db: Database, store: ObjectStore, target: Path, database_url: s
     stored = {o["path"] for o in objects}
     dump_entry = {"file": DUMP, "bytes": dump.stat().st_size, "sha256": await asyncio.to_thread(_sha256, dump)}
     manifest = {
-        "format": FORMAT, "lev_version": __version__, "created_at": started.isoformat(),
+        "format": FORMAT, "lev_version": VERSION, "created_at": started.isoformat(),
         "finished_at": clock.now().isoformat(), "migration": snap.revision, "counts": snap.counts,
         "database": dump_entry,
         "objects": objects, "missing_objects": sorted(referenced - stored),

@@ -4,35 +4,11 @@ to a request's operation by its handler (`lev.handlers.deps()`), to a job throug
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 from lev.core.settings import Settings
-from lev.embedding.embedder import Embedder
-from lev.embedding.pool import QueryBatcher
-from lev.net.guard import Outbound
-from lev.providers.transcriber import Transcriber
+from lev.plumbing.ports import Embedder, JobQueue, Outbound, QueryEmbedder, Redis, Transcriber
 from lev.store.db import Database
 from lev.store.objects import ObjectStore
-
-
-class Redis(Protocol):
-    """The few Redis calls the domains make (progress figures, flags)."""
-
-    async def set(self, name: str, value: str, ex: int | None = None) -> Any: ...
-
-    async def get(self, name: str) -> Any: ...
-
-    async def delete(self, *names: str) -> Any: ...
-
-
-class JobQueue(Protocol):
-    """Where follow-up work goes (arq's pool): `enqueue_job(name, *args, _job_id=...)`."""
-
-    async def enqueue_job(self, function: str, *args: Any, **kwargs: Any) -> Any: ...
-
-    async def exists(self, *names: str) -> int: ...
-
-    async def delete(self, *names: str) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -43,7 +19,7 @@ class Deps:
     redis: Redis
     objects: ObjectStore
     embedder: Embedder  # owns its low-priority ingest processes, if any
-    queries: QueryBatcher  # search queries' embeddings (the embedder's), batched on their own thread
+    queries: QueryEmbedder  # search queries' embeddings (the embedder's), batched on their own thread
     transcriber: Transcriber | None
 
     @property

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lev.plumbing.deps import JobQueue
+from lev.plumbing.ports import JobQueue
 
 
 def job_id(job: str, subject: object) -> str:

@@ -1,4 +1,4 @@
-"""Speech-to-text behind the `Transcriber` interface; one adapter for OpenAI-compatible APIs.
+"""Speech-to-text behind the `Transcriber` interface (`lev.plumbing.ports`); one adapter for OpenAI-compatible APIs.
 
 The adapter posts the media file to `{base}/audio/transcriptions` (OpenAI, Groq, self-hosted
 whisper servers), retrying rate limits, 5xx and connection errors by the pipeline's one retry policy.
@@ -7,40 +7,16 @@ whisper servers), retrying rate limits, 5xx and connection errors by the pipelin
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
 from lev.core.retry import ATTEMPTS, async_retrying, retryable
 from lev.core.settings import Settings
+from lev.plumbing.ports import Transcriber, Transcript, TranscriptionError
 
 MAX_ATTEMPTS = ATTEMPTS
-
-
-@dataclass
-class Transcript:
-    """A transcription result; `segments` are `{start, end, text}` dicts when the provider gives them."""
-
-    text: str
-    duration_sec: float | None = None
-    language: str | None = None
-    segments: list[dict[str, Any]] = field(default_factory=list)
-
-
-class TranscriptionError(Exception):
-    """The provider refused the file or kept failing; `retryable` says whether a later retry may work."""
-
-    def __init__(self, message: str, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-
-
-class Transcriber(Protocol):
-    """Anything that turns an audio or video file into a transcript."""
-
-    async def transcribe(self, path: Path, mime: str, filename: str) -> Transcript: ...
 
 
 def _parse(response: httpx.Response) -> Transcript:

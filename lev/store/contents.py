@@ -32,7 +32,7 @@ async def canonical_url_taken(session: AsyncSession, canonical: str) -> bool:
 
 async def create_content(
     session: AsyncSession, *, kind: str, title: str | None, text: str | None, url: str | None = None,
-    canonical_url: str | None = None, metadata: dict[str, Any] | None = None, status: str = Status.READY.value,
+    canonical_url: str | None = None, metadata: dict[str, Any] | None = None, status: Status,
     mime: str | None = None, object_path: str | None = None, size_bytes: int | None = None,
     duration_sec: float | None = None, transcript: str | None = None,
 ) -> uuid.UUID | None:

@@ -62,6 +62,13 @@ class Database:
                 yield session
 
     @asynccontextmanager
+    async def statement(self) -> AsyncIterator[AsyncSession]:
+        """A session whose statements commit each on its own (autocommit): for a write that is one statement, it
+        saves the BEGIN and COMMIT round trips."""
+        async with self.read_session() as session:
+            yield session
+
+    @asynccontextmanager
     async def read_snapshot(self) -> AsyncIterator[AsyncSession]:
         """A read-only REPEATABLE READ transaction: every statement sees the same snapshot (a consistent export)."""
         async with self.engine.connect() as conn:

@@ -23,9 +23,12 @@ async def all_folders(session: AsyncSession, user_id: uuid.UUID) -> list[dict[st
 async def items_page(session: AsyncSession, scope: Scope, after: tuple[datetime, uuid.UUID] | None,
                      limit: int) -> list[dict[str, Any]]:
     """Visible items oldest first, after the keyset `after`: url or (for items without one) their text, title,
-    metadata (the content's with the user's own over it), every folder, flags and status."""
+    metadata (the content's with the user's own over it), every folder of the user's own (a folder shared with
+    them is not in their export), flags and status."""
+    own_folders = select(folders.c.id).where(folders.c.user_id == scope.user_id)
     memberships = (select(func.coalesce(func.array_agg(item_folders.c.folder_id), []))
-                   .where(item_folders.c.item_id == user_items.c.id).scalar_subquery())
+                   .where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id.in_(own_folders))
+                   .scalar_subquery())
     q = (select(user_items.c.id, user_items.c.kind, user_items.c.url, user_items.c.title, user_items.c.in_kb,
                 user_items.c.archived, user_items.c.status, user_items.c.error, user_items.c.created_at,
                 func.coalesce(contents.c.text, contents.c.transcript).label("text"),

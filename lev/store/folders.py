@@ -1,4 +1,5 @@
-"""Folders: list with item counts, create, delete (optionally with their only-here items)."""
+"""Folders: list with item counts (the caller's own and those shared with them, with the caller's role), create,
+rename, delete (optionally with their owner's only-here items)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,20 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.store import items as item_store
 from lev.store import tokens as token_store
-from lev.store.models import folders, item_folders, user_items
+from lev.store.members import OWNER
+from lev.store.models import folders, item_folders, user_items, users
 from lev.store.scope import Scope
+from lev.store.sharing_models import folder_members
 
 
-def _shape(row: Any) -> dict[str, Any]:
-    return {"id": str(row.id), "name": row.name, "item_count": int(row.item_count),
-            "created_at": row.created_at.isoformat()}
+def _shape(row: Any, scope: Scope) -> dict[str, Any]:
+    mine = row.user_id == scope.user_id
+    out = {"id": str(row.id), "name": row.name, "item_count": int(row.item_count),
+           "created_at": row.created_at.isoformat(), "role": OWNER if mine else row.role,
+           "shared": row.id in scope.shared}
+    if not mine:
+        out["owner_email"] = row.owner_email
+    return out
 
 
 async def list_visible(session: AsyncSession, scope: Scope) -> list[dict[str, Any]]:
@@ -29,12 +37,20 @@ async def list_visible(session: AsyncSession, scope: Scope) -> list[dict[str, An
     )
     if scope.kb_only:
         count = count.where(user_items.c.in_kb.is_(True))
-    q = select(folders.c.id, folders.c.name, folders.c.created_at,
-               count.scalar_subquery().label("item_count")).where(folders.c.user_id == scope.user_id)
+    cols = [folders.c.id, folders.c.name, folders.c.created_at, folders.c.user_id,
+            count.scalar_subquery().label("item_count")]
+    q = select(*cols).where(folders.c.user_id == scope.user_id)
+    theirs = scope.shared_in_scope
+    if theirs:  # folders shared with the caller: their role and their owner's email
+        role = (select(folder_members.c.role).where(folder_members.c.folder_id == folders.c.id,
+                                                    folder_members.c.user_id == scope.user_id).scalar_subquery())
+        owner_email = select(users.c.email).where(users.c.id == folders.c.user_id).scalar_subquery()
+        q = (select(*cols, role.label("role"), owner_email.label("owner_email"))
+             .where((folders.c.user_id == scope.user_id) | folders.c.id.in_(sorted(theirs))))
     if scope.folder_ids is not None:
         q = q.where(folders.c.id.in_(scope.folder_ids))
     q = q.order_by(func.lower(folders.c.name), folders.c.id)
-    return [_shape(r) for r in await session.execute(q)]
+    return [_shape(r, scope) for r in await session.execute(q) if r.user_id == scope.user_id or r.role is not None]
 
 
 async def create_folder(session: AsyncSession, user_id: uuid.UUID, name: str) -> dict[str, Any] | None:
@@ -48,7 +64,8 @@ async def create_folder(session: AsyncSession, user_id: uuid.UUID, name: str) ->
             )).one()
     except IntegrityError:
         return None
-    return {"id": str(row.id), "name": row.name, "item_count": 0, "created_at": row.created_at.isoformat()}
+    return {"id": str(row.id), "name": row.name, "item_count": 0, "created_at": row.created_at.isoformat(),
+            "role": OWNER, "shared": False}
 
 
 async def rename_folder(session: AsyncSession, scope: Scope, folder_id: uuid.UUID, name: str) -> dict[str, Any] | None:

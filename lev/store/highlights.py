@@ -119,3 +119,20 @@ async def list_recent(session: AsyncSession, scope: Scope, *, folder_id: uuid.UU
         h["item"] = {"id": h["item_id"], "title": r.item_title, "url": r.item_url, "kind": r.item_kind}
         found.append(h)
     return found, total
+
+
+async def all_of_item(session: AsyncSession, item_id: uuid.UUID) -> list[dict[str, Any]]:
+    """Every user's highlights of one item, locked (the item's text is being replaced), with their user."""
+    rows = await session.execute(select(*_COLS, highlights.c.user_id).where(highlights.c.item_id == item_id)
+                                 .order_by(highlights.c.id).with_for_update())
+    return [{**shape(r), "user_id": r.user_id} for r in rows]
+
+
+async def move(session: AsyncSession, highlight_id: uuid.UUID, *, char_start: int, char_end: int, text: str) -> None:
+    await session.execute(update(highlights).where(highlights.c.id == uuid.UUID(str(highlight_id)))
+                          .values(char_start=char_start, char_end=char_end, text=text))
+
+
+async def delete_ids(session: AsyncSession, ids: list[str]) -> None:
+    if ids:
+        await session.execute(delete(highlights).where(highlights.c.id.in_([uuid.UUID(i) for i in ids])))

@@ -22,15 +22,15 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev.store.lifecycle import Status, Transcription
-from lev.store.models import contents, folders, item_folders, object_deletions, outputs, user_items
+from lev.store import members
+from lev.store.lifecycle import State
+from lev.store.models import contents, item_folders, object_deletions, outputs, user_items
 from lev.store.scope import Scope
 
 
 async def create_item(
     session: AsyncSession, *, user_id: uuid.UUID, content_id: uuid.UUID, kind: str, title: str | None,
-    url: str | None, in_kb: bool, auto_transform: bool, status: str = Status.READY.value,
-    transcription_status: str = Transcription.NOT_REQUIRED.value, folder_id: uuid.UUID | None = None,
+    url: str | None, in_kb: bool, auto_transform: bool, state: State, folder_id: uuid.UUID | None = None,
     created_by: uuid.UUID | None = None,
 ) -> uuid.UUID | None:
     """A new user item (filed into `folder_id`); None when that folder was deleted while the request ran."""
@@ -39,8 +39,7 @@ async def create_item(
     item_id = uuid.uuid4()
     await session.execute(insert(user_items).values(
         id=item_id, user_id=user_id, content_id=content_id, kind=kind, title=title, url=url, in_kb=in_kb,
-        archived=False, status=status, transcription_status=transcription_status, auto_transform=auto_transform,
-        created_by_token=created_by,
+        archived=False, auto_transform=auto_transform, created_by_token=created_by, **state.columns(),
     ))
     if folder_id is not None:
         await session.execute(insert(item_folders).values(item_id=item_id, folder_id=folder_id))
@@ -48,11 +47,9 @@ async def create_item(
 
 
 async def lock_folder(session: AsyncSession, user_id: uuid.UUID, folder_id: uuid.UUID) -> bool:
-    """Whether the user's folder exists; it then cannot be deleted before the transaction ends."""
-    return (await session.execute(
-        select(folders.c.id).where(folders.c.id == folder_id, folders.c.user_id == user_id)
-        .with_for_update(read=True, key_share=True)
-    )).first() is not None
+    """Whether the user may file into the folder (their own, or shared with them as an editor); the folder and the
+    membership then last until the transaction ends."""
+    return await members.lock_writable(session, user_id, folder_id)
 
 
 async def set_items_of_content(session: AsyncSession, content_id: uuid.UUID, **values: Any) -> None:
@@ -68,7 +65,9 @@ async def auto_transform_items(session: AsyncSession, content_id: uuid.UUID) -> 
 
 
 def visible(scope: Scope) -> ColumnElement[bool]:
-    """The SQL predicate 'this user item is visible to the caller' (user, folder scope, kb_only)."""
+    """The SQL predicate 'this user item is visible to the caller' (user, folder scope, shared folders, kb_only):
+    the caller's own items (in the scope's folders, for a folder-scoped token), and every item filed into a
+    shared folder the scope reaches, whoever saved it. The one place that decides what a caller sees."""
     conds: list[ColumnElement[bool]] = [user_items.c.user_id == scope.user_id]
     if scope.folder_ids is not None:
         in_scope = exists().where(
@@ -81,15 +80,33 @@ def visible(scope: Scope) -> ColumnElement[bool]:
             own_unfiled = and_(user_items.c.created_by_token == scope.token_id,
                                ~exists().where(item_folders.c.item_id == user_items.c.id))
             conds.append(or_(in_scope, own_unfiled))
+    shared = scope.shared_in_scope
+    if shared:
+        conds = [or_(and_(*conds), in_folders(shared))]
     if scope.kb_only:
         conds.append(user_items.c.in_kb.is_(True))
     return and_(*conds)
 
 
+def in_folders(folder_ids: frozenset[uuid.UUID]) -> ColumnElement[bool]:
+    """'This user item is filed into one of these folders'."""
+    return exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id.in_(sorted(folder_ids)))
+
+
+def owned(scope: Scope) -> ColumnElement[bool]:
+    """Visible and the caller's own: what the caller may change or delete (an item is its saver's, wherever it is
+    filed)."""
+    return and_(visible(scope), user_items.c.user_id == scope.user_id)
+
+
 def _folder_ids(scope: Scope) -> Any:
+    """The item's folders that the caller can see: the scope's, or (whole library) the caller's own folders and
+    the shared ones; another member's private folders never show."""
     q = select(func.array_agg(item_folders.c.folder_id)).where(item_folders.c.item_id == user_items.c.id)
     if scope.folder_ids is not None:
         q = q.where(item_folders.c.folder_id.in_(scope.folder_ids) if scope.folder_ids else literal(False))
+    elif scope.shared:
+        q = q.where(or_(user_items.c.user_id == scope.user_id, item_folders.c.folder_id.in_(sorted(scope.shared))))
     return q.scalar_subquery()
 
 
@@ -209,7 +226,7 @@ async def update_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID
     """Set title / in_kb / archived on a visible item; returns its summary, or None when it is not visible."""
     values = {k: v for k, v in changes.items() if k in ("title", "in_kb", "archived")}
     res = await session.execute(
-        update(user_items).where(user_items.c.id == item_id, visible(scope))
+        update(user_items).where(user_items.c.id == item_id, owned(scope))
         .values(**values, updated_at=func.now()).returning(user_items.c.id)
     )
     if res.first() is None:
@@ -220,10 +237,11 @@ async def update_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID
     return shape_summary(row)
 
 
-async def is_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID, *, lock: bool = False) -> bool:
-    """Whether the item is visible; with `lock`, it also cannot be deleted until the transaction ends (a delete
-    that committed first makes this False, never a foreign-key error on a later insert)."""
-    q = select(user_items.c.id).where(user_items.c.id == item_id, visible(scope))
+async def is_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID, *, lock: bool = False,
+                     own: bool = False) -> bool:
+    """Whether the item is visible (with `own`, and the caller's); with `lock`, it also cannot be deleted until the
+    transaction ends (a delete that committed first makes this False, never a foreign-key error on a later insert)."""
+    q = select(user_items.c.id).where(user_items.c.id == item_id, owned(scope) if own else visible(scope))
     if lock:
         q = q.with_for_update(read=True, key_share=True, of=user_items)
     return (await session.execute(q)).first() is not None
@@ -265,10 +283,10 @@ BeforeDelete = Callable[[list[uuid.UUID]], Awaitable[None]]
 
 async def delete_visible(session: AsyncSession, scope: Scope, item_ids: list[uuid.UUID],
                          before_delete: BeforeDelete | None = None) -> list[uuid.UUID]:
-    """Delete the given items that the caller can see; returns the ids deleted. `before_delete` sees the ids
-    once they are locked, while the items still exist (the item.deleted events)."""
+    """Delete the given items that the caller can see and owns; returns the ids deleted. `before_delete` sees the
+    ids once they are locked, while the items still exist (the item.deleted events)."""
     found = list((await session.execute(
-        select(user_items.c.id).where(user_items.c.id.in_(item_ids), visible(scope))
+        select(user_items.c.id).where(user_items.c.id.in_(item_ids), owned(scope))
         .order_by(user_items.c.id).with_for_update(of=user_items)
     )).scalars())
     if before_delete is not None and found:
@@ -292,10 +310,9 @@ async def remove_membership(session: AsyncSession, item_id: uuid.UUID, folder_id
 
 
 async def visible_folder_ids(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -> list[str]:
-    q = select(item_folders.c.folder_id).where(item_folders.c.item_id == item_id)
-    if scope.folder_ids is not None:
-        q = q.where(item_folders.c.folder_id.in_(scope.folder_ids) if scope.folder_ids else literal(False))
-    return sorted(str(f) for f in (await session.execute(q)).scalars())
+    """The item's folders the caller can see (`_folder_ids`)."""
+    q = select(_folder_ids(scope)).select_from(user_items).where(user_items.c.id == item_id)
+    return sorted(str(f) for f in (await session.execute(q)).scalar() or [])
 
 
 

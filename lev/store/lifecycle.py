@@ -46,7 +46,8 @@ class Event(StrEnum):
     FAILED = "failed"  # extraction, transcription or embedding gave up
 
 
-MEDIA_KINDS = frozenset({"audio", "video", "youtube"})
+RECORDINGS = frozenset({"audio", "video"})  # the media classes (and item kinds) of a file that is transcribed
+MEDIA_KINDS = RECORDINGS | {"youtube"}  # the kinds whose item has a transcript
 
 
 class IllegalMove(ValueError):
@@ -99,6 +100,11 @@ def start(kind: str, *, ready: bool) -> State:
         return State(status, Transcription.NOT_REQUIRED)
     return State(status, Transcription.DONE if ready else Transcription.PENDING)
 
+
+
+def refused(kind: str) -> State:
+    """A link that could not be ingested at all, kept as a failed item that says why: a new item that failed."""
+    return advance(start(kind, ready=False), Event.FAILED)
 
 
 def advance(state: State, event: Event) -> State:

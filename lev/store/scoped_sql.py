@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import exists, literal_column, select
+from sqlalchemy import exists, literal_column, select, union_all
 from sqlalchemy.dialects.postgresql import psycopg2
 from sqlalchemy.engine.interfaces import BindTyping
 
@@ -53,9 +53,19 @@ def item_sql(scope: Scope, folder_id: uuid.UUID | None) -> Bound:
 
 @lru_cache(maxsize=4096)
 def scope_sql(scope: Scope, folder_id: uuid.UUID | None) -> Bound:
-    """The visible-content subquery."""
-    q = select(user_items.c.content_id).where(*visible_where(scope, folder_id))
-    return sql_text(q)
+    """The visible-content subquery. With shared folders in reach, the caller's own items and the shared folders'
+    items are two branches of one UNION ALL (each read through its own index: the user's items, the folders'
+    memberships) rather than one OR that only a scan of every item could answer."""
+    shared = scope.shared_in_scope
+    if not shared:
+        return sql_text(select(user_items.c.content_id).where(*visible_where(scope, folder_id)))
+    own = select(user_items.c.content_id).where(*visible_where(scope.own_only(), folder_id))
+    folders = sorted(shared if folder_id is None else shared & {folder_id})
+    filed = (select(user_items.c.content_id)
+             .select_from(item_folders.join(user_items, user_items.c.id == item_folders.c.item_id))
+             .where(item_folders.c.folder_id.in_(folders) if folders else literal_column("false"),
+                    user_items.c.in_kb.is_(True), user_items.c.status == Status.READY.value))
+    return sql_text(union_all(own, filed))
 
 
 @lru_cache(maxsize=4096)

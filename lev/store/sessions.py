@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from lev.store.members import shared_columns
 from lev.store.models import sessions, users
 
 
@@ -23,9 +24,11 @@ async def create_session(session: AsyncSession, id_hash: bytes, user_id: uuid.UU
 
 
 async def lookup_session(session: AsyncSession, id_hash: bytes) -> dict[str, Any] | None:
-    """The live session with its user's email and tier, or None (unknown or expired)."""
+    """The live session with its user's email, tier and shared folders (`members.shared_ids`), or None (unknown
+    or expired)."""
     q = (
-        select(sessions.c.user_id, sessions.c.csrf_token, sessions.c.expires_at, users.c.email, users.c.tier)
+        select(sessions.c.user_id, sessions.c.csrf_token, sessions.c.expires_at, users.c.email, users.c.tier,
+               *shared_columns(sessions.c.user_id))
         .join(users, users.c.id == sessions.c.user_id)
         .where(sessions.c.id_hash == id_hash, sessions.c.expires_at > func.now())
     )

@@ -6,22 +6,24 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from lev.store.members import shared_columns
 from lev.store.models import folders, token_folders, token_monthly_writes, tokens, users
 
 
 async def lookup_token(session: AsyncSession, digest: bytes) -> dict[str, Any] | None:
-    """The token row with its owner's tier and its folder ids, by SHA-256 digest."""
+    """The token row with its owner's tier, its folder ids and its user's shared folders (`members.shared_ids`), by
+    SHA-256 digest."""
     folder_ids = (
         select(func.array_agg(token_folders.c.folder_id))
         .where(token_folders.c.token_id == tokens.c.id)
         .scalar_subquery()
     )
     q = (
-        select(tokens, users.c.tier, folder_ids.label("folder_ids"))
+        select(tokens, users.c.tier, folder_ids.label("folder_ids"), *shared_columns(tokens.c.user_id))
         .join(users, users.c.id == tokens.c.user_id)
         .where(tokens.c.token_hash == digest)
     )
@@ -126,6 +128,27 @@ async def revoke_emptied_by_folder_delete(session: AsyncSession, folder_id: uuid
                     in_scope.exists(), ~others.exists()))
         .values(revoked_at=func.now())
     )
+    return int(res.rowcount)  # type: ignore[attr-defined]
+
+
+async def unscope_folder(session: AsyncSession, folder_id: uuid.UUID, user_id: uuid.UUID) -> int:
+    """A member leaves a shared folder: their tokens scoped to it lose it, and those left with no folder are revoked
+    (the rule of a folder delete); returns how many were revoked."""
+    mine = select(tokens.c.id).where(tokens.c.user_id == user_id)
+    await session.execute(
+        select(tokens.c.id).where(tokens.c.user_id == user_id, tokens.c.id.in_(
+            select(token_folders.c.token_id).where(token_folders.c.folder_id == folder_id)))
+        .order_by(tokens.c.id).with_for_update())
+    others = select(token_folders.c.token_id).where(
+        token_folders.c.token_id == tokens.c.id, token_folders.c.folder_id != folder_id)
+    in_scope = select(token_folders.c.token_id).where(
+        token_folders.c.token_id == tokens.c.id, token_folders.c.folder_id == folder_id)
+    res = await session.execute(
+        update(tokens).where(tokens.c.user_id == user_id, tokens.c.is_unscoped.is_(False),
+                             tokens.c.revoked_at.is_(None), in_scope.exists(), ~others.exists())
+        .values(revoked_at=func.now()))
+    await session.execute(delete(token_folders).where(token_folders.c.folder_id == folder_id,
+                                                      token_folders.c.token_id.in_(mine)))
     return int(res.rowcount)  # type: ignore[attr-defined]
 
 

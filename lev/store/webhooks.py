@@ -8,7 +8,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, literal, or_, select, update
+from sqlalchemy import and_, delete, func, insert, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.store.models import (
@@ -149,71 +149,119 @@ async def event_exists(session: AsyncSession, event_id: str) -> bool:
 # ------------------------------------------------------------------------------------------------ delivery
 
 
-async def claim(session: AsyncSession, delivery_id: uuid.UUID, lease_sec: float) -> dict[str, Any] | None:
-    """Take a due pending delivery for one attempt (no one else takes it for `lease_sec`): its endpoint, secrets
-    and event. None when it is finished, not due, taken, or its endpoint is disabled."""
-    lease = func.now() + func.make_interval(0, 0, 0, 0, 0, 0, lease_sec)
-    claimed = (await session.execute(
-        update(webhook_deliveries)
-        .where(webhook_deliveries.c.id == delivery_id, webhook_deliveries.c.status == "pending",
-               webhook_deliveries.c.next_attempt_at <= func.now(),
-               or_(webhook_deliveries.c.locked_until.is_(None), webhook_deliveries.c.locked_until < func.now()),
-               webhook_deliveries.c.webhook_id.in_(select(webhooks.c.id).where(webhooks.c.enabled.is_(True))))
-        .values(locked_until=lease).returning(webhook_deliveries.c.id))).first()
-    if claimed is None:
-        return None
-    row = (await session.execute(
-        select(webhook_deliveries.c.id, webhook_deliveries.c.webhook_id, webhook_deliveries.c.event_id,
-               webhook_deliveries.c.attempts, webhooks.c.url, webhooks.c.secret, webhooks.c.previous_secret,
-               webhooks.c.previous_secret_until, webhooks.c.failing_since, webhook_events.c.type,
-               webhook_events.c.payload, (webhooks.c.previous_secret_until > func.now()).label("old_valid"))
-        .join(webhooks, webhooks.c.id == webhook_deliveries.c.webhook_id)
-        .join(webhook_events, webhook_events.c.id == webhook_deliveries.c.event_id)
-        .where(webhook_deliveries.c.id == delivery_id))).one()
-    return _row(row)
+_CLAIM = text("""
+WITH due AS (
+    SELECT d.id, d.webhook_id,
+           row_number() OVER (PARTITION BY d.webhook_id ORDER BY d.next_attempt_at, d.id) AS n,
+           CASE WHEN w.failing_since IS NULL THEN :healthy ELSE :failing END AS cap
+    FROM (SELECT id, webhook_id, next_attempt_at FROM webhook_deliveries
+          WHERE status = 'pending' AND next_attempt_at <= now()
+            AND (locked_until IS NULL OR locked_until < now())
+            AND webhook_id <> ALL(CAST(:full AS uuid[]))
+          ORDER BY next_attempt_at LIMIT :scan) d
+    JOIN webhooks w ON w.id = d.webhook_id AND w.enabled
+), picked AS (
+    SELECT due.id FROM due
+    LEFT JOIN unnest(CAST(:held AS uuid[]), CAST(:held_n AS int[])) AS h(webhook_id, n)
+           ON h.webhook_id = due.webhook_id
+    WHERE due.n <= due.cap - coalesce(h.n, 0)
+    LIMIT :limit
+), locked AS (
+    SELECT d.id FROM webhook_deliveries d
+    WHERE d.id IN (SELECT id FROM picked) AND d.status = 'pending'
+      AND (d.locked_until IS NULL OR d.locked_until < now())
+    ORDER BY d.id FOR UPDATE SKIP LOCKED
+)
+UPDATE webhook_deliveries d SET locked_until = now() + make_interval(secs => :lease)
+FROM locked, webhooks w, webhook_events e
+WHERE d.id = locked.id AND w.id = d.webhook_id AND e.id = d.event_id
+RETURNING d.id, d.webhook_id, d.event_id, d.attempts, w.url, w.secret, w.previous_secret,
+          coalesce(w.previous_secret_until > now(), false) AS old_valid, w.failing_since IS NOT NULL AS failing,
+          e.type, e.payload
+""")
 
 
-async def record_attempt(session: AsyncSession, delivery: dict[str, Any], *, status: str, status_code: int | None,
-                         error: str | None, response: str | None, duration_ms: int,
-                         next_attempt_at: datetime | None) -> None:
-    """One attempt's outcome: the attempts list, the delivery (done, failed, or due again), the endpoint's health."""
-    attempt = int(delivery["attempts"]) + 1
-    await session.execute(insert(webhook_attempts).values(
-        id=uuid.uuid4(), delivery_id=delivery["id"], webhook_id=delivery["webhook_id"],
-        event_id=delivery["event_id"], event_type=delivery["type"], attempt=attempt, status=status,
-        status_code=status_code, error=error, response=response, duration_ms=duration_ms,
-        next_attempt_at=next_attempt_at))
-    values: dict[str, Any] = {"attempts": attempt, "locked_until": None}
-    if status == "retrying":
-        values["next_attempt_at"] = next_attempt_at
-    else:
-        values.update(status="succeeded" if status == "succeeded" else "failed", finished_at=func.now())
-    await session.execute(update(webhook_deliveries).where(webhook_deliveries.c.id == delivery["id"]).values(**values))
-    health = {"failing_since": None} if status == "succeeded" else {
-        "failing_since": func.coalesce(webhooks.c.failing_since, func.now())}
-    await session.execute(update(webhooks).where(webhooks.c.id == delivery["webhook_id"]).values(**health))
+async def claim_due(session: AsyncSession, *, limit: int, held: dict[uuid.UUID, int], full: list[uuid.UUID],
+                    healthy_cap: int, failing_cap: int, lease_sec: float, scan: int = 512) -> list[dict[str, Any]]:
+    """Take up to `limit` due pending deliveries of enabled endpoints for one attempt each (no one else takes them
+    for `lease_sec`), at most `healthy_cap` per endpoint at a time (`failing_cap` for an endpoint whose last
+    attempt failed) counting the `held` attempts this process runs already; endpoints in `full` are skipped. Each
+    with its endpoint's URL and secrets and its event; one statement."""
+    rows = await session.execute(_CLAIM, {
+        "healthy": healthy_cap, "failing": failing_cap, "full": full, "scan": scan, "held": list(held),
+        "held_n": list(held.values()), "limit": limit, "lease": lease_sec})
+    return [_row(r) for r in rows]
 
 
-async def disable_if_failing_since(session: AsyncSession, webhook_id: uuid.UUID, before: datetime,
-                                   reason: str) -> bool:
-    """Disable an endpoint that has failed since before `before`; True when it did now."""
+_ATTEMPTS = text("""
+INSERT INTO webhook_attempts (id, delivery_id, webhook_id, event_id, event_type, attempt, status, status_code,
+                              error, response, duration_ms, next_attempt_at)
+SELECT u.id, d.id, d.webhook_id, d.event_id, e.type, u.attempt, u.status, u.code, u.error, u.response, u.duration,
+       u.next_at
+FROM unnest(CAST(:ids AS uuid[]), CAST(:deliveries AS uuid[]), CAST(:attempts AS int[]), CAST(:statuses AS text[]),
+            CAST(:codes AS int[]), CAST(:errors AS text[]), CAST(:responses AS text[]), CAST(:durations AS int[]),
+            CAST(:next_at AS timestamptz[]))
+     AS u(id, delivery, attempt, status, code, error, response, duration, next_at)
+JOIN webhook_deliveries d ON d.id = u.delivery
+JOIN webhook_events e ON e.id = d.event_id
+""")
+
+_RECORD = text("""
+UPDATE webhook_deliveries d
+SET attempts = u.attempts, locked_until = NULL, next_attempt_at = coalesce(u.next_at, d.next_attempt_at),
+    status = u.status, finished_at = CASE WHEN u.status = 'pending' THEN NULL ELSE now() END
+FROM unnest(CAST(:ids AS uuid[]), CAST(:attempts AS int[]), CAST(:statuses AS text[]),
+            CAST(:next_at AS timestamptz[])) AS u(id, attempts, status, next_at)
+WHERE d.id = u.id
+""")
+
+_HEALTH = text("""
+UPDATE webhooks w
+SET failing_since = CASE WHEN u.ok THEN NULL ELSE coalesce(w.failing_since, now()) END
+FROM unnest(CAST(:ids AS uuid[]), CAST(:ok AS boolean[])) AS u(id, ok)
+WHERE w.id = u.id
+""")
+
+
+async def record_attempts(session: AsyncSession, outcomes: list[dict[str, Any]]) -> None:
+    """Attempts' outcomes, in three statements however many (a delivery deleted meanwhile with its endpoint is
+    skipped): the attempts list, the deliveries (done, failed, or
+    due again at `next_attempt_at`), and each endpoint's health by its last outcome here. An outcome is the claimed
+    delivery with `status` (succeeded, retrying, failed), `status_code`, `error`, `response`, `duration_ms`,
+    `next_attempt_at`."""
+    if not outcomes:
+        return
+    await session.execute(_ATTEMPTS, {
+        "ids": [uuid.uuid4() for _ in outcomes], "deliveries": [o["id"] for o in outcomes],
+        "attempts": [int(o["attempts"]) + 1 for o in outcomes], "statuses": [o["status"] for o in outcomes],
+        "codes": [o["status_code"] for o in outcomes], "errors": [o["error"] for o in outcomes],
+        "responses": [o["response"] for o in outcomes], "durations": [o["duration_ms"] for o in outcomes],
+        "next_at": [o["next_attempt_at"] for o in outcomes]})
+    await session.execute(_RECORD, {
+        "ids": [o["id"] for o in outcomes], "attempts": [int(o["attempts"]) + 1 for o in outcomes],
+        "statuses": ["pending" if o["status"] == "retrying" else o["status"] for o in outcomes],
+        "next_at": [o["next_attempt_at"] for o in outcomes]})
+    last = {o["webhook_id"]: o["status"] == "succeeded" for o in outcomes}
+    ids = sorted(last)  # rows locked in one order by every sender: no deadlock between two batches
+    await session.execute(_HEALTH, {"ids": ids, "ok": [last[w] for w in ids]})
+
+
+async def disable_failing(session: AsyncSession, webhook_ids: list[uuid.UUID], before: datetime,
+                          reason: str) -> int:
+    """Disable those of these endpoints that have failed since before `before`; how many it did now."""
     res = await session.execute(
-        update(webhooks).where(webhooks.c.id == webhook_id, webhooks.c.enabled.is_(True),
+        update(webhooks).where(webhooks.c.id.in_(webhook_ids), webhooks.c.enabled.is_(True),
                                webhooks.c.failing_since < before)
         .values(enabled=False, disabled_reason=reason, updated_at=func.now()))
-    return bool(res.rowcount)  # type: ignore[attr-defined]
+    return int(res.rowcount)  # type: ignore[attr-defined]
 
 
-async def due(session: AsyncSession, settled_before: datetime, limit: int = 1000) -> list[dict[str, Any]]:
-    """Pending deliveries due before `settled_before` and not taken: those whose job was lost."""
-    rows = await session.execute(
-        select(webhook_deliveries.c.id, webhook_deliveries.c.attempts)
-        .join(webhooks, webhooks.c.id == webhook_deliveries.c.webhook_id)
-        .where(webhook_deliveries.c.status == "pending", webhook_deliveries.c.next_attempt_at < settled_before,
-               webhooks.c.enabled.is_(True),
-               or_(webhook_deliveries.c.locked_until.is_(None), webhook_deliveries.c.locked_until < func.now()))
-        .order_by(webhook_deliveries.c.next_attempt_at).limit(limit))
-    return [_row(r) for r in rows]
+async def release(session: AsyncSession, delivery_ids: list[uuid.UUID]) -> None:
+    """Hand claimed deliveries back unattempted (a stopping sender): due again at once for any sender."""
+    if delivery_ids:
+        await session.execute(update(webhook_deliveries).where(webhook_deliveries.c.id.in_(delivery_ids),
+                                                               webhook_deliveries.c.status == "pending")
+                              .values(locked_until=None))
 
 
 async def purge_before(session: AsyncSession, before: datetime) -> int:

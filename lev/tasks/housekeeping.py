@@ -3,7 +3,6 @@ purging old activity."""
 
 from __future__ import annotations
 
-import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,6 +10,7 @@ from lev.core import clock
 from lev.imports.service import slice_job_id
 from lev.ingest.finish import to_finish
 from lev.ingest.uploads import UPLOAD_EXPIRY
+from lev.ops import logs
 from lev.plumbing.deps import Deps
 from lev.plumbing.jobs import requeue
 from lev.store import activity, sessions
@@ -21,7 +21,7 @@ from lev.store import uploads as upload_store
 from lev.store.db import Database
 from lev.store.objects import InvalidObjectPath, ObjectStore
 
-log = logging.getLogger("lev.worker")
+log = logs.get_logger("lev.worker")
 
 RECONCILE_GRACE_SEC = 5  # work younger than this may still be between its commit and its enqueue
 
@@ -45,7 +45,7 @@ async def _drain(db: Database, store: ObjectStore) -> int:
                 await upload_store.deletion_done(s, path)  # nothing we could ever have stored there
             except Exception as exc:
                 await upload_store.deletion_failed(s, path, f"{type(exc).__name__}: {exc}")
-                log.warning("object deletion failed for %s (attempt %d): %s", path, row["attempts"] + 1, exc)
+                log.warning("object deletion failed", path=path, attempt=row["attempts"] + 1, error=str(exc)[:300])
             else:
                 await upload_store.deletion_done(s, path)
                 done += 1
@@ -77,7 +77,7 @@ async def reconcile_unfinished(ctx: dict[str, Any]) -> int:
     for job, args, jid in work:
         if await requeue(deps.queue, job, *args, job_id=jid):
             queued += 1
-            log.warning("re-queued unfinished work: %s %s", job, args[0])
+            log.warning("re-queued unfinished work", job=job, subject=str(args[0]))
     return queued
 
 
@@ -90,6 +90,7 @@ async def purge_activity(ctx: dict[str, Any]) -> int:
         n = await activity.purge_before(s, cutoff)
         ended = await sessions.purge_expired(s)
         codes, clients = await oauth_store.purge(s, clock.now() - timedelta(days=1), clock.now() - timedelta(days=7))
-    log.info("purged %d activity entries older than %s, %d expired sessions, %d OAuth codes, %d unused OAuth "
-             "clients", n, cutoff.isoformat(), ended, codes, clients)
+    level = log.info if n or ended or codes or clients else log.debug
+    level("purged activity entries, expired sessions, OAuth codes and unused OAuth clients", activity=n,
+          older_than=cutoff.isoformat(), sessions=ended, oauth_codes=codes, oauth_clients=clients)
     return n

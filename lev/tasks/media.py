@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import shutil
 import tempfile
 import uuid
@@ -15,13 +14,14 @@ from lev.ingest.documents import extract
 from lev.ingest.finish import fail_content, finish_content
 from lev.ingest.media import EXT_MIME, media_duration_seconds
 from lev.ingest.youtube import youtube_audio
+from lev.ops import logs
 from lev.plumbing.deps import Deps
-from lev.providers.transcriber import Transcript, TranscriptionError
+from lev.plumbing.ports import Transcript, TranscriptionError
 from lev.store import contents as content_store
 from lev.store import lifecycle
 from lev.tasks.jobs import work_bound
 
-log = logging.getLogger("lev.media")
+log = logs.get_logger("lev.media")
 
 
 async def _queued(deps: Deps, content_id: uuid.UUID) -> dict[str, Any] | None:
@@ -54,7 +54,7 @@ async def _extract(ctx: dict[str, Any], cid: uuid.UUID, row: dict[str, Any]) -> 
         await fail_content(deps, cid, exc.message or exc.code)
         return 0
     except Exception as exc:
-        log.exception("document extraction failed for %s", cid)
+        log.exception("document extraction failed", content_id=str(cid))
         await fail_content(deps, cid, f"extraction failed: {exc}")
         return 0
     finally:
@@ -108,7 +108,7 @@ async def _transcribe_and_finish(ctx: dict[str, Any], cid: uuid.UUID, row: dict[
     except FileNotFoundError:
         return await _failed(deps, cid, "the media file is gone")
     except Exception as exc:
-        log.exception("transcription failed for %s", cid)
+        log.exception("transcription failed", content_id=str(cid))
         return await _failed(deps, cid, f"transcription failed: {exc}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -30,7 +30,7 @@ from lev.tasks.imports import run_import
 from lev.tasks.jobs import process_content, transform_item
 from lev.tasks.liveness import heartbeat, instrumented
 from lev.tasks.media import extract_document, transcribe_content
-from lev.tasks.webhooks import deliver_webhook, sweep_webhooks
+from lev.tasks.webhooks import purge_webhook_events, start_sender, stop_sender
 from lev.transforms.service import transformer_from
 
 JOB_TIMEOUT_SEC = 3600
@@ -39,8 +39,7 @@ FINISH_WAIT_SEC = 60.0  # how long a finished job waits for Redis to take its re
 CLOSE_SEC = 2.0
 log = logs.get_logger("lev.worker")
 JOBS = (process_content, transform_item, extract_document, transcribe_content, run_import, drain_object_deletions,
-        expire_uploads, reconcile_unfinished, purge_activity, poll_feed, schedule_feeds, deliver_webhook,
-        sweep_webhooks)
+        expire_uploads, reconcile_unfinished, purge_activity, poll_feed, schedule_feeds, purge_webhook_events)
 CRONS = (
     cron(drain_object_deletions, minute=set(range(60)), second={30}, run_at_startup=True),  # type: ignore[arg-type]
     cron(expire_uploads, minute={7, 37}, run_at_startup=False),  # type: ignore[arg-type]
@@ -48,8 +47,7 @@ CRONS = (
          unique=True),
     cron(purge_activity, hour={3}, minute={17}, run_at_startup=False),  # type: ignore[arg-type]
     cron(schedule_feeds, minute=set(range(60)), second={5}, run_at_startup=True, unique=True),  # type: ignore[arg-type]
-    cron(sweep_webhooks, minute=set(range(60)), second={0, 20, 40}, run_at_startup=True,  # type: ignore[arg-type]
-         unique=True),
+    cron(purge_webhook_events, minute={23}, run_at_startup=False, unique=True),  # type: ignore[arg-type]
 )
 
 
@@ -66,7 +64,8 @@ def cron_jobs() -> list[Any]:
 
 async def open_clients(ctx: dict[str, Any]) -> None:
     """What jobs share, from the process's runtime: `deps` (settings, database, queue, object store, embedder,
-    transcriber), the transformer; and the heartbeat that lets other workers rescue this one's jobs if it dies."""
+    transcriber), the transformer; the heartbeat that lets other workers rescue this one's jobs if it dies; and the
+    webhook outbox's sender."""
     deps = runtime.deps()
     ctx["deps"] = deps
     ctx["settings"] = deps.settings
@@ -76,9 +75,12 @@ async def open_clients(ctx: dict[str, Any]) -> None:
     ctx["heartbeat"] = asyncio.get_running_loop().create_task(
         heartbeat(ctx["redis"], stop, deps.settings.worker_heartbeat_sec))
     ctx["claim_ttl"] = JOB_TIMEOUT_SEC + 100
+    start_sender(ctx, deps)
 
 
 async def close_clients(ctx: dict[str, Any]) -> None:
+    if "deps" in ctx:
+        await stop_sender(ctx, runtime.shutdown_budget(ctx["deps"].settings.shutdown_grace_sec))
     if "heartbeat_stop" in ctx:
         ctx["heartbeat_stop"].set()
         await ctx["heartbeat"]
@@ -187,8 +189,8 @@ async def stop_gracefully(worker: Worker, grace_sec: float) -> None:
     close, within CLOSE_SEC even when Redis is gone."""
     worker.allow_pick_jobs = False
     running = [t for t in worker.tasks.values() if not t.done()]
-    if running:
-        await asyncio.wait(running, timeout=grace_sec)
+    running.append(asyncio.get_running_loop().create_task(stop_sender(worker.ctx, grace_sec)))
+    await asyncio.wait(running, timeout=grace_sec)
     try:
         await asyncio.wait_for(worker.close(), CLOSE_SEC)
     except Exception as exc:  # Redis down: arq's close stops at its first Redis call, before on_shutdown

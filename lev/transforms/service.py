@@ -20,7 +20,7 @@ import numpy as np
 
 from lev.core.retry import async_retrying
 from lev.core.settings import Settings
-from lev.embedding.embedder import Embedder
+from lev.plumbing.ports import Embedder
 from lev.transforms.stopwords import ENGLISH_STOP_WORDS
 
 MAX_SENTENCES = 160  # sentences embedded for the local summary (evenly sampled beyond this)

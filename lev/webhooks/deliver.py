@@ -1,37 +1,31 @@
-"""One delivery attempt: take the delivery from the outbox, sign the body as Standard Webhooks defines
-(`webhook-id`, `webhook-timestamp`, `webhook-signature`, with the `standardwebhooks` package), POST it through the
-SSRF guard (checked at connect time, no redirects, 10 s), and record the outcome: done, due again after the next
-delay of the schedule, or failed after the last. An endpoint failing for three days is disabled.
+"""One delivery attempt: sign the body as Standard Webhooks defines (`webhook-id`, `webhook-timestamp`,
+`webhook-signature`, with the `standardwebhooks` package), POST it through the SSRF guard (checked at connect time,
+no redirects, 10 s), and its outcome by the retry schedule: done, due again after the next delay, or failed after
+the last. An endpoint failing for three days is disabled (`lev.webhooks.sender` runs the attempts and records them).
 
-The secret is read from PostgreSQL for each attempt and goes nowhere else: not into a job's arguments, a log
-line or Redis.
+The secret is read from PostgreSQL with the delivery it signs and goes nowhere else: not into a log line or Redis.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import time
-import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
 from standardwebhooks.webhooks import Webhook
 
-from lev.core import clock
 from lev.core.errors import ApiError
-from lev.net.guard import Outbound, shared_client
-from lev.plumbing.deps import Deps
-from lev.plumbing.jobs import requeue
-from lev.store import webhooks as webhook_store
-from lev.webhooks import events
+from lev.net.guard import shared_client
+from lev.plumbing.ports import Outbound
 
 RETRY_DELAYS_SEC = (5, 300, 1800, 7200, 18000, 36000)  # after attempts 1-6; attempt 7 is the last
 TIMEOUT_SEC = 10.0
 RESPONSE_KEPT = 1024  # bytes of the receiver's answer kept for the deliveries list
 LEASE_SEC = 30.0  # an attempt's hold on its delivery; a worker that dies frees it after this
 DISABLE_AFTER = timedelta(days=3)
+DISABLED_REASON = "disabled: every delivery failed for 3 days; fix the endpoint and enable it again"
+CONNECTIONS = 512  # the client's connections: above the sender's attempts at once, so none waits for another's
 USER_AGENT = "Lev-Webhooks/1.0 (+Standard Webhooks)"
 
 
@@ -55,7 +49,7 @@ async def post(outbound: Outbound, url: str, body: str,
     """POST once: (status code, error in words, at most 1 KB of the answer)."""
     try:
         async with asyncio.timeout(TIMEOUT_SEC):
-            client = shared_client(outbound, TIMEOUT_SEC, USER_AGENT)
+            client = shared_client(outbound, TIMEOUT_SEC, USER_AGENT, connections=CONNECTIONS)
             async with client.stream("POST", url, content=body.encode(), headers=headers) as resp:
                 kept = bytearray()
                 async for piece in resp.aiter_bytes():
@@ -82,47 +76,11 @@ async def post(outbound: Outbound, url: str, body: str,
         return None, f"the request failed: {type(exc).__name__}: {exc}"[:300], None
 
 
-async def attempt(deps: Deps, delivery_id: uuid.UUID) -> str | None:
-    """One attempt of a delivery; its outcome (`succeeded`, `retrying`, `failed`), or None when there was nothing
-    to do (done, not due, taken by another attempt, endpoint disabled)."""
-    async with deps.db.transaction() as s:
-        delivery = await webhook_store.claim(s, delivery_id, LEASE_SEC)
-    if delivery is None:
-        return None
-    body = json.dumps(delivery["payload"], separators=(",", ":"), ensure_ascii=False)
-    at = clock.now()
-    started = time.perf_counter()
-    code, error, answer = await post(deps.outbound, delivery["url"], body, signed_headers(delivery, body, at))
-    duration_ms = int((time.perf_counter() - started) * 1000)
-    made = int(delivery["attempts"]) + 1
-    delay: float | None = None
+def outcome(error: str | None, made: int) -> tuple[str, float | None]:
+    """An attempt's outcome by the schedule (`made` attempts so far, this one included): `succeeded`, `retrying`
+    with the delay to the next attempt, or `failed` after the last."""
     if error is None:
-        outcome = "succeeded"
-    elif made <= len(RETRY_DELAYS_SEC):
-        outcome, delay = "retrying", float(RETRY_DELAYS_SEC[made - 1])
-    else:
-        outcome = "failed"
-    next_at = clock.now() + timedelta(seconds=delay) if delay is not None else None
-    async with deps.db.transaction() as s:
-        await webhook_store.record_attempt(s, delivery, status=outcome, status_code=code, error=error,
-                                           response=answer, duration_ms=duration_ms, next_attempt_at=next_at)
-        if outcome != "succeeded":
-            await webhook_store.disable_if_failing_since(
-                s, delivery["webhook_id"], clock.now() - DISABLE_AFTER,
-                "disabled: every delivery failed for 3 days; fix the endpoint and enable it again")
-    if delay is not None:
-        await events.queue_attempts([(delivery_id, made)], defer_sec=delay, queue=deps.queue)
-    return outcome
-
-
-async def requeue_due(deps: Deps, grace_sec: float = 5.0) -> int:
-    """The sweep: queue every due pending delivery whose job is missing (lost with Redis, or never queued because
-    a process died between its commit and the nudge). Returns how many were queued."""
-    async with deps.db.transaction() as s:
-        due = await webhook_store.due(s, clock.now() - timedelta(seconds=grace_sec))
-    queued = 0
-    for row in due:
-        job_id = events.delivery_job_id(row["id"], row["attempts"])
-        if await requeue(deps.queue, events.DELIVER_JOB, str(row["id"]), job_id=job_id):
-            queued += 1
-    return queued
+        return "succeeded", None
+    if made <= len(RETRY_DELAYS_SEC):
+        return "retrying", float(RETRY_DELAYS_SEC[made - 1])
+    return "failed", None

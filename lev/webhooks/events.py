@@ -1,15 +1,14 @@
 """The webhook outbox's one way in: `record` (and the item helpers built on it) writes an event and its
-deliveries in the caller's transaction, the one that makes the event true, and queues the delivery jobs once that
-transaction has committed. A rollback takes the event with it (never invented); a crash after the commit leaves
-the deliveries in PostgreSQL, where the sweep finds them (never lost).
+deliveries in the caller's transaction, the one that makes the event true, and wakes the senders
+(`lev.webhooks.sender`) once that transaction has committed. A rollback takes the event with it (never invented); a
+crash after the commit leaves the deliveries in PostgreSQL, where a sender's sweep finds them (never lost).
 
-Call it inside a transaction of `deps.db` (every session comes from the injected `Database`, which carries the job
-queue the nudge goes to). A user without an endpoint for the event type costs one indexed query.
+Call it inside a transaction of `deps.db` (every session comes from the injected `Database`, which carries the
+Redis the nudge goes to). A user without an endpoint for the event type costs one indexed query.
 """
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -17,28 +16,23 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.core import clock
-from lev.plumbing.deps import JobQueue
-from lev.plumbing.jobs import job_id
+from lev.ops import logs
+from lev.plumbing.ports import Redis
 from lev.store import webhooks as webhook_store
 from lev.store.db import after_commit
 
-log = logging.getLogger("lev.webhooks")
+log = logs.get_logger("lev.webhooks")
 
 EVENT_TYPES = ("item.created", "item.ready", "item.failed", "item.deleted", "import.finished", "feed.failing",
                "highlight.created", "highlight.deleted")
 TEST_EVENT = "webhook.test"  # sent by POST /webhooks/{id}/test to that endpoint alone; no one subscribes to it
-DELIVER_JOB = "deliver_webhook"
-QUEUE_INFO = "queue"  # the session.info key of the job queue (lev.runtime builds Deps.db with it)
+NUDGE_INFO = "nudge"  # the session.info key of the Redis client that wakes the senders (lev.runtime sets it)
+NUDGE_CHANNEL = "lev:webhooks:due"  # the senders listen here; the message says only "look now"
 
 
 def new_event_id() -> str:
     """A Standard Webhooks message id (`webhook-id`): the same on every attempt and re-send of the event."""
     return f"msg_{uuid.uuid4().hex}"
-
-
-def delivery_job_id(delivery_id: uuid.UUID | str, attempt: int) -> str:
-    """The fixed arq job id of one attempt of a delivery (a second nudge for the same attempt finds it queued)."""
-    return job_id(DELIVER_JOB, f"{delivery_id}:{attempt}")
 
 
 def payload(event_type: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -61,32 +55,29 @@ async def _write(s: AsyncSession, user_id: uuid.UUID, event_type: str, data: dic
 
 
 def nudge_after_commit(s: AsyncSession, delivery_ids: list[uuid.UUID]) -> None:
-    """Queue the first attempt of these deliveries once `s` has committed, to the queue its database carries
-    (`Deps.db`); a transaction without one leaves them to the sweep."""
-    queue = s.info.get(QUEUE_INFO)
-    if queue is None:
+    """Wake the senders once `s` has committed these deliveries, through the Redis its database carries
+    (`Deps.db`); a transaction without one leaves them to the senders' sweep."""
+    redis = s.info.get(NUDGE_INFO)
+    if redis is None or not delivery_ids or s.info.get(_NUDGING):
         return
+    s.info[_NUDGING] = True
 
     async def nudge() -> None:
-        await queue_attempts([(d, 0) for d in delivery_ids], queue=queue)
+        await wake_senders(redis)
 
     after_commit(s, nudge)
 
 
-async def queue_attempts(work: list[tuple[uuid.UUID, int]], defer_sec: float | None = None,
-                         queue: JobQueue | None = None) -> None:
-    """Queue delivery attempts (delivery id, attempts made so far). A failure only costs latency: the sweep
-    re-queues every due delivery whose job is missing."""
-    if queue is None:
-        return
+_NUDGING = "lev_webhooks_nudging"  # one message per transaction, however many events it recorded
+
+
+async def wake_senders(redis: Redis) -> None:
+    """Tell every sender to look now. A failure only costs latency: each sender sweeps every few seconds."""
     try:
-        for delivery_id, attempts in work:
-            kwargs: dict[str, Any] = {"_job_id": delivery_job_id(delivery_id, attempts)}
-            if defer_sec:
-                kwargs["_defer_by"] = defer_sec
-            await queue.enqueue_job(DELIVER_JOB, str(delivery_id), **kwargs)
+        await redis.publish(NUDGE_CHANNEL, "1")
     except Exception as exc:  # Redis away: the deliveries wait in PostgreSQL for the sweep
-        log.warning("could not queue webhook deliveries; the sweep will: %s", type(exc).__name__)
+        log.warning("could not wake the webhook senders; their sweep will find the deliveries",
+                    error=type(exc).__name__)
 
 
 def item_data(row: dict[str, Any]) -> dict[str, Any]:

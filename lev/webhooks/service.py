@@ -15,9 +15,10 @@ import httpx
 
 from lev.auth.policy import Principal, require, require_whole_library
 from lev.core import clock, weburl
-from lev.core.errors import ApiError, invalid_body, limit_reached, not_found
-from lev.net.guard import Outbound, check_host
+from lev.core.errors import ApiError, found, invalid_body, limit_reached, not_found
+from lev.net.guard import AddressRefused, check_host
 from lev.plumbing.deps import Deps
+from lev.plumbing.ports import Outbound
 from lev.store import webhooks as webhook_store
 from lev.webhooks import events
 
@@ -60,6 +61,8 @@ async def check_url(outbound: Outbound, url: str) -> str:
     parsed = httpx.URL(url)
     try:
         await check_host(outbound, parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80))
+    except AddressRefused as exc:
+        raise exc.refused_as("The endpoint's address") from None
     except ApiError as exc:
         raise invalid_body(f"url is refused: {exc.message or exc.code}.") from None
     return url
@@ -102,17 +105,14 @@ async def create(deps: Deps, p: Principal, body: dict[str, Any]) -> dict[str, An
 
 async def list_all(deps: Deps, p: Principal) -> list[dict[str, Any]]:
     require_whole_library(p, "read webhooks")
-    async with deps.db.transaction() as s:
+    async with deps.db.read_session() as s:
         return [shape(r) for r in await webhook_store.list_for_user(s, p.user_id)]
 
 
 async def get(deps: Deps, p: Principal, webhook_id: uuid.UUID) -> dict[str, Any]:
     require_whole_library(p, "read webhooks")
-    async with deps.db.transaction() as s:
-        row = await webhook_store.get(s, p.user_id, webhook_id)
-    if row is None:
-        raise not_found()
-    return shape(row)
+    async with deps.db.read_session() as s:
+        return shape(found(await webhook_store.get(s, p.user_id, webhook_id)))
 
 
 async def update(deps: Deps, p: Principal, webhook_id: uuid.UUID, body: dict[str, Any]) -> dict[str, Any]:
@@ -130,10 +130,7 @@ async def update(deps: Deps, p: Principal, webhook_id: uuid.UUID, body: dict[str
         else:
             values["disabled_reason"] = "disabled by you"
     async with deps.db.transaction() as s:
-        row = await webhook_store.update_endpoint(s, p.user_id, webhook_id, values)
-    if row is None:
-        raise not_found()
-    return shape(row)
+        return shape(found(await webhook_store.update_endpoint(s, p.user_id, webhook_id, values)))
 
 
 async def delete(deps: Deps, p: Principal, webhook_id: uuid.UUID) -> dict[str, Any]:
@@ -159,16 +156,13 @@ async def rotate(deps: Deps, p: Principal, webhook_id: uuid.UUID) -> dict[str, A
 async def deliveries(deps: Deps, p: Principal, webhook_id: uuid.UUID) -> list[dict[str, Any]]:
     """The endpoint's most recent attempts, newest first."""
     require_whole_library(p, "read webhooks")
-    async with deps.db.transaction() as s:
-        if await webhook_store.get(s, p.user_id, webhook_id) is None:
-            raise not_found()
+    async with deps.db.read_snapshot() as s:
+        found(await webhook_store.get(s, p.user_id, webhook_id))
         return [shape_attempt(r) for r in await webhook_store.attempts(s, webhook_id, DELIVERIES_SHOWN)]
 
 
 async def _enabled(s: Any, p: Principal, webhook_id: uuid.UUID) -> dict[str, Any]:
-    row = await webhook_store.get(s, p.user_id, webhook_id, lock=True)
-    if row is None:
-        raise not_found()
+    row = found(await webhook_store.get(s, p.user_id, webhook_id, lock=True))
     if not row["enabled"]:
         raise invalid_body("This endpoint is disabled: enable it first (PATCH enabled: true).")
     return row

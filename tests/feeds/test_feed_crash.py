@@ -82,13 +82,17 @@ def test_refused_addresses_caps_and_the_limit(stack: SplitStack, site: FeedSite)
     c = client(stack, "caps@example.com")
     port = site.url.rsplit(":", 1)[1]
     r = c.post("/api/v1/feeds", json={"url": f"http://127.0.0.2:{port}/feeds/x"})
-    assert r.status_code == 400 and r.json()["error"] == "not_a_feed", r.text
+    assert r.status_code == 400 and r.json()["error"] == "address_refused", r.text
     assert "non-public address (127.0.0.2)" in r.json()["message"]
     r = c.post("/api/v1/webhooks", json={"url": f"http://127.0.0.2:{port}/hook", "events": ["item.ready"]})
-    assert r.status_code == 400 and r.json()["error"] == "invalid_body", r.text
+    assert r.status_code == 400 and r.json()["error"] == "address_refused", r.text
     assert "refused" in r.json()["message"] and "127.0.0.2" in r.json()["message"]
+    for message in (r.json()["message"], c.post("/api/v1/feeds", json={"url": f"http://[::1]:{port}/f"}).json()[
+            "message"]):  # a first-hour user is told how to allow it
+        assert "LEV_PRIVATE_URL_ALLOWLIST" in message and "LEV_ALLOW_PRIVATE_URLS" in message, message
     r = c.post("/api/v1/webhooks", json={"url": "http://169.254.169.254/latest", "events": ["item.ready"]})
-    assert r.status_code == 400 and "refused" in r.json()["message"], r.text
+    assert r.status_code == 400 and r.json()["error"] == "address_refused", r.text
+    assert "no setting allows it" in r.json()["message"], r.text
 
     url = site.add("many", "rss", [FeedEntry(n) for n in range(108, 100, -1)])  # 8 entries
     feed = c.post("/api/v1/feeds", json={"url": url}).json()

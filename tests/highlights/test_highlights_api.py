@@ -15,6 +15,7 @@ import pytest
 
 from tests.fixtures_feeds import WebhookReceiver
 from tests.mcp.test_mcp import call
+from tests.sharing.test_sharing_api import share
 from tests.stack import Admin, User, new_user
 from tests.webhooks.test_webhooks import add_hook, check, of_type
 
@@ -227,3 +228,57 @@ def test_highlight_events_reach_the_owners_webhook(api, user: User, receiver: We
     expected = {"highlight_id": h["id"], "item_id": item, "item_title": "Tide pools", "item_url": None,
                 "text": "small worlds", "note": "Nice.", "char_start": h["char_start"], "char_end": h["char_end"]}
     assert bodies == {"highlight.created": expected, "highlight.deleted": expected}
+
+
+def test_a_page_captured_again_moves_its_highlights_or_drops_those_whose_words_are_gone(api, user: User) -> None:
+    c = api(user.token(write=True))
+    url = "https://example.com/field-notes"
+
+    def capture(*paragraphs: str) -> str:
+        html = "<html><head><title>Field notes</title></head><body><article>" + "".join(
+            f"<p>{p}</p>" for p in paragraphs) + "</article></body></html>"
+        r = c.post("/api/v1/ingest", json={"kind": "page", "url": url, "html": html})
+        assert r.status_code == 200, r.text
+        return str(r.json()["user_item_id"])
+
+    stay = "Herons stand still in the shallows for a long time, waiting for fish to come close."
+    go = "Kingfishers dive headfirst from a branch above the water and come back with a minnow."
+    item = capture(stay, go)
+    kept = c.post(f"/api/v1/items/{item}/highlights", json={"text": "waiting for fish"}).json()
+    dropped = c.post(f"/api/v1/items/{item}/highlights", json={"text": "dive headfirst"}).json()
+    again = capture("A new opening paragraph pushes everything further down the page, as editors do.", stay)
+    assert again == item  # the same item, its text replaced
+    text = item_text(c, item)
+    marks = c.get(f"/api/v1/items/{item}/highlights").json()["highlights"]
+    assert [m["id"] for m in marks] == [kept["id"]]
+    assert marks[0]["char_start"] > kept["char_start"] and text[marks[0]["char_start"]:marks[0]["char_end"]] == \
+        "waiting for fish"
+    assert dropped["id"] not in {h["id"] for h in c.get("/api/v1/highlights").json()["highlights"]}
+
+
+def test_on_a_shared_item_each_member_has_their_own_highlights(api, user: User, admin: Admin) -> None:
+    owner = api(user.token(write=True))
+    folder = user.folder("Shared reading")
+    item = add_text(owner, folder_id=folder)
+    member = new_user(admin)
+    theirs = api(member.token(write=True))
+    share(owner, folder, member, theirs, "viewer")
+    mine = owner.post(f"/api/v1/items/{item}/highlights", json={"text": "small worlds", "note": "Owner's"}).json()
+    # the member sees the item and highlights it, their own highlight alone
+    assert theirs.get(f"/api/v1/items/{item}").status_code == 200
+    assert theirs.get(f"/api/v1/items/{item}/highlights").json() == {"highlights": []}
+    made = theirs.post(f"/api/v1/items/{item}/highlights", json={"text": "small worlds", "note": "Member's"})
+    assert made.status_code == 201, made.text
+    h = made.json()
+    assert [x["id"] for x in theirs.get(f"/api/v1/items/{item}/highlights").json()["highlights"]] == [h["id"]]
+    assert [x["id"] for x in owner.get(f"/api/v1/items/{item}/highlights").json()["highlights"]] == [mine["id"]]
+    assert [x["id"] for x in theirs.get(f"/api/v1/items/{item}").json()["highlights"]] == [h["id"]]
+    in_folder = theirs.get("/api/v1/highlights", params={"folder_id": folder}).json()
+    assert [x["id"] for x in in_folder["highlights"]] == [h["id"]]
+    assert "Owner's" not in theirs.get(f"/api/v1/items/{item}/markdown").text
+    # another user's highlight is 404 even on the shared item, both ways
+    err(theirs.patch(f"/api/v1/highlights/{mine['id']}", json={"note": "taken over"}), 404, "not_found")
+    err(theirs.delete(f"/api/v1/highlights/{mine['id']}"), 404, "not_found")
+    err(owner.patch(f"/api/v1/highlights/{h['id']}", json={"note": "taken over"}), 404, "not_found")
+    err(owner.delete(f"/api/v1/highlights/{h['id']}"), 404, "not_found")
+    assert theirs.delete(f"/api/v1/highlights/{h['id']}").status_code == 204

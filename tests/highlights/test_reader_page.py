@@ -48,6 +48,7 @@ def test_select_highlight_note_edit_delete_and_the_keyboard(page: Any, admin: Ad
     item_id = item["user_item_id"]
     page.goto(f"/items/{item_id}")
     assert page.locator("#reader p").count() == 3 and page.locator("#reader mark").count() == 0
+    assert not page.locator("#hl-float").is_visible()  # shown only by a selection
 
     _select(page, "ochre sea star eats mussels")
     page.locator("#hl-float").wait_for(state="visible")  # the floating button by the selection
@@ -56,7 +57,8 @@ def test_select_highlight_note_edit_delete_and_the_keyboard(page: Any, admin: Ad
     page.get_by_role("button", name="Highlight", exact=True).last.click()
     page.wait_for_url(f"**/items/{item_id}?highlight=*")
     mark = page.locator("#reader mark[data-highlight-id]")
-    assert mark.count() == 1 and mark.inner_text() == "ochre sea star eats mussels"
+    assert mark.count() == 1 and not page.locator("#hl-float").is_visible()
+    assert mark.inner_text() == "ochre sea star eats mussels"
     listed = page.request.get(f"/api/v1/items/{item_id}/highlights").json()["highlights"]
     assert len(listed) == 1 and mark.get_attribute("data-highlight-id") == listed[0]["id"]
     h = listed[0]

@@ -1,9 +1,9 @@
-"""lev.ingest.chunking: token budgets with the real MiniLM tokenizer, overlap, and speed on long text."""
+"""lev.ingest.chunking: token budgets with the real MiniLM tokenizer, overlap, and long text (its speed is measured
+by `make bench-ingest`, not asserted here: a busy machine would fail a wall-clock budget)."""
 
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 
@@ -118,14 +118,11 @@ def test_pathological_inputs_stay_bounded() -> None:
         assert model_tokens(c) <= LOCAL_MAX_SEQ_LENGTH
 
 
-def test_one_megabyte_is_fast() -> None:
+def test_one_megabyte_is_chunked_whole() -> None:
     text = prose(1_000_000, seed=5)
-    tokenizer()  # load outside the timed section
-    started = time.perf_counter()
     chunks = chunk_text(text, "A title")
-    elapsed = time.perf_counter() - started
     assert len(chunks) > 1000
-    assert elapsed < 4.0, f"1 MB took {elapsed:.2f} s"
+    assert all(len(c) <= MAX_CHUNK_CHARS for c in chunks)
 
 
 def test_runs_of_one_character_are_cut_before_chunking() -> None:

@@ -101,3 +101,43 @@ def test_the_state_check_sees_a_derivation() -> None:
                  'if row["status"] != "processing":'):
         assert literal.search(line), line
     assert not literal.search('if r["status"] == "pending"  # a webhook delivery')
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_refused_link_is_a_new_item_that_failed(kind: str) -> None:
+    refused = lifecycle.refused(kind)
+    assert refused == lifecycle.advance(lifecycle.start(kind, ready=False), Event.FAILED)
+    assert refused.phase is Phase.FAILED
+
+
+_WRITES = re.compile(r"""lifecycle\.State\(|\bState\(Status\.|"""
+                     r"""(?<![=!<>])=\s*(?:lifecycle\.)?(?:Status|Transcription)\.|["']status["']\s*:\s*(?:lifecycle\.)?Status\.""")
+_RECORDINGS = re.compile(r"""["'](?:audio|video)["']\s*,\s*["'](?:audio|video)["']""")
+
+
+def _lev_lines() -> list[tuple[str, int, str]]:
+    out = []
+    for path in sorted((ROOT / "lev").rglob("*.py")):
+        if path.name == "lifecycle.py" or "migrations" in path.parts:
+            continue
+        out += [(str(path.relative_to(ROOT)), n, line) for n, line in enumerate(path.read_text().splitlines(), 1)]
+    return out
+
+
+def test_every_state_change_comes_from_the_lifecycle() -> None:
+    """No module builds a state or writes a status value by hand: the states written are those `start`,
+    `advance`, `of_content` and `refused` return (`State.columns()`, `state.status`)."""
+    offenders = [f"{p}:{n}: {line.strip()}" for p, n, line in _lev_lines() if _WRITES.search(line)]
+    assert not offenders, offenders
+    assert _WRITES.search("failed = lifecycle.State(lifecycle.Status.FAILED, lifecycle.Transcription.NOT_REQUIRED)")
+    assert _WRITES.search('await item_store.set_items_of_content(s, c, **{"status": Status.READY, "error": None})')
+    assert _WRITES.search("    ready = lifecycle.Status.READY.value")
+    assert not _WRITES.search('if row["status"] != lifecycle.Status.PROCESSING:')
+
+
+def test_the_recordings_are_named_once() -> None:
+    """Audio and video, the kinds transcribed from a file, are `lifecycle.RECORDINGS`; nowhere else a pair."""
+    assert lifecycle.RECORDINGS == {"audio", "video"} and lifecycle.RECORDINGS < lifecycle.MEDIA_KINDS
+    offenders = [f"{p}:{n}: {line.strip()}" for p, n, line in _lev_lines()
+                 if _RECORDINGS.search(line) and "Literal[" not in line]  # the media classes' type names all three
+    assert not offenders, offenders

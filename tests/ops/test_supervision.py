@@ -181,7 +181,7 @@ def test_sigterm_stops_lev_and_its_servers_within_the_grace_period_while_redis_i
     log = _log(stack)
     print(f"SIGTERM with Redis gone and a job running: exited after {took:.1f} s (grace {GRACE_SEC:g} s), "
           f"code {proc.returncode}")
-    assert took <= GRACE_SEC + 1.0, (took, log[-3000:])
+    assert took <= GRACE_SEC + 5.0, (took, log[-3000:])  # the job alone would take 60 s; +5 s: a busy machine
     assert proc.returncode == 0 and "Application shutdown failed" not in log, (proc.returncode, log[-3000:])
     deadline = time.monotonic() + 15
     while redis_running(stack.dir) or postgres_running(stack.dir):  # the servers it started went with it

@@ -101,7 +101,7 @@ def test_a_person_walks_every_flow(page: Any, admin: Admin, server, tmp_path: Pa
     page.get_by_role("button", name="Add", exact=True).click()
     page.wait_for_url("**/items/*")
     assert page.locator(".badge.s-ready").count() == 1
-    assert "three hearts" in page.inner_text(".text")
+    assert "three hearts" in page.inner_text("#reader")
     assert "Research" in page.locator("section", has=page.locator("#org-h")).inner_text()  # filed into the folder
     shot(page, "item")
 
@@ -111,8 +111,8 @@ def test_a_person_walks_every_flow(page: Any, admin: Admin, server, tmp_path: Pa
     page.set_input_files("#file", str(pdf))
     page.wait_for_url("**/items/*", timeout=60_000)
     page.locator(".badge.s-ready").wait_for(timeout=60_000)
-    page.locator(".text").wait_for()
-    assert "vacuum of space" in page.inner_text(".text")
+    page.locator("#reader").wait_for()
+    assert "vacuum of space" in page.inner_text("#reader")
     assert page.locator("h1").inner_text() in ("tardigrades.pdf", "Lev Test Document")
 
     # search from the library, three modes

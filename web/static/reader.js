@@ -35,6 +35,20 @@
     return last ? textPoint(last, last.data.length) : null;
   }
 
+  // The item's text between two offsets, read from the runs (what Lev holds, without the page's ▶ and headings);
+  // a gap between runs is a line break of the text.
+  function textBetween(a, b) {
+    let out = "", last = null;
+    for (const run of reader.querySelectorAll("[data-at]:not(p)")) {
+      const at = Number(run.dataset.at), chars = Array.from(run.textContent), stop = at + chars.length;
+      if (stop <= a || at >= b) continue;
+      if (last !== null && at > last) out += "\n";
+      out += chars.slice(Math.max(0, a - at), Math.min(chars.length, b - at)).join("");
+      last = stop;
+    }
+    return out;
+  }
+
   function selected() {
     const sel = window.getSelection();
     if (!sel || sel.isCollapsed || !sel.rangeCount) return null;
@@ -57,11 +71,12 @@
     if (got.a !== null && got.b !== null && got.b - trail > got.a + lead) {
       start.value = String(got.a + lead);
       end.value = String(got.b - trail);
+      words.value = textBetween(got.a + lead, got.b - trail).trim() || words.value;
     } else { start.value = ""; end.value = ""; }
     if (float) {
       const box = got.range.getBoundingClientRect();
       const host = reader.getBoundingClientRect();
-      float.style.top = `${box.bottom - host.top + reader.offsetTop + 6}px`;
+      float.style.top = `${Math.max(0, box.top - host.top + reader.offsetTop - 38)}px`; // just above the words
       float.style.left = `${Math.max(0, box.left - host.left)}px`;
       float.hidden = false;
     }
@@ -105,6 +120,14 @@
   }
 
   form.addEventListener("submit", (ev) => { ev.preventDefault(); save(); });
+  // ▶ before a transcript's passage: play the recording from there (Lev's copy, or the video's own page)
+  reader.addEventListener("click", (ev) => {
+    const play = ev.target.closest("[data-seek]");
+    if (!play) return;
+    const player = document.getElementById("player");
+    if (player) { player.currentTime = Number(play.dataset.seek); player.play().catch(() => {}); }
+    else if (play.dataset.href) location.assign(play.dataset.href);
+  });
   if (float) {
     float.addEventListener("mousedown", (ev) => ev.preventDefault()); // keep the selection
     float.addEventListener("click", () => { float.hidden = true; save(); });

@@ -1,0 +1,234 @@
+"""The outbox's sender: one asyncio task per worker process that posts due deliveries as soon as they are committed.
+
+It is woken by a Redis message published after each commit that records deliveries (`events.nudge_after_commit`),
+by a retry falling due, and every `SWEEP_SEC` in any case (the safety net for a lost message: Redis away, a process
+killed between its commit and its message). Each wake takes the due deliveries in one statement with a lease
+(`store.webhooks.claim_due`), so senders of several workers share them and none posts an attempt another holds.
+
+Per endpoint at most `HEALTHY_CAP` attempts run at once (`FAILING_CAP` while its last attempt failed), and at most
+`MAX_IN_FLIGHT` in the process: a hanging endpoint holds its own few slots for up to 10 s each and nothing of anyone
+else's, and what is not taken waits in PostgreSQL, not in memory. A busy endpoint is refilled when half its slots
+are free (one statement takes several deliveries), and outcomes are written every `WRITE_EVERY_SEC`, one
+transaction for whatever finished meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import json
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from lev.core import clock
+from lev.ops import logs
+from lev.plumbing.deps import Deps
+from lev.store import webhooks as webhook_store
+from lev.webhooks import deliver, events
+
+HEALTHY_CAP = 16  # attempts at once per endpoint answering well
+FAILING_CAP = 1  # per endpoint whose last attempt failed (hanging, refusing, erroring)
+WRITE_EVERY_SEC = 0.05  # outcomes gathered this long are written in one transaction (the receiver has them)
+MAX_IN_FLIGHT = 256  # attempts at once per process
+SWEEP_SEC = 5.0
+LISTEN_RETRY_SEC = 1.0
+STOP_WAIT_SEC = 2.0
+WRITE_TRIES = 5
+
+log = logs.get_logger("lev.webhooks")
+
+
+class Sender:
+    """Delivers the outbox from this process until `stop`."""
+
+    def __init__(self, deps: Deps, *, sweep_sec: float = SWEEP_SEC) -> None:
+        self.deps = deps
+        self.sweep_sec = sweep_sec
+        self.wake = asyncio.Event()
+        self.held: dict[uuid.UUID, int] = {}  # endpoint -> attempts running in this process
+        self.caps: dict[uuid.UUID, int] = {}  # endpoint -> its cap as last claimed
+        self.asked: set[uuid.UUID] = set()  # endpoints with room that woke the claim since it last ran
+        self.running: dict[uuid.UUID, asyncio.Task[None]] = {}  # delivery -> its attempt
+        self.retries: list[float] = []  # monotonic times when retries recorded here fall due
+        self.outcomes: list[dict[str, Any]] = []
+        self.written = asyncio.Event()
+        self.have_outcomes = asyncio.Event()
+        self.stopping = False
+        self.sent = 0
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._listen()), loop.create_task(self._deliver()),
+                       loop.create_task(self._write())]
+
+    def nudge(self) -> None:
+        self.wake.set()
+
+    async def stop(self, grace_sec: float = STOP_WAIT_SEC) -> None:
+        """Take nothing more; let running attempts finish for `grace_sec`; hand back the rest unattempted."""
+        self.stopping = True
+        self.wake.set()
+        for task in self._tasks[:2]:
+            task.cancel()
+        running = list(self.running.values())
+        if running:
+            await asyncio.wait(running, timeout=max(0.0, grace_sec))
+        left = [d for d, t in self.running.items() if not t.done()]
+        for d in left:
+            self.running[d].cancel()
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(STOP_WAIT_SEC):
+                if left:
+                    async with self.deps.db.transaction() as s:
+                        await webhook_store.release(s, left)
+                await self._flush()
+        if self._tasks:
+            self._tasks[2].cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------------------------------------ waking
+
+    async def _listen(self) -> None:
+        """Wake on every message of the nudge channel; (re)subscribing wakes too (messages sent meanwhile were
+        missed)."""
+        while not self.stopping:
+            pubsub = None
+            try:
+                pubsub = self.deps.redis.pubsub(ignore_subscribe_messages=True)
+                await pubsub.subscribe(events.NUDGE_CHANNEL)
+                self.wake.set()
+                async for _message in pubsub.listen():
+                    self.wake.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # Redis away: the sweep goes on; listen again when it answers
+                log.debug("webhook nudges unavailable", error=type(exc).__name__)
+                await asyncio.sleep(LISTEN_RETRY_SEC)
+            finally:
+                if pubsub is not None:
+                    with contextlib.suppress(Exception):
+                        await pubsub.aclose()
+
+    def _next_wait(self) -> float:
+        now = time.monotonic()
+        while self.retries and self.retries[0] <= now:
+            heapq.heappop(self.retries)
+        wait = self.sweep_sec
+        if self.retries:
+            wait = min(wait, self.retries[0] - now + 0.05)
+        return max(0.0, wait)
+
+    async def _deliver(self) -> None:
+        while not self.stopping:
+            try:
+                async with asyncio.timeout(self._next_wait()):
+                    await self.wake.wait()
+            except TimeoutError:
+                pass
+            self.wake.clear()
+            if self.stopping:
+                return
+            try:
+                await self._claim()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the database away: the deliveries wait for the next wake
+                log.warning("could not take webhook deliveries", error=f"{type(exc).__name__}: {exc}"[:300])
+                await asyncio.sleep(LISTEN_RETRY_SEC)
+
+    # ------------------------------------------------------------------------------------------------ attempts
+
+    async def _claim(self) -> None:
+        room = MAX_IN_FLIGHT - len(self.running)
+        if room <= 0:
+            return
+        self.asked.clear()
+        full = [w for w, n in self.held.items() if not self._refillable(w, n)]
+        async with self.deps.db.statement() as s:
+            taken = await webhook_store.claim_due(
+                s, limit=room, held=self.held, full=full, healthy_cap=HEALTHY_CAP, failing_cap=FAILING_CAP,
+                lease_sec=deliver.LEASE_SEC)
+        loop = asyncio.get_running_loop()
+        for delivery in taken:
+            w = delivery["webhook_id"]
+            self.held[w] = self.held.get(w, 0) + 1
+            self.caps[w] = FAILING_CAP if delivery["failing"] else HEALTHY_CAP
+            self.running[delivery["id"]] = loop.create_task(self._attempt(delivery))
+        if len(taken) >= room:
+            self.wake.set()  # room filled: more may be due once some finish
+
+    def _refillable(self, webhook_id: uuid.UUID, held: int) -> bool:
+        """Whether a claim should take more for this endpoint: at least half its slots are free."""
+        cap = self.caps.get(webhook_id, FAILING_CAP)
+        return cap - held >= max(1, cap // 2)
+
+    async def _attempt(self, delivery: dict[str, Any]) -> None:
+        w = delivery["webhook_id"]
+        try:
+            body = json.dumps(delivery["payload"], separators=(",", ":"), ensure_ascii=False)
+            started = time.perf_counter()
+            code, error, answer = await deliver.post(self.deps.outbound, delivery["url"], body,
+                                                     deliver.signed_headers(delivery, body, clock.now()))
+            outcome, delay = deliver.outcome(error, int(delivery["attempts"]) + 1)
+            self.outcomes.append({
+                **delivery, "status": outcome, "status_code": code, "error": error, "response": answer,
+                "duration_ms": int((time.perf_counter() - started) * 1000),
+                "next_attempt_at": clock.now() + timedelta(seconds=delay) if delay is not None else None})
+            self.have_outcomes.set()
+            if delay is not None:
+                heapq.heappush(self.retries, time.monotonic() + delay)
+            self.sent += 1
+        finally:
+            self.running.pop(delivery["id"], None)
+            left = self.held.get(w, 1) - 1
+            refill = self._refillable(w, left) and w not in self.asked
+            if left > 0:
+                self.held[w] = left
+            else:
+                self.held.pop(w, None)
+                self.caps.pop(w, None)
+            if not self.stopping and (refill or len(self.running) == MAX_IN_FLIGHT - 1):
+                self.asked.add(w)
+                self.wake.set()
+
+    # ------------------------------------------------------------------------------------------------ outcomes
+
+    async def _write(self) -> None:
+        failures = 0
+        while True:
+            await self.have_outcomes.wait()
+            await asyncio.sleep(WRITE_EVERY_SEC)
+            try:
+                await self._flush(keep=failures < WRITE_TRIES - 1)
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # kept and written with the next batch, up to WRITE_TRIES times
+                failures += 1
+                log.warning("could not record webhook attempts", error=f"{type(exc).__name__}: {exc}"[:300],
+                            tries=failures)
+                await asyncio.sleep(LISTEN_RETRY_SEC)
+
+    async def _flush(self, keep: bool = True) -> None:
+        """Write the outcomes gathered so far; on a failure they are kept for the next try unless `keep` is false
+        (their leases then lapse and the deliveries are attempted again: at least once, never lost)."""
+        self.have_outcomes.clear()
+        batch, self.outcomes = self.outcomes, []
+        if not batch:
+            return
+        try:
+            failed = sorted({o["webhook_id"] for o in batch if o["status"] != "succeeded"})
+            async with self.deps.db.transaction() as s:
+                await webhook_store.record_attempts(s, batch)
+                if failed:
+                    await webhook_store.disable_failing(s, failed, clock.now() - deliver.DISABLE_AFTER,
+                                                        deliver.DISABLED_REASON)
+        except BaseException:
+            if keep:
+                self.outcomes[:0] = batch
+                self.have_outcomes.set()
+            raise
