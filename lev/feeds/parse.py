@@ -21,12 +21,12 @@ from lev.core import weburl
 from lev.core.errors import ApiError, not_a_feed
 from lev.feeds.xmlguard import declares_entities
 from lev.imports.importfile import dedupe_key
-from lev.net import share
 from lev.net.guard import AddressRefused, open_url, shared_client
 from lev.plumbing import offload
 from lev.plumbing.ports import Outbound
 
 MAX_FEED_BYTES = 10 * 1024 * 1024
+CONNECTIONS = 32  # above the schedule's checks at once: a check never queues in the pool (each wait scans it)
 READ_TIMEOUT_SEC = 15.0
 TOTAL_TIMEOUT_SEC = 30.0
 FEED_TYPES = ("application/rss+xml", "application/atom+xml", "application/feed+json", "application/json",
@@ -101,7 +101,7 @@ async def fetch(outbound: Outbound, url: str, etag: str | None = None, last_modi
         headers["If-None-Match"] = etag
     if last_modified:
         headers["If-Modified-Since"] = last_modified
-    client = shared_client(outbound, READ_TIMEOUT_SEC, connections=share.TOTAL)  # the users' shares are the bound
+    client = shared_client(outbound, READ_TIMEOUT_SEC, connections=CONNECTIONS)
     try:
         async with asyncio.timeout(TOTAL_TIMEOUT_SEC):
             async with open_url(client, url, headers=headers, not_modified=bool(etag or last_modified)) as resp:

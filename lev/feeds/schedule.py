@@ -22,7 +22,7 @@ from lev.plumbing.jobs import requeue
 from lev.store import feeds as feed_store
 
 BATCH = 100  # feeds taken by one statement, and recorded by one when nothing changed
-AT_ONCE = 32  # checks in flight at once
+AT_ONCE = 8  # checks in flight at once: enough for hundreds a second, few enough that a search shares the loop
 LEASE_SEC = 600.0  # a taken feed is not due again for this long (a checker that died frees it then)
 
 log = logs.get_logger("lev.feeds")

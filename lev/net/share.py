@@ -12,7 +12,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextvars import ContextVar
 
-TOTAL = 24
+TOTAL = 32  # as many as the feed checks' shared client holds (lev.feeds.parse.CONNECTIONS)
 PER_USER = 4
 
 _acting: ContextVar[uuid.UUID | None] = ContextVar("lev_outbound_user", default=None)
