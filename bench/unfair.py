@@ -48,7 +48,7 @@ def _note_ready(c: httpx.Client, n: int) -> float:
     r = c.post("/api/v1/ingest", json={"kind": "text", "title": f"B {n}", "text": f"Tides follow the moon {n}."})
     if r.status_code != 200:
         return float("nan")
-    item = r.json()["item_id"]
+    item = r.json()["user_item_id"]
     while r.json().get("status") != "ready" and time.perf_counter() - started < TIMEOUT:
         time.sleep(0.2)
         r = c.get(f"/api/v1/items/{item}")
