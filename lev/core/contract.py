@@ -67,10 +67,18 @@ def spec_json() -> bytes:
     return json.dumps(load_spec(), indent=None, separators=(",", ":")).encode()
 
 
+UPLOAD_PUT = "/api/v1/uploads/put/{path}"
+
+
 def connexion_spec() -> dict[str, Any]:
-    """A private copy for Connexion, whose own (3.0-only) meta-schema check is disabled."""
+    """A private copy for Connexion, whose own (3.0-only) meta-schema check is disabled. The upload PUT's body is
+    documented as `application/octet-stream` (the one type a generated client can send) and may carry the MIME type
+    its URL was signed for, which the handler checks: Connexion is told it consumes every allowlisted type too."""
     OpenAPISpecification._validate_spec = classmethod(lambda cls, spec: None)  # type: ignore[method-assign,assignment]
-    return copy.deepcopy(load_spec())
+    spec = copy.deepcopy(load_spec())
+    body = spec["paths"][UPLOAD_PUT]["put"]["requestBody"]["content"]
+    body.update({mime: body["application/octet-stream"] for mime in sorted(ALLOWED_MIMES)})
+    return spec
 
 
 def handler_name(operation: dict[str, Any]) -> str:

@@ -30,6 +30,7 @@ from lev.store import activity as activity_store
 from lev.store import folders as folder_store
 from lev.store import items as item_store
 from lev.store import lifecycle
+from lev.store import users as user_store
 from lev.webhooks import events as webhook_events
 from lev.webhooks import service as webhook_service
 
@@ -89,10 +90,19 @@ def _not_found(request: Request, p: Principal) -> HTMLResponse:
 
 
 async def home(request: Request) -> Response:
+    """The library; signed out, the sign-in form, or on a server with no account yet the first account's form."""
     p = await _principal(request)
-    if p is None:
-        return _render("login.html", request, mode="login", next="/")
-    return await _library(request, p, None)
+    if p is not None:
+        return await _library(request, p, None)
+    async with deps().db.read_session() as s:
+        first = not await user_store.any_yet(s)
+    if first and _signup_open():
+        return _render("login.html", request, mode="signup", next="/", signup_open=True, first=True)
+    return _render("login.html", request, mode="login", next="/")
+
+
+def _signup_open() -> bool:
+    return deps().settings.signup.strip().lower() == "open"
 
 
 async def login_page(request: Request) -> Response:
@@ -106,8 +116,7 @@ async def signup_page(request: Request) -> Response:
     if await _principal(request) is not None:
         return RedirectResponse("/", status_code=303)
 
-    return _render("login.html", request, mode="signup", next="/",
-                   signup_open=deps().settings.signup.strip().lower() == "open")
+    return _render("login.html", request, mode="signup", next="/", signup_open=_signup_open())
 
 
 async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | None) -> dict[str, Any]:
@@ -134,6 +143,7 @@ async def _library(request: Request, p: Principal, folder: dict[str, Any] | None
     q = (request.query_params.get("q") or "").strip()
     mode = request.query_params.get("mode") or "hybrid"
     if q:
+        context.note_search(p, f"GET {request.url.path} search")
         try:
             mode = mode if mode in ("hybrid", "semantic", "keyword") else "hybrid"
             search = await library.search(deps(), p, query=q[:2000], mode=mode, limit=10, folder_id=folder_id)

@@ -64,6 +64,7 @@ def scope_sql(scope: Scope, folder_id: uuid.UUID | None) -> Bound:
     filed = (select(user_items.c.content_id)
              .select_from(item_folders.join(user_items, user_items.c.id == item_folders.c.item_id))
              .where(item_folders.c.folder_id.in_(folders) if folders else literal_column("false"),
+                    user_items.c.user_id != scope.user_id,  # the caller's own are the first branch's
                     user_items.c.in_kb.is_(True), user_items.c.status == Status.READY.value))
     return sql_text(union_all(own, filed))
 
