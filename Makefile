@@ -8,22 +8,29 @@ PORT ?= 8080
 
 .PHONY: cluster test-cluster cluster-deps browser-deps node-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing bench-answers wheel clean
 
-PIP := $(BIN)/pip install --disable-pip-version-check --progress-bar on
+# Packages are installed by uv (pinned; the one thing pip installs): a first `make run` on an empty package cache
+# downloads and installs about 80 packages in parallel, several times faster than pip.
+UV_VERSION := 0.13.8
+UV := $(BIN)/uv
+INSTALL := $(UV) pip install --python $(BIN)/python
 
 $(BIN)/python:
-	@echo "==> [1/2] creating $(VENV) (first run only)"
+	@echo "==> [1/3] creating $(VENV) (first run only)"
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) --quiet --upgrade pip
+
+$(UV): | $(BIN)/python
+	@echo "==> [2/3] installing uv $(UV_VERSION), the package installer"
+	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
 # The local embedding model runs on ONNX Runtime and ships inside the package (lev/embedding/model/): no torch.
-$(STAMP): pyproject.toml | $(BIN)/python
-	@echo "==> [2/2] installing Lev and its dependencies"
-	$(PIP) -e .
+$(STAMP): pyproject.toml | $(UV)
+	@echo "==> [3/3] installing Lev and its dependencies (first run: about 450 MB of packages)"
+	$(INSTALL) -e .
 	touch $@
 
 $(DEV_STAMP): $(STAMP) pyproject.toml
 	@echo "==> installing the development tools (tests, linters)"
-	$(PIP) -e '.[dev]'
+	$(INSTALL) -e '.[dev]'
 	touch $@
 
 # The cluster's separate servers: Debian's redis-server and haproxy (PostgreSQL + pgvector comes from pgserver's

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
 import time
 from typing import Any
 
@@ -36,12 +37,26 @@ from bench.busy import (
     sides,
     stop_all,
 )
-from bench.common import SCIFACT, cleanup, fmt_pct, pct, start_lev
+from bench.common import SCIFACT, cleanup, fmt_pct, own_python, pct, start_lev
 from bench.latency import db_url
 from bench.scifact import load_data
 from tests.stack import new_user
 
 OLD = os.environ.get("LEV_BENCH_OLD", "ab12759")  # main before issue 41
+# The scope SQL of searches (visible contents, newest visible item, per-row probe) for scopes that reach no shared
+# folder, printed by each side's own code: identical text means identical statements for those who do not share.
+STATEMENTS = """
+import uuid
+from lev.store.scope import Scope
+from lev.store import scoped_sql as q
+u, t, f1, f2 = (uuid.UUID(int=i) for i in range(1, 5))
+for scope in (Scope(u, None), Scope(u, None, True), Scope(u, frozenset({f1, f2}), True, t), Scope(u, frozenset({f1}))):
+    for fid in (None, f1):
+        for part in (q.scope_sql(scope, fid), q.item_sql(scope, fid), q.probe_sql(scope, fid, "c.content_id")):
+            print(part.sql)
+            print(sorted(part.params.items()))
+            print("-- statement")
+"""
 BIG = int(os.environ.get("LEV_BENCH_SHARING_BIG", "100000"))
 busy.OLD = OLD
 
@@ -171,8 +186,22 @@ def main() -> str:
     for label, ok in checks:
         lines(f"- {label} — {mark(ok)}")
     lines("")
+    same, count = statements_identical()
+    lines(f"Search statements for scopes reaching no shared folder (whole library, kb_only, folder-scoped, with and "
+          f"without a folder filter: {count} statements), printed by each side's own code: "
+          f"{'byte for byte identical' if same else 'DIFFERENT'}.")
+    lines("")
     lines(f"Runtime {time.perf_counter() - t_start:.0f} s; load average at the end {loadavg()}.")
     return "\n".join(out)
+
+
+def statements_identical() -> tuple[bool, int]:
+    """Whether old and new code write the same search statements for scopes that reach no shared folder."""
+    out = {}
+    for side, root in sides().items():
+        out[side] = subprocess.run([own_python(root), "-c", STATEMENTS], cwd=root, capture_output=True, text=True,
+                                   check=True, env={**os.environ, "PYTHONPATH": str(root)}).stdout
+    return out["old"] == out["new"], out["new"].count("-- statement")
 
 
 async def _folder(s: Any, user_id: Any) -> Any:

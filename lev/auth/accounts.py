@@ -89,6 +89,7 @@ async def authenticate_session(s: AsyncSession, cookie_value: str | None) -> Pri
         is_unscoped=True, folder_ids=frozenset(), kb_only=False, write_cap=0, tier=row["tier"],
         extra={"session": _digest(cookie_value), "csrf_token": row["csrf_token"], "email": row["email"]},
         shared=member_store.shared_ids(row),
+        peers=member_store.peer_ids(row),
     )
 
 

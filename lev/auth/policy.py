@@ -53,12 +53,13 @@ class Principal:
     file_into: uuid.UUID | None = field(default=None, compare=False)  # the ingest request's folder_id
     expires_at: datetime | None = field(default=None, compare=False)  # the credential's end (lev.auth.principal_cache)
     shared: frozenset[uuid.UUID] = frozenset()  # `Scope.shared`, read with the credential
+    peers: frozenset[uuid.UUID] = frozenset()  # `Scope.peers`, likewise
 
     @property
     def scope(self) -> Scope:
         if self.is_unscoped:
-            return Scope(self.user_id, None, self.kb_only, shared=self.shared)
-        return Scope(self.user_id, self.folder_ids, self.kb_only, self.token_id, self.shared)
+            return Scope(self.user_id, None, self.kb_only, shared=self.shared, peers=self.peers)
+        return Scope(self.user_id, self.folder_ids, self.kb_only, self.token_id, self.shared, self.peers)
 
     @property
     def new_item_folder(self) -> uuid.UUID | None:
@@ -167,6 +168,7 @@ async def authenticate(session: AsyncSession, token: str, audience: str | None =
         expires_at=row["expires_at"] if row["access_expires_at"] is None else min(row["expires_at"],
                                                                                    row["access_expires_at"]),
         shared=member_store.shared_ids(row),
+        peers=member_store.peer_ids(row),
     )
 
 

@@ -47,6 +47,13 @@ def note_results(count: int, query: str | None = None) -> None:
             info.query = query
 
 
+def note_search(principal: Any, method: str) -> None:
+    """A search made on a web page: logged for its user like the API's (`note_results` adds its query and count)."""
+    info = _current.get()
+    if info is not None:
+        info.principal, info.method = principal, method
+
+
 def note_user(user_id: uuid.UUID) -> None:
     """Attribute this request to a user that has no principal yet (sign-up, sign-in)."""
     info = _current.get()

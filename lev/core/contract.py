@@ -67,10 +67,18 @@ def spec_json() -> bytes:
     return json.dumps(load_spec(), indent=None, separators=(",", ":")).encode()
 
 
+UPLOAD_PUT = "/api/v1/uploads/put/{path}"
+
+
 def connexion_spec() -> dict[str, Any]:
-    """A private copy for Connexion, whose own (3.0-only) meta-schema check is disabled."""
+    """A private copy for Connexion, whose own (3.0-only) meta-schema check is disabled. The upload PUT's body is
+    documented as `application/octet-stream` (the one type a generated client can send) and may carry the MIME type
+    its URL was signed for, which the handler checks: Connexion is told it consumes every allowlisted type too."""
     OpenAPISpecification._validate_spec = classmethod(lambda cls, spec: None)  # type: ignore[method-assign,assignment]
-    return copy.deepcopy(load_spec())
+    spec = copy.deepcopy(load_spec())
+    body = spec["paths"][UPLOAD_PUT]["put"]["requestBody"]["content"]
+    body.update({mime: body["application/octet-stream"] for mime in sorted(ALLOWED_MIMES)})
+    return spec
 
 
 def handler_name(operation: dict[str, Any]) -> str:
@@ -132,7 +140,9 @@ _WS = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 NON_BLANK = rf"^[^\x00]*[^\x00{_WS}][^\x00]*$"
 NO_NUL = r"^[^\x00]*$"
 EMAIL = rf"^[^@{_WS}]+@[^@{_WS}]+$"
+HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x20\x7f/?#][^\x00-\x1f\x7f]*$"
 _PATTERN_SAYS = {
+    HTTP_URL: "must be an http or https URL with a host (no white space around it, no control characters)",
     NON_BLANK: "needs a character that is not white space, and no NUL",
     NO_NUL: "must not contain NUL characters",
     EMAIL: "is not an email address (one @, no white space)",

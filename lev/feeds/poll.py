@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import logging
 import random
 import uuid
 from dataclasses import replace
@@ -31,6 +30,8 @@ from lev.ingest.request import IngestRequest
 from lev.ingest.save import save_failed
 from lev.ingest.service import ingest
 from lev.ingest.urls import classify_media_url
+from lev.net import share
+from lev.ops import logs
 from lev.plumbing.deps import Deps
 from lev.plumbing.jobs import job_id
 from lev.store import feeds as feed_store
@@ -38,20 +39,21 @@ from lev.store import imports as import_store
 from lev.store import users as user_store
 from lev.webhooks import events
 
-log = logging.getLogger("lev.feeds")
+log = logs.get_logger("lev.feeds")
 
 POLL_JOB = "poll_feed"
 FAILING_AFTER = 3  # checks failed in a row before a feed shows as failing (feed.failing is told then)
 MAX_BACKOFF = timedelta(hours=24)
 FIRST_FOLLOW_ENTRIES = 20  # a first follow takes the newest entries (at most LEV_FEED_MAX_ENTRIES), not the archive
 ENTRY_TIMEOUT_SEC = 360.0  # one entry: a page fetch, or a podcast episode's download of up to 300 s
+CHECK_DEADLINE_SEC = 120.0  # one check in all: the fetch (30 s at most) and reading what came in a child process
 
 
 def poll_job_id(feed_id: uuid.UUID | str) -> str:
     return job_id(POLL_JOB, feed_id)
 
 
-def _lock_key(feed_id: uuid.UUID) -> int:
+def lock_key(feed_id: uuid.UUID) -> int:
     return int.from_bytes(hashlib.sha256(b"lev-feed:" + feed_id.bytes).digest()[:8], "big", signed=True)
 
 
@@ -96,7 +98,7 @@ async def record_new(s: AsyncSession, user_id: uuid.UUID, feed_id: uuid.UUID, fe
 async def poll(deps: Deps, feed_id: uuid.UUID) -> int:
     """One run of the job: check the feed when it is due, then ingest its pending entries (at most
     LEV_FEED_MAX_ENTRIES). Returns the items the feed brought."""
-    async with deps.db.try_advisory_lock(_lock_key(feed_id)) as held:
+    async with deps.db.try_advisory_lock(lock_key(feed_id)) as held:
         if not held:
             return 0  # another run polls it now
         async with deps.db.transaction() as s:
@@ -104,9 +106,10 @@ async def poll(deps: Deps, feed_id: uuid.UUID) -> int:
             user = await user_store.by_id(s, feed["user_id"]) if feed else None
         if feed is None or user is None or feed["paused"]:
             return 0
-        if feed["next_poll_at"] <= clock.now():
-            await check(deps, feed)
-        return await ingest_pending(deps, feed, user["tier"])
+        with share.on_behalf_of(feed["user_id"]):
+            if feed["next_poll_at"] <= clock.now():
+                await check(deps, feed)
+            return await ingest_pending(deps, feed, user["tier"])
 
 
 async def check(deps: Deps, feed: dict[str, Any]) -> None:
@@ -116,35 +119,51 @@ async def check(deps: Deps, feed: dict[str, Any]) -> None:
     parsed: Feed | None = None
     values: dict[str, Any] = {}
     try:
-        fetched = await parse.fetch(deps.outbound, feed["url"], feed["etag"], feed["last_modified"])
-        if fetched.status == 200:
-            found = await parse.read(fetched)
-            parsed = found.feed
-            if parsed is None:
-                error = f"the feed is no longer a feed: {found.why_not}"
+        async with asyncio.timeout(CHECK_DEADLINE_SEC):
+            fetched = await parse.fetch(deps.outbound, feed["url"], feed["etag"], feed["last_modified"])
+            if unchanged(feed, fetched):
+                values = {"etag": fetched.etag or feed["etag"], "last_modified": fetched.last_modified or
+                          feed["last_modified"]}
             else:
-                values = {"etag": fetched.etag, "last_modified": fetched.last_modified,
-                          "feed_title": parsed.title, "site_url": parsed.site_url or feed["site_url"]}
+                parsed, values, error = await read_changed(feed, fetched)
+    except TimeoutError:
+        error, parsed, values = f"the check took longer than {CHECK_DEADLINE_SEC:g} s", None, {}
     except ApiError as exc:
         if infrastructure_error(exc) is not None:
             raise
         error = exc.message or exc.code
     try:
-        await _record_check(deps, feed, parsed, values, error)
+        await record_check(deps, feed, parsed, values, error)
     except Exception as exc:
         if infrastructure_error(exc) is not None:
             raise  # a real outage: the job is retried once the database answers
-        log.exception("recording a feed check failed", extra={"feed_id": str(feed["id"])})
+        log.exception("recording a feed check failed", feed_id=str(feed["id"]))
         error = f"the feed's entries could not be recorded ({type(exc).__name__}); it is checked again later"
-        await _record_check(deps, feed, None, {}, error)
+        await record_check(deps, feed, None, {}, error)
 
 
-async def _record_check(deps: Deps, feed: dict[str, Any], parsed: Feed | None, values: dict[str, Any],
-                        error: str | None) -> None:
+def unchanged(feed: dict[str, Any], fetched: parse.Fetched) -> bool:
+    """Nothing new: 304 to the validators sent, or 200 with the very body of the last 200."""
+    return fetched.status == 304 or (feed["body_sha256"] is not None and fetched.sha256 == feed["body_sha256"])
+
+
+async def read_changed(feed: dict[str, Any], fetched: parse.Fetched) -> tuple[Feed | None, dict[str, Any], str | None]:
+    """A changed answer read in a child process: (the feed, the values its check records, or the error)."""
+    found = await parse.read(fetched)
+    if found.feed is None:
+        return None, {}, f"the feed is no longer a feed: {found.why_not}"
+    return found.feed, {"etag": fetched.etag, "last_modified": fetched.last_modified, "body_sha256": fetched.sha256,
+                        "feed_title": found.feed.title, "site_url": found.feed.site_url or feed["site_url"]}, None
+
+
+async def record_check(deps: Deps, feed: dict[str, Any], parsed: Feed | None, values: dict[str, Any],
+                        error: str | None) -> int:
+    """Record a check (the new entries of `parsed` pending, the feed's health); how many entries it made pending."""
     failures = 0 if error is None else int(feed["failures"]) + 1
+    pending = 0
     async with deps.db.transaction() as s:
         if parsed is not None:
-            await record_new(s, feed["user_id"], feed["id"], parsed, deps.settings.feed_max_entries)
+            pending = await record_new(s, feed["user_id"], feed["id"], parsed, deps.settings.feed_max_entries)
         now_failing = await feed_store.checked(s, feed["id"], error=error, next_poll_at=next_poll(deps.settings,
                                                                                                   failures),
                                                **values)
@@ -154,7 +173,8 @@ async def _record_check(deps: Deps, feed: dict[str, Any], parsed: Feed | None, v
                 "folder_id": str(feed["folder_id"]) if feed["folder_id"] else None, "last_error": error,
                 "failures": now_failing})
     if error is not None:
-        log.info("feed check failed", extra={"feed_id": str(feed["id"]), "failures": failures})
+        log.info("feed check failed", feed_id=str(feed["id"]), failures=failures)
+    return pending
 
 
 async def ingest_pending(deps: Deps, feed: dict[str, Any], tier: str) -> int:

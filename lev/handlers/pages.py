@@ -31,6 +31,7 @@ from lev.store import activity as activity_store
 from lev.store import folders as folder_store
 from lev.store import items as item_store
 from lev.store import lifecycle
+from lev.store import users as user_store
 from lev.webhooks import events as webhook_events
 from lev.webhooks import service as webhook_service
 
@@ -90,10 +91,19 @@ def _not_found(request: Request, p: Principal) -> HTMLResponse:
 
 
 async def home(request: Request) -> Response:
+    """The library; signed out, the sign-in form, or on a server with no account yet the first account's form."""
     p = await _principal(request)
-    if p is None:
-        return _render("login.html", request, mode="login", next="/")
-    return await _library(request, p, None)
+    if p is not None:
+        return await _library(request, p, None)
+    async with deps().db.read_session() as s:
+        first = not await user_store.any_yet(s)
+    if first and _signup_open():
+        return _render("login.html", request, mode="signup", next="/", signup_open=True, first=True)
+    return _render("login.html", request, mode="login", next="/")
+
+
+def _signup_open() -> bool:
+    return deps().settings.signup.strip().lower() == "open"
 
 
 async def login_page(request: Request) -> Response:
@@ -107,8 +117,7 @@ async def signup_page(request: Request) -> Response:
     if await _principal(request) is not None:
         return RedirectResponse("/", status_code=303)
 
-    return _render("login.html", request, mode="signup", next="/",
-                   signup_open=deps().settings.signup.strip().lower() == "open")
+    return _render("login.html", request, mode="signup", next="/", signup_open=_signup_open())
 
 
 async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | None) -> dict[str, Any]:
@@ -135,6 +144,7 @@ async def _library(request: Request, p: Principal, folder: dict[str, Any] | None
     q = (request.query_params.get("q") or "").strip()
     mode = request.query_params.get("mode") or "hybrid"
     if q:
+        context.note_search(p, f"GET {request.url.path} search")
         try:
             mode = mode if mode in ("hybrid", "semantic", "keyword") else "hybrid"
             box = parse_box(q[:2000])
@@ -206,8 +216,9 @@ async def item_page(request: Request) -> Response:
     q = request.query_params
     reading = reader.view(item["text"] or item["transcript"] or "", marks, _int(q.get("part"), 1),
                           showing=q.get("highlight"))
+    saver = await sharing.saver(deps(), p, uuid.UUID(item["id"]))
     return _render("item.html", request, p, item=item, folders=folders, similar=similar, media=media,
-                   names={f["id"]: f["name"] for f in folders}, marks=marks, reading=reading)
+                   names={f["id"]: f["name"] for f in folders}, marks=marks, reading=reading, saver=saver)
 
 
 async def highlights_page(request: Request) -> Response:

@@ -1,7 +1,8 @@
-"""Lev as an installable web app: the web app manifest (with a share target), the service worker, the favicon, and
-`/share`, where a link or text shared from a phone's share sheet lands: the Add form pre-filled for a signed-in
-user (sign-in first otherwise, then back). `/share` itself stores nothing; the form saves through the JSON API with
-the session's CSRF token, like every page."""
+"""Lev as an installable web app: the web app manifest (with a share target), the service worker, the favicon, the
+browser extension to download (`/extension.zip`, shipped in the package), and `/share`, where a link or text shared
+from a phone's share sheet lands: the Add form pre-filled for a signed-in user (sign-in first otherwise, then back).
+`/share` itself stores nothing; the form saves through the JSON API with the session's CSRF token, like every
+page."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from urllib.parse import quote, urlencode
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 
+from lev.core import weburl
+from lev.core.packagedata import extension_zip
 from lev.handlers import deps, pages
 from lev.store import folders as folder_store
 
@@ -68,7 +71,7 @@ def prefill(fields: dict[str, str]) -> dict[str, str]:
     title = " ".join(fields.get("title", "").split())[:MAX_FIELD["title"]]
     text = fields.get("text", "").strip()[:MAX_FIELD["text"]]
     url = fields.get("url", "").strip()
-    if not url.lower().startswith(("http://", "https://")):
+    if not weburl.is_http_url(url):
         url = ""
         found = _LINK.search(text)
         if found:
@@ -100,9 +103,17 @@ async def share(request: Request) -> Response:
     return pages._render("share.html", request, p, shared=prefill(fields), folders=folders)
 
 
+async def extension(_request: Request) -> Response:
+    """The browser extension, zipped: unzip it and load the folder unpacked (the Integrations page says how)."""
+    return Response(extension_zip(), media_type="application/zip",
+                    headers={"Content-Disposition": 'attachment; filename="lev-extension.zip"',
+                             "Cache-Control": "no-cache"})
+
+
 def add_routes(app: Any) -> None:
-    """Register the manifest, the service worker, the favicon and the share target on the Connexion app."""
+    """Register the manifest, the service worker, the favicon, the extension and the share target on the app."""
     app.add_url_rule("/manifest.webmanifest", "pwa_manifest", manifest, methods=["GET"])
     app.add_url_rule("/sw.js", "pwa_sw", service_worker, methods=["GET"])
     app.add_url_rule("/favicon.ico", "pwa_favicon", favicon, methods=["GET"])
+    app.add_url_rule("/extension.zip", "pwa_extension", extension, methods=["GET"])
     app.add_url_rule(SHARE_PATH, "pwa_share", share, methods=["GET", "POST"])

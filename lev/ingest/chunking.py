@@ -8,6 +8,12 @@ The text is tokenized once with the model's own tokenizer; chunks end at the str
 starts at a boundary about 15% of the capacity earlier. semantic-text-splitter does the same with
 nicer heuristics but re-tokenizes candidate spans: it measured 4 s per MB of prose and grew
 super-linearly on unpunctuated text (13 s for 1 MB), which is too slow for in-request ingest.
+
+The text chunks are cut from is the one stored (`lev.store.locations.normalize_text`), so each chunk's location
+slices it. Bounded work per item: a run of more than `MAX_RUN` of one character (5 MiB of quotes, a line of dashes)
+is cut to `MAX_RUN` before chunking, the text is tokenized a slice at a time only as far as `max_chunks` chunks
+reach, and what lies beyond is not indexed (`Passages.indexed_chars` says where it stopped). Large inputs run in a
+child process (`passages` is what `lev.plumbing.offload` runs), never on the event loop's process.
 """
 
 from __future__ import annotations
@@ -20,7 +26,16 @@ from typing import Any
 
 from lev.embedding.minilm import tokenizer
 from lev.plumbing.ports import Embedder
-from lev.store.locations import Location, Outline, line_headings, locations, markdown_headings, normalize_whitespace
+from lev.store.locations import (
+    MAX_RUN,
+    Location,
+    Outline,
+    line_headings,
+    locations,
+    markdown_headings,
+    normalize_text,
+    normalize_whitespace,
+)
 
 CHUNK_TOKENS = 200  # budget for title + chunk; leaves margin under the 256-token model window
 MIN_CHUNK_TOKENS = 64
@@ -28,6 +43,8 @@ TITLE_MAX_TOKENS = 48
 OVERLAP_RATIO = 0.15
 MAX_CHUNK_CHARS = 4000  # a single huge "word" is one [UNK] token; keep stored chunks bounded anyway
 
+SLICE_CHARS = 200_000  # tokenized at a time, up to what the chunk cap needs
+__all__ = ["MAX_RUN", "normalize_text", "normalize_whitespace"]  # the stored text's form lives in store.locations
 _SENTENCE_END = re.compile(r"[.!?;:\u2026\u3002\uff01\uff1f][\"'\u201d\u2019)\]]*$")
 
 # boundary strength before a token, judged by the gap since the previous token
@@ -100,19 +117,39 @@ def _split_tokens(n: int, scores: list[int], capacity: int, overlap: int) -> lis
     return spans
 
 
-def chunk_spans(text: str, title: str | None) -> list[tuple[int, int]]:
+def _offsets(text: str, max_tokens: int | None) -> list[tuple[int, int]]:
+    """The wordpieces' character ranges, tokenized a slice at a time (cut at a line or a space) until `max_tokens`
+    are found; the whole text when `max_tokens` is None."""
+    if max_tokens is None:
+        return list(tokenizer().encode(text, add_special_tokens=False).offsets)
+    offsets: list[tuple[int, int]] = []
+    pos = 0
+    while pos < len(text) and len(offsets) < max_tokens:
+        end = min(len(text), pos + SLICE_CHARS)
+        if end < len(text):
+            cut = max(text.rfind("\n", pos + SLICE_CHARS // 2, end), text.rfind(" ", end - SLICE_CHARS // 4, end))
+            end = cut if cut > pos else end
+        enc = tokenizer().encode(text[pos:end], add_special_tokens=False)
+        offsets.extend((a + pos, b + pos) for a, b in enc.offsets)
+        pos = end
+    return offsets
+
+
+def chunk_spans(text: str, title: str | None, max_chunks: int | None = None) -> list[tuple[int, int]]:
     """Character ranges [start, end) of the chunks of `text`, which must already be `normalize_whitespace`d;
-    each range holds no surrounding white space. [] for blank text."""
+    each range holds no surrounding white space. [] for blank text. With `max_chunks`, the first ones only (the
+    text is tokenized only as far as they reach)."""
     if not text:
         return []
     capacity = capacity_for(title)
-    enc = tokenizer().encode(text, add_special_tokens=False)
-    offsets: list[tuple[int, int]] = list(enc.offsets)
+    offsets = _offsets(text, None if max_chunks is None else (max_chunks + 1) * capacity)
     if not offsets:
         return []
     scores = _boundaries(text, offsets)
     spans: list[tuple[int, int]] = []
     for start, end in _split_tokens(len(offsets), scores, capacity, int(capacity * OVERLAP_RATIO)):
+        if max_chunks is not None and len(spans) >= max_chunks:
+            break
         lo, hi = _strip(text, offsets[start][0], offsets[end - 1][1])
         while hi - lo > MAX_CHUNK_CHARS:
             cut = text.rfind(" ", lo + MAX_CHUNK_CHARS // 2, lo + MAX_CHUNK_CHARS)
@@ -134,13 +171,33 @@ def _strip(text: str, lo: int, hi: int) -> tuple[int, int]:
 
 def chunk_text(text: str, title: str | None) -> list[str]:
     """Chunk bodies (without the title) whose `embed_input` fits the model window; [] for blank text."""
-    text = normalize_whitespace(text)
+    text = normalize_text(text)
     return [text[a:b] for a, b in chunk_spans(text, title)]
 
 
 @dataclass
+class Cut:
+    """A text's chunk bodies, at most a cap of them; `indexed_chars` is how much of the normalised text they cover
+    when the cap stopped them (None: all of it), `total_chars` its length."""
+
+    bodies: list[str] = field(default_factory=list)
+    indexed_chars: int | None = None
+    total_chars: int = 0
+
+
+def chunk_text_capped(text: str, title: str | None, max_chunks: int) -> Cut:
+    """`chunk_text`, at most `max_chunks` of them (LEV_MAX_CHUNKS_PER_ITEM)."""
+    text = normalize_text(text)
+    spans = chunk_spans(text, title, max_chunks + 1)
+    kept = spans[:max_chunks]
+    cut = kept[-1][1] if len(spans) > max_chunks else None
+    return Cut([text[a:b] for a, b in kept], cut, len(text))
+
+
+@dataclass
 class Passages:
-    """A text as stored (normalised: `text`), its outline, the chunk bodies cut from it and where each stands;
+    """A text as stored (`normalize_text`: `text`), its outline, the chunk bodies cut from it (at most a cap of them:
+    `indexed_chars` is where the cap stopped them, None when the whole text is indexed) and where each stands;
     `times` gives each chunk's seconds in a recording."""
 
     text: str = ""
@@ -148,15 +205,20 @@ class Passages:
     bodies: list[str] = field(default_factory=list)
     locations: list[Location] = field(default_factory=list)
     times: list[tuple[float, float]] | None = None
+    indexed_chars: int | None = None
 
 
-def passages(text: str, title: str | None, *, headings: Sequence[str] = (), outline: Outline | None = None) -> Passages:
-    """`text` normalised, with its outline (the given one, markdown headings, the `headings` found as lines) and
-    its chunks, each with its location: `Passages.text[char_start:char_end]` is the chunk's body."""
-    norm = normalize_whitespace(text)
+def passages(text: str, title: str | None, max_chunks: int | None = None, headings: Sequence[str] = (),
+             outline: Outline | None = None) -> Passages:
+    """`text` in its stored form, with its outline (the given one, markdown headings, the `headings` found as
+    lines) and its chunks (at most `max_chunks`), each with its location: `Passages.text[char_start:char_end]` is
+    the chunk's body. A module-level function of picklable values: `lev.plumbing.offload` runs it."""
+    norm = normalize_text(text)
     found = (outline or Outline()).with_headings([*markdown_headings(norm), *line_headings(norm, headings)])
-    spans = chunk_spans(norm, title)
-    return Passages(norm, found, [norm[a:b] for a, b in spans], locations(spans, found))
+    spans = chunk_spans(norm, title, None if max_chunks is None else max_chunks + 1)
+    kept = spans if max_chunks is None else spans[:max_chunks]
+    cut = kept[-1][1] if max_chunks is not None and len(spans) > max_chunks else None
+    return Passages(norm, found, [norm[a:b] for a, b in kept], locations(kept, found), indexed_chars=cut)
 
 
 def timed_passages(segments: list[dict[str, Any]], title: str | None) -> Passages:
@@ -167,7 +229,7 @@ def timed_passages(segments: list[dict[str, Any]], title: str | None) -> Passage
     ranges: list[tuple[int, int, float, float]] = []  # each line's place in the joined text and its times
     pos = 0
     for seg in segments:
-        line = normalize_whitespace(" ".join(str(seg.get("text") or "").split()))
+        line = normalize_text(" ".join(str(seg.get("text") or "").split()))
         start, end = _seconds(seg.get("start")), _seconds(seg.get("end"))
         if not line or start is None:
             continue

@@ -7,11 +7,11 @@ bytes at finalize (DESIGN.md §5: MIME allowlist, magic bytes must match, size c
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path, PurePosixPath
 from typing import Literal
 from urllib.parse import urlsplit
 
+import enzyme
 import filetype
 
 from lev.core.errors import extraction_failed, file_too_large, invalid_body, unsupported_media_type
@@ -153,24 +153,19 @@ def sniff_matches(mime: str, head: bytes) -> bool:
     return True
 
 
-def _ffmpeg_duration(path: Path) -> float | None:
-    import imageio_ffmpeg
-
-    exe = imageio_ffmpeg.get_ffmpeg_exe()
+def _matroska_duration(path: Path) -> float | None:
+    """The duration a WebM or Matroska file declares in its header (enzyme); None when it has none."""
     try:
-        proc = subprocess.run([exe, "-hide_banner", "-nostdin", "-i", str(path)], capture_output=True,
-                              timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        with path.open("rb") as f:
+            duration = enzyme.MKV(f).info.duration
+    except Exception:  # enzyme raises its own types (and struct's) on what is not Matroska
         return None
-    match = re.search(rb"Duration:\s*(\d+):(\d+):(\d+(?:\.\d+)?)", proc.stderr)
-    if not match:
-        return None
-    h, mnt, s = match.groups()
-    return int(h) * 3600 + int(mnt) * 60 + float(s)
+    return duration.total_seconds() if duration is not None else None
 
 
 def media_duration_seconds(path: Path | str) -> float:
-    """Duration of an audio or video file in seconds (mutagen, then the bundled ffmpeg)."""
+    """Duration of an audio or video file in seconds: mutagen (MP3, MP4/M4A/MOV, Ogg, FLAC, WAV), then enzyme for
+    the WebM and Matroska files mutagen does not read. No ffmpeg is shipped for this: it was 165 MiB of the install."""
     p = Path(path)
     duration: float | None = None
     try:
@@ -183,7 +178,7 @@ def media_duration_seconds(path: Path | str) -> float:
     except Exception:  # mutagen raises many unrelated types on odd files
         duration = None
     if duration is None:
-        duration = _ffmpeg_duration(p)
+        duration = _matroska_duration(p)
     if duration is None or duration <= 0:
         raise extraction_failed("Could not read the media duration (corrupt file?).")
     return duration

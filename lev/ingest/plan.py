@@ -5,6 +5,7 @@ Pure: no I/O. Chunking (`chunk`) runs before it, off the event loop."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,7 @@ from lev.core.errors import ingest_failed
 from lev.ingest import followups
 from lev.ingest.acquire import Acquired, Captions, Recording, Source, Text, Unread
 from lev.ingest.chunking import Passages, passages, timed_passages
+from lev.plumbing import offload
 from lev.store import lifecycle
 from lev.store.locations import Location, Outline
 
@@ -26,13 +28,24 @@ class Chunks:
     bodies: list[str] = field(default_factory=list)
     vectors: list[list[float]] = field(default_factory=list)
     times: list[tuple[float, float]] | None = None  # (start, end) seconds per chunk of a timed transcript
+    indexed_chars: int | None = None  # the cap on chunks stopped them here (None: the whole text is indexed)
     locations: list[Location] = field(default_factory=list)
     text: str | None = None
     outline: Outline = field(default_factory=Outline)
 
     @classmethod
     def of(cls, p: Passages) -> Chunks:
-        return cls(p.bodies, times=p.times, locations=p.locations, text=p.text, outline=p.outline)
+        return cls(p.bodies, times=p.times, indexed_chars=p.indexed_chars, locations=p.locations, text=p.text,
+                   outline=p.outline)
+
+
+async def cut_text(body: str, title: str | None, max_chunks: int, headings: Sequence[str] = (),
+                   outline: Outline | None = None) -> Chunks:
+    """The chunks of `body` (at most `max_chunks`) and where each stands in its stored form, cut in a child process
+    when it is large."""
+    if not body.strip():
+        return Chunks()
+    return Chunks.of(await offload.run(passages, body, title, max_chunks, tuple(headings), outline, size=len(body)))
 
 
 @dataclass(frozen=True)
@@ -51,11 +64,10 @@ class Plan:
     embed_now: bool = False
 
 
-async def chunk(acquired: Acquired) -> Chunks:
-    """The chunks of what was acquired (none for what a job reads later)."""
+async def chunk(acquired: Acquired, max_chunks: int) -> Chunks:
+    """The chunks of what was acquired (none for what a job reads later), at most `max_chunks`."""
     if isinstance(acquired, Text) and acquired.body.strip():
-        return Chunks.of(await asyncio.to_thread(passages, acquired.body, acquired.title, headings=acquired.headings,
-                                                 outline=acquired.outline))
+        return await cut_text(acquired.body, acquired.title, max_chunks, acquired.headings, acquired.outline)
     if isinstance(acquired, Captions):
         return Chunks.of(await asyncio.to_thread(timed_passages, acquired.segments, acquired.title))
     return Chunks()

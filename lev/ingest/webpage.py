@@ -13,6 +13,7 @@ import httpx
 from lev.core.errors import ApiError, ingest_failed
 from lev.ingest.urls import canonical_url
 from lev.net.guard import USER_AGENT, guarded_client, open_url
+from lev.plumbing import offload
 from lev.plumbing.ports import Outbound
 
 MAX_BYTES = 20 * 1024 * 1024
@@ -120,6 +121,15 @@ def extract_html(body: bytes, url: str) -> Readable:
     return Readable(title, text.strip(), meta, tuple(h for h in headings if h))
 
 
+async def read_html(body: bytes, url: str) -> Readable:
+    """`extract_html` in a child process (trafilatura holds the GIL for seconds on a large page); 400 ingest_failed
+    when the page kills its reader."""
+    try:
+        return await offload.run(extract_html, body, url, size=len(body))
+    except offload.OffloadFailed:
+        raise ingest_failed("the page could not be read (its reader stopped)") from None
+
+
 async def _fetch(outbound: Outbound, url: str, connect_timeout: float, read_timeout: float,
                  max_bytes: int) -> FetchedPage:
     headers = {
@@ -148,7 +158,7 @@ async def _fetch(outbound: Outbound, url: str, connect_timeout: float, read_time
         title = segment or host or None
         return FetchedPage(final, canonical_url(final), title, text, {"hostname": host}, ctype)
 
-    page = await asyncio.to_thread(extract_html, body, final)
+    page = await read_html(body, final)
     meta = dict(page.metadata)
     if resp.url.host:
         meta.setdefault("hostname", resp.url.host)

@@ -82,6 +82,16 @@ async def _grant_change(db: Database) -> AsyncIterator[AsyncSession]:
         raise replay
 
 
+def _presented(row: dict[str, Any] | None, client: Client, what: str, used: str) -> dict[str, Any]:
+    """The locked row of a one-time credential this client presented: unknown (or another client's) is
+    invalid_grant; one already used (`used` set) is a replay, which revokes its grant."""
+    if row is None or row["client_id"] != client.client_id:
+        raise OAuthError("invalid_grant", f"The {what} is unknown.")
+    if row[used] is not None:
+        raise _Replayed(row["token_id"], what)
+    return row
+
+
 async def exchange_code(db: Database, settings: Settings, client: Client, form: dict[str, str]) -> dict[str, Any]:
     """authorization_code grant: one use per code; a second use revokes what the first produced (RFC 6749
     4.1.2). Every refusal is invalid_grant or invalid_target and creates nothing."""
@@ -89,12 +99,8 @@ async def exchange_code(db: Database, settings: Settings, client: Client, form: 
     if not code or not verifier or not redirect_uri:
         raise OAuthError("invalid_request", "code, code_verifier and redirect_uri are required.")
     async with _grant_change(db) as s:
-        row = await oauth_store.lock_code(s, hash_token(code))
-        if row is None or row["client_id"] != client.client_id:
-            raise OAuthError("invalid_grant", "The authorization code is unknown.")
-        if row["used_at"] is not None:
-            raise _Replayed(row["token_id"], "authorization code")
-        elif row["expires_at"] <= clock.now():
+        row = _presented(await oauth_store.lock_code(s, hash_token(code)), client, "authorization code", "used_at")
+        if row["expires_at"] <= clock.now():
             raise OAuthError("invalid_grant", "The authorization code has expired (or a password change voided "
                                               "it).")
         elif redirect_uri != row["redirect_uri"]:
@@ -135,12 +141,9 @@ async def refresh_grant(db: Database, client: Client, form: dict[str, str]) -> d
     if not presented:
         raise OAuthError("invalid_request", "refresh_token is required.")
     async with _grant_change(db) as s:
-        row = await oauth_store.lock_refresh(s, hash_token(presented))
-        if row is None or row["client_id"] != client.client_id:
-            raise OAuthError("invalid_grant", "The refresh token is unknown.")
-        if row["rotated_at"] is not None:
-            raise _Replayed(row["token_id"], "refresh token")
-        elif row["revoked_at"] is not None or row["expires_at"] <= clock.now():
+        row = _presented(await oauth_store.lock_refresh(s, hash_token(presented)), client, "refresh token",
+                         "rotated_at")
+        if row["revoked_at"] is not None or row["expires_at"] <= clock.now():
             raise OAuthError("invalid_grant", "The grant was revoked or has expired.")
         else:
             _check_resource(form, row["resource"])

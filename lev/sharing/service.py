@@ -202,3 +202,9 @@ async def page_view(deps: Deps, p: Principal, folder_id: uuid.UUID) -> dict[str,
     async with deps.db.read_session() as s:
         row = await publication_store.of_folder(s, folder_id)
     return {**view, "publication": _publication(row) if row else None}
+
+
+async def saver(deps: Deps, p: Principal, item_id: uuid.UUID) -> str | None:
+    """The email of whoever saved an item the caller sees through a shared folder; None for the caller's own."""
+    async with deps.db.read_session() as s:
+        return await member_store.saver_email(s, item_id, p.user_id)

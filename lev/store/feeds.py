@@ -9,7 +9,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, exists, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, delete, exists, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -110,17 +110,14 @@ async def seen(session: AsyncSession, user_id: uuid.UUID, guid_keys: list[bytes]
 
 
 async def record_entries(session: AsyncSession, user_id: uuid.UUID, feed_id: uuid.UUID,
-                         entries: list[dict[str, Any]]) -> int:
+                         entries: list[dict[str, Any]]) -> None:
     """Record entries (each with guid_key, url_key, url, title, published_at, status); an entry the user's feeds
-    have already (same guid or canonical URL) is left out. Returns how many were recorded."""
-    recorded = 0
+    have already (same guid or canonical URL) is left out. One statement, compiled once, per ROWS_PER_INSERT rows
+    (the event loop gets a turn between them)."""
+    statement = pg_insert(feed_entries).on_conflict_do_nothing()
     for start in range(0, len(entries), ROWS_PER_INSERT):
-        batch = entries[start:start + ROWS_PER_INSERT]
-        res = await session.execute(
-            pg_insert(feed_entries).values([{"id": uuid.uuid4(), "user_id": user_id, "feed_id": feed_id, **e}
-                                            for e in batch]).on_conflict_do_nothing().returning(feed_entries.c.id))
-        recorded += len(res.all())
-    return recorded
+        await session.execute(statement, [{"id": uuid.uuid4(), "user_id": user_id, "feed_id": feed_id, **e}
+                                          for e in entries[start:start + ROWS_PER_INSERT]])
 
 
 async def pending(session: AsyncSession, feed_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:
@@ -153,12 +150,46 @@ async def finish_entry(session: AsyncSession, entry: dict[str, Any], *, status: 
 # ------------------------------------------------------------------------------------------------ the schedule
 
 
-async def due(session: AsyncSession, now: datetime, limit: int = 1000) -> list[uuid.UUID]:
-    """Feeds to poll now: due and not paused, or holding pending entries (their job was lost)."""
+_CLAIM_DUE = text("""
+WITH due AS (
+    SELECT id FROM feeds WHERE NOT paused AND next_poll_at <= now()
+    ORDER BY next_poll_at LIMIT :limit FOR UPDATE SKIP LOCKED
+)
+UPDATE feeds f SET next_poll_at = now() + make_interval(secs => :lease)
+FROM due WHERE f.id = due.id
+RETURNING f.*
+""")
+
+
+async def claim_due(session: AsyncSession, limit: int, lease_sec: float) -> list[dict[str, Any]]:
+    """Take up to `limit` due feeds for a check, in one statement: each is not due again for `lease_sec` (a checker
+    that dies leaves them to the next), and feeds another checker is taking are skipped."""
+    return [_row(r) for r in await session.execute(_CLAIM_DUE, {"limit": limit, "lease": lease_sec})]
+
+
+_UNCHANGED = text("""
+UPDATE feeds f
+SET last_checked_at = now(), last_success_at = now(), failures = 0, last_error = NULL, next_poll_at = u.next_at,
+    etag = coalesce(u.etag, f.etag), last_modified = coalesce(u.modified, f.last_modified)
+FROM unnest(CAST(:ids AS uuid[]), CAST(:next_at AS timestamptz[]), CAST(:etags AS text[]),
+            CAST(:modified AS text[])) AS u(id, next_at, etag, modified)
+WHERE f.id = u.id
+""")
+
+
+async def checked_unchanged(session: AsyncSession, checks: list[tuple[uuid.UUID, datetime, str | None, str | None]]
+                            ) -> None:
+    """Record a batch of successful checks that found nothing new (304, or the same body), in one statement: each
+    (feed id, its next check, the ETag and Last-Modified answered, if any)."""
+    if checks:
+        ids, next_at, etags, modified = (list(column) for column in zip(*checks, strict=True))
+        await session.execute(_UNCHANGED, {"ids": ids, "next_at": next_at, "etags": etags, "modified": modified})
+
+
+async def with_pending(session: AsyncSession, limit: int = 1000) -> list[uuid.UUID]:
+    """Feeds (not paused) holding pending entries: their poll's job was lost, or is still to run."""
     has_pending = exists().where(feed_entries.c.feed_id == feeds.c.id, feed_entries.c.status == "pending")
-    rows = await session.execute(
-        select(feeds.c.id).where(feeds.c.paused.is_(False), or_(feeds.c.next_poll_at <= now, has_pending))
-        .order_by(feeds.c.next_poll_at).limit(limit))
+    rows = await session.execute(select(feeds.c.id).where(feeds.c.paused.is_(False), has_pending).limit(limit))
     return list(rows.scalars())
 
 

@@ -81,8 +81,8 @@ def visible(scope: Scope) -> ColumnElement[bool]:
                                ~exists().where(item_folders.c.item_id == user_items.c.id))
             conds.append(or_(in_scope, own_unfiled))
     shared = scope.shared_in_scope
-    if shared:
-        conds = [or_(and_(*conds), in_folders(shared))]
+    if shared:  # bounded by the people of the shared folders, so an index on user_id still answers it
+        conds = [user_items.c.user_id.in_(sorted(scope.peers | {scope.user_id})), or_(and_(*conds), in_folders(shared))]
     if scope.kb_only:
         conds.append(user_items.c.in_kb.is_(True))
     return and_(*conds)

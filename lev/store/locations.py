@@ -1,9 +1,9 @@
-"""Where a passage sits in its item: the stored text's one form (`normalize_whitespace`), the outline kept beside it
+"""Where a passage sits in its item: the stored text's one form (`normalize_text`), the outline kept beside it
 (section headings and PDF page starts, as character offsets into that text) and a chunk's location read from them.
 
-A content's `text` (or, for a recording, its `transcript`) is stored normalised, and its chunks are cut from that
-very string: `text[char_start:char_end]` of a chunk is the chunk's text. Pure functions: the ingest path, the jobs
-and migration 0015's backfill all use them.
+A content's `text` (or, for a recording, its `transcript`) is stored normalised (`normalize_text`), and its chunks
+are cut from that very string: `text[char_start:char_end]` of a chunk is the chunk's text. Pure functions: the
+ingest path, the jobs and migration 0015's backfill all use them.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+MAX_RUN = 16  # one character repeated more than this is not prose: the run is cut to this length before chunking
+_RUNS = re.compile(rf"(\S)\1{{{MAX_RUN},}}")
 _SPACES = re.compile(r"[ \t\f\v\u00a0\u2000-\u200b\u202f\u205f\u3000]+")
 _BLANK_LINES = re.compile(r"\n{3,}")
 _ATX = re.compile(r"^(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
@@ -27,6 +29,12 @@ def normalize_whitespace(text: str) -> str:
     text = _SPACES.sub(" ", text)
     text = "\n".join(line.strip() for line in text.split("\n"))
     return _BLANK_LINES.sub("\n\n", text).strip()
+
+
+def normalize_text(text: str) -> str:
+    """The stored form of a text, the string its chunks are cut from: `normalize_whitespace`, then every run of one
+    character longer than MAX_RUN cut to MAX_RUN (idempotent too)."""
+    return _RUNS.sub(lambda m: m.group(1) * MAX_RUN, normalize_whitespace(text))
 
 
 @dataclass(frozen=True)
@@ -143,7 +151,7 @@ def joined_pages(pages: Sequence[tuple[int, str]]) -> tuple[str, Outline]:
     starts: list[tuple[int, int]] = []
     pos = 0
     for number, raw in pages:
-        page = normalize_whitespace(raw)
+        page = normalize_text(raw)
         if not page:
             continue
         if parts:

@@ -17,20 +17,32 @@ OWNER, EDITOR, VIEWER = "owner", "editor", "viewer"
 ROLES = (EDITOR, VIEWER)  # what an invitation or a member may be given; the owner is the folder's user
 
 
-def shared_columns(user_col: ColumnElement[Any]) -> tuple[Any, Any]:
-    """Two correlated columns for a credential's lookup (no extra round trip): the folders shared with the user
-    and the user's own folders that have members. Their union is `Scope.shared`."""
-    member_of = (select(func.array_agg(folder_members.c.folder_id)).where(folder_members.c.user_id == user_col)
-                 .scalar_subquery())
+def shared_columns(user_col: ColumnElement[Any]) -> tuple[Any, ...]:
+    """Correlated columns for a credential's lookup (no extra round trip): the folders shared with the user, the
+    user's own folders that have members (their union is `Scope.shared`), and the people of those folders (their
+    owners and members: everyone whose items a shared folder can hold, `Scope.peers`)."""
+    member_of_q = select(folder_members.c.folder_id).where(folder_members.c.user_id == user_col)
+    member_of = select(func.array_agg(folder_members.c.folder_id)).where(folder_members.c.user_id == user_col)
     owned_shared = (select(func.array_agg(func.distinct(folder_members.c.folder_id)))
                     .select_from(folder_members.join(folders, folders.c.id == folder_members.c.folder_id))
-                    .where(folders.c.user_id == user_col).scalar_subquery())
-    return member_of.label("member_of"), owned_shared.label("owned_shared")
+                    .where(folders.c.user_id == user_col))
+    others = folder_members.alias("others")
+    co_members = (select(func.array_agg(func.distinct(others.c.user_id)))
+                  .where(others.c.folder_id.in_(member_of_q)
+                         | others.c.folder_id.in_(select(folders.c.id).where(folders.c.user_id == user_col))))
+    owners = select(func.array_agg(func.distinct(folders.c.user_id))).where(folders.c.id.in_(member_of_q))
+    return (member_of.scalar_subquery().label("member_of"), owned_shared.scalar_subquery().label("owned_shared"),
+            co_members.scalar_subquery().label("co_members"), owners.scalar_subquery().label("co_owners"))
 
 
 def shared_ids(row: dict[str, Any]) -> frozenset[uuid.UUID]:
     """`Scope.shared` from a row that carries the `shared_columns`."""
     return frozenset(row.get("member_of") or ()) | frozenset(row.get("owned_shared") or ())
+
+
+def peer_ids(row: dict[str, Any]) -> frozenset[uuid.UUID]:
+    """`Scope.peers` from a row that carries the `shared_columns` (and the user's own `user_id`)."""
+    return (frozenset(row.get("co_members") or ()) | frozenset(row.get("co_owners") or ())) - {row.get("user_id")}
 
 
 async def roles(session: AsyncSession, user_id: uuid.UUID, ids: list[uuid.UUID], *,
@@ -63,6 +75,13 @@ async def lock_writable(session: AsyncSession, user_id: uuid.UUID, folder_id: uu
     """Whether the user may file items into the folder (its owner or an editor); the folder and the membership then
     last until the transaction ends."""
     return await role_of(session, user_id, folder_id, lock=True) in (OWNER, EDITOR)
+
+
+async def saver_email(session: AsyncSession, item_id: uuid.UUID, user_id: uuid.UUID) -> str | None:
+    """Who saved an item the user sees through a shared folder (None for the user's own item)."""
+    q = (select(users.c.email).join(user_items, user_items.c.user_id == users.c.id)
+         .where(user_items.c.id == item_id, user_items.c.user_id != user_id))
+    return (await session.execute(q)).scalar()
 
 
 async def folder(session: AsyncSession, folder_id: uuid.UUID) -> dict[str, Any] | None:

@@ -301,6 +301,7 @@ feeds = Table(
     Column("next_poll_at", DateTime(timezone=True), nullable=False),
     Column("entries_ingested", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True)),
+    Column("body_sha256", LargeBinary),  # of the last 200 answer: the same body again is not parsed
 )
 
 feed_entries = Table(

@@ -18,6 +18,9 @@ class Scope:
     # that have members (read with the credential: `lev.store.members.shared_ids`). Empty for most users, and
     # then every statement is the one-library statement.
     shared: frozenset[uuid.UUID] = frozenset()
+    # The other people of those folders (owners and members): nobody else's items can be in them. It bounds the
+    # shared rule by an indexed `user_id` list.
+    peers: frozenset[uuid.UUID] = frozenset()
 
     @property
     def is_unscoped(self) -> bool:
@@ -30,4 +33,4 @@ class Scope:
 
     def own_only(self) -> Scope:
         """The same scope without the shared folders: the caller's own items only (export)."""
-        return Scope(self.user_id, self.folder_ids, self.kb_only, self.token_id)
+        return Scope(self.user_id, self.folder_ids, self.kb_only, self.token_id)  # shared and peers empty

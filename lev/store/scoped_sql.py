@@ -69,6 +69,7 @@ def scope_sql(scope: Scope, filters: Filters | None) -> Bound:
              .select_from(item_folders.join(user_items, user_items.c.id == item_folders.c.item_id))
              .where(item_folders.c.folder_id.in_(bindparam("shared_filed", folders, expanding=True)) if folders
                     else literal_column("false"),
+                    user_items.c.user_id != scope.user_id,  # the caller's own are the first branch's
                     user_items.c.in_kb.is_(True), user_items.c.status == Status.READY.value,
                     *filter_where(rest)))
     return sql_text(union_all(own, filed))

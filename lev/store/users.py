@@ -16,6 +16,11 @@ _hasher = PasswordHasher()
 _FIRST_ACCOUNT_LOCK = 0x4C455631  # pg_advisory_xact_lock key: sign-ups on an empty instance take turns
 
 
+async def any_yet(session: AsyncSession) -> bool:
+    """Whether the instance has a user (a plain read: `none_yet` is the one that decides who is first)."""
+    return (await session.execute(select(users.c.id).limit(1))).first() is not None
+
+
 async def none_yet(session: AsyncSession) -> bool:
     """True when the instance has no user at all; concurrent callers wait for each other's transaction, so only
     one of them can see an empty table and then create the first user."""

@@ -150,31 +150,28 @@ async def event_exists(session: AsyncSession, event_id: str) -> bool:
 
 
 _CLAIM = text("""
-WITH due AS (
-    SELECT d.id, d.webhook_id,
-           row_number() OVER (PARTITION BY d.webhook_id ORDER BY d.next_attempt_at, d.id) AS n,
+WITH free AS (
+    SELECT id, webhook_id, next_attempt_at FROM webhook_deliveries
+    WHERE status = 'pending' AND next_attempt_at <= now()
+      AND (locked_until IS NULL OR locked_until < now())
+      AND webhook_id <> ALL(CAST(:full AS uuid[]))
+    ORDER BY next_attempt_at LIMIT :scan
+    FOR UPDATE SKIP LOCKED
+), due AS (
+    SELECT free.id, free.webhook_id,
+           row_number() OVER (PARTITION BY free.webhook_id ORDER BY free.next_attempt_at, free.id) AS n,
            CASE WHEN w.failing_since IS NULL THEN :healthy ELSE :failing END AS cap
-    FROM (SELECT id, webhook_id, next_attempt_at FROM webhook_deliveries
-          WHERE status = 'pending' AND next_attempt_at <= now()
-            AND (locked_until IS NULL OR locked_until < now())
-            AND webhook_id <> ALL(CAST(:full AS uuid[]))
-          ORDER BY next_attempt_at LIMIT :scan) d
-    JOIN webhooks w ON w.id = d.webhook_id AND w.enabled
+    FROM free JOIN webhooks w ON w.id = free.webhook_id AND w.enabled
 ), picked AS (
     SELECT due.id FROM due
     LEFT JOIN unnest(CAST(:held AS uuid[]), CAST(:held_n AS int[])) AS h(webhook_id, n)
            ON h.webhook_id = due.webhook_id
     WHERE due.n <= due.cap - coalesce(h.n, 0)
     LIMIT :limit
-), locked AS (
-    SELECT d.id FROM webhook_deliveries d
-    WHERE d.id IN (SELECT id FROM picked) AND d.status = 'pending'
-      AND (d.locked_until IS NULL OR d.locked_until < now())
-    ORDER BY d.id FOR UPDATE SKIP LOCKED
 )
 UPDATE webhook_deliveries d SET locked_until = now() + make_interval(secs => :lease)
-FROM locked, webhooks w, webhook_events e
-WHERE d.id = locked.id AND w.id = d.webhook_id AND e.id = d.event_id
+FROM picked, webhooks w, webhook_events e
+WHERE d.id = picked.id AND w.id = d.webhook_id AND e.id = d.event_id
 RETURNING d.id, d.webhook_id, d.event_id, d.attempts, w.url, w.secret, w.previous_secret,
           coalesce(w.previous_secret_until > now(), false) AS old_valid, w.failing_since IS NOT NULL AS failing,
           e.type, e.payload
@@ -182,11 +179,12 @@ RETURNING d.id, d.webhook_id, d.event_id, d.attempts, w.url, w.secret, w.previou
 
 
 async def claim_due(session: AsyncSession, *, limit: int, held: dict[uuid.UUID, int], full: list[uuid.UUID],
-                    healthy_cap: int, failing_cap: int, lease_sec: float, scan: int = 512) -> list[dict[str, Any]]:
+                    healthy_cap: int, failing_cap: int, lease_sec: float, scan: int = 64) -> list[dict[str, Any]]:
     """Take up to `limit` due pending deliveries of enabled endpoints for one attempt each (no one else takes them
     for `lease_sec`), at most `healthy_cap` per endpoint at a time (`failing_cap` for an endpoint whose last
-    attempt failed) counting the `held` attempts this process runs already; endpoints in `full` are skipped. Each
-    with its endpoint's URL and secrets and its event; one statement."""
+    attempt failed) counting the `held` attempts this process runs already; endpoints in `full` are skipped. The
+    oldest `scan` due rows that no other sender is taking are considered (skipped, never waited for), so senders
+    woken together take different ones. Each with its endpoint's URL and secrets and its event; one statement."""
     rows = await session.execute(_CLAIM, {
         "healthy": healthy_cap, "failing": failing_cap, "full": full, "scan": scan, "held": list(held),
         "held_n": list(held.values()), "limit": limit, "lease": lease_sec})

@@ -1,4 +1,5 @@
-"""Feed jobs: the schedule (a cron that queues every due feed) and one feed's poll (lev.feeds.poll)."""
+"""Feed jobs: the schedule (a cron that checks every due feed in batches, lev.feeds.schedule, and queues the poll of
+every feed holding pending entries) and one feed's poll (lev.feeds.poll)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import asyncio
 import uuid
 from typing import Any
 
-from lev.core import clock
 from lev.feeds.poll import POLL_JOB, poll, poll_job_id
+from lev.feeds.schedule import check_due
 from lev.ops import logs
 from lev.plumbing.deps import Deps
 from lev.plumbing.jobs import requeue
@@ -25,14 +26,16 @@ async def poll_feed(ctx: dict[str, Any], feed_id: str) -> int:
 
 
 async def schedule_feeds(ctx: dict[str, Any]) -> int:
-    """Queue a poll of every feed that is due (or holds pending entries whose job was lost)."""
+    """Check every due feed; queue a poll of each feed holding pending entries whose job was lost. Returns how many
+    feeds were checked or queued (0: the tick did nothing)."""
     deps: Deps = ctx["deps"]
-    async with deps.db.transaction() as s:
-        due = await feed_store.due(s, clock.now())
+    checked = await check_due(deps)
+    async with deps.db.read_session() as s:
+        waiting = await feed_store.with_pending(s)
     queued = 0
-    for feed_id in due:
+    for feed_id in waiting:
         if await requeue(deps.queue, POLL_JOB, str(feed_id), job_id=poll_job_id(feed_id)):
             queued += 1
     if queued:
         log.info("queued feed polls", polls=queued)
-    return queued
+    return checked + queued

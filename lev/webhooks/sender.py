@@ -227,6 +227,10 @@ class Sender:
                 if failed:
                     await webhook_store.disable_failing(s, failed, clock.now() - deliver.DISABLE_AFTER,
                                                         deliver.DISABLED_REASON)
+            log.info("webhook attempts recorded", attempts=len(batch),
+                     succeeded=sum(o["status"] == "succeeded" for o in batch),
+                     retrying=sum(o["status"] == "retrying" for o in batch),
+                     failed=sum(o["status"] == "failed" for o in batch))
         except BaseException:
             if keep:
                 self.outcomes[:0] = batch

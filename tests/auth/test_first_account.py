@@ -36,6 +36,9 @@ def _sign_up_and_mint(url: str, n: int) -> tuple[str, int]:
 def test_first_sign_up_owns_the_instance_and_later_ones_are_free(fresh: Stack) -> None:
     assert fresh.server is not None
     url = fresh.server.url
+    first = httpx.get(f"{url}/", timeout=60)  # a server with no account opens on creating the first one
+    assert first.status_code == 200 and 'data-api="POST /api/account/signup"' in first.text, first.text[-1500:]
+    assert 'data-lev="first-account"' in first.text and "<h1>Create your Lev account</h1>" in first.text
     with ThreadPoolExecutor(5) as pool:  # five people race for an empty instance: exactly one becomes its owner
         results = list(pool.map(lambda n: _sign_up_and_mint(url, n), range(5)))
     assert sorted(results) == [("free", 402)] * 4 + [("pro", 201)], results
@@ -43,3 +46,4 @@ def test_first_sign_up_owns_the_instance_and_later_ones_are_free(fresh: Stack) -
     assert tiers == [("free", 4), ("pro", 1)]
     later, status = _sign_up_and_mint(url, 99)
     assert (later, status) == ("free", 402)
+    assert 'data-api="POST /api/account/login"' in httpx.get(f"{url}/", timeout=60).text  # now it opens on sign-in

@@ -44,6 +44,29 @@ def test_manifest_service_worker_and_icons_over_http(server) -> None:  # type: i
     assert fav.status_code == 200 and fav.headers["content-type"] == "image/x-icon" and fav.content[:4] == b"\0\0\1\0"
 
 
+def test_the_extension_is_a_download_linked_from_integrations(server, admin: Admin) -> None:  # type: ignore[no-untyped-def]
+    """GET /extension.zip: the extension/ folder, zipped (what a user of the wheel loads unpacked once unzipped)."""
+    import io
+    import json
+    import zipfile
+
+    from tests.auth.test_account import Browser
+    from tests.stack import ROOT
+
+    r = httpx.get(f"{server.url}/extension.zip")
+    assert r.status_code == 200 and r.headers["content-type"] == "application/zip", r.headers
+    assert "attachment" in r.headers["content-disposition"]
+    archive = zipfile.ZipFile(io.BytesIO(r.content))
+    files = sorted(p.relative_to(ROOT / "extension").as_posix() for p in (ROOT / "extension").rglob("*") if p.is_file())
+    assert sorted(archive.namelist()) == files
+    assert all(archive.read(name) == (ROOT / "extension" / name).read_bytes() for name in files)
+    assert json.loads(archive.read("manifest.json"))["manifest_version"] == 3
+    b = Browser(server.url)
+    assert b.signup().status_code == 201
+    page = b.client.get("/settings/integrations").text
+    assert 'href="/extension.zip"' in page and "repository" not in page.split('id="ext-h"', 1)[1].split("</p>")[0]
+
+
 def test_prefill_finds_the_link_in_shared_text() -> None:
     assert prefill({"text": "Look at this https://example.com/a?b=1. Nice!", "title": "A page"}) == {
         "kind": "url", "url": "https://example.com/a?b=1", "title": "A page", "text": "Look at this . Nice!"}

@@ -337,3 +337,22 @@ def test_a_flush_writes_what_was_queued_and_ends_while_entries_keep_arriving(use
     assert left == 7 + produced - written and left > 0
     rows = admin.sql("SELECT count(*) FROM activity WHERE user_id = :u", u=user.id)
     assert rows[0][0] == written
+
+
+def test_a_search_on_the_web_pages_is_in_the_activity_log(server) -> None:  # type: ignore[no-untyped-def]
+    """The Activity page lists what it says it lists: searches made on the pages too (surface web, query, count)."""
+    from tests.auth.test_account import Browser
+
+    b = Browser(server.url)
+    assert b.signup().status_code == 201
+    assert b.client.get("/", params={"q": "lighthouse keepers", "mode": "keyword"}).status_code == 200
+    deadline = time.monotonic() + 60
+    while True:
+        found = [e for e in b.call("GET", "/api/account/activity").json()["entries"]
+                 if e["query"] == "lighthouse keepers"]
+        if found:
+            break
+        assert time.monotonic() < deadline, "the web search never reached the activity log"
+        time.sleep(0.3)
+    assert found[0]["surface"] == "web" and found[0]["result_count"] == 0 and found[0]["method"] == "GET / search"
+    assert "every search on its pages" in b.client.get("/activity").text

@@ -18,11 +18,12 @@ import httpx
 import pytest
 
 from lev.core.contract import load_spec, mcp_tools
+from lev.core.packagedata import zip_folder
 from tests.stack import ROOT, free_port
 
 # What `git ls-files` would hand `pip wheel .` from a clean clone (the links in lev/ copied as links).
-PROJECT = ("pyproject.toml", "README.md", "LICENSE", "lev", "store", "handlers", "tasks", "web", "openapi.yaml",
-           "mcp_tools.json")
+PROJECT = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "lev", "store", "handlers", "tasks", "web",
+           "extension", "openapi.yaml", "mcp_tools.json")
 JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
 
 
@@ -32,9 +33,13 @@ def _run(*cmd: str | Path, cwd: Path, env: dict[str, str], timeout: float = 900)
     return done.stdout
 
 
+UV = Path(sys.executable).parent / "uv"  # the pinned uv `make` installs; `uv tool install` installs the same way
+MAX_INSTALLED_MIB = 700
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv holding the built wheel and its dependencies (from pip's cache when warm), nothing of the checkout."""
+    """A venv holding the built wheel and its dependencies (from uv's cache when warm), nothing of the checkout."""
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
     src.mkdir()
@@ -49,9 +54,21 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
          cwd=src, env=env)
     [wheel] = (tmp / "dist").glob("lev-*.whl")
     venv = tmp / "venv"
-    _run(sys.executable, "-m", "venv", venv, cwd=tmp, env=env)
-    _run(venv / "bin" / "pip", "install", "--disable-pip-version-check", "--quiet", wheel, cwd=tmp, env=env)
+    _run(UV, "venv", "--quiet", "--python", sys.executable, venv, cwd=tmp, env=env)
+    _run(UV, "pip", "install", "--quiet", "--python", venv / "bin" / "python", wheel, cwd=tmp, env=env)
     return venv
+
+
+def test_the_installed_wheel_fits_in_700_mib(installed: Path) -> None:
+    """Issue 43: the install is at most 700 MiB (the headless OpenCV build, no ffmpeg), as `du` counts the venv a
+    fresh `uv tool install` of the wheel makes (bytecode is written later, for the modules a process imports)."""
+    du = subprocess.run(["du", "-s", "--block-size=1M", str(installed)], capture_output=True, text=True, check=True)
+    mib = int(du.stdout.split()[0])
+    print(f"installed size of the wheel's venv: {mib} MiB")
+    assert mib <= MAX_INSTALLED_MIB, mib
+    [site] = (installed / "lib").glob("python3*/site-packages")
+    for heavy in ("imageio_ffmpeg", "opencv_python.libs", "torch"):  # ffmpeg, OpenCV's Qt GUI build, torch
+        assert not (site / heavy).exists(), heavy
 
 
 def test_the_wheel_installs_only_the_lev_name_with_its_files(installed: Path) -> None:
@@ -64,6 +81,8 @@ def test_the_wheel_installs_only_the_lev_name_with_its_files(installed: Path) ->
                  "handlers/pages.py", "tasks/worker.py"):
         assert (lev / part).exists() and not (lev / part).is_symlink(), part
     assert (lev / "openapi.yaml").read_text() == (ROOT / "openapi.yaml").read_text()
+    # the browser extension, zipped from extension/ when the wheel was built (a wheel's user has no repository)
+    assert (lev / "extension.zip").read_bytes() == zip_folder(ROOT / "extension")
 
 
 def test_the_installed_wheel_serves_from_an_empty_directory(installed: Path, tmp_path: Path) -> None:
@@ -98,6 +117,7 @@ def test_the_installed_wheel_serves_from_an_empty_directory(installed: Path, tmp
         page = httpx.get(f"{base}/login", timeout=30)
         assert page.status_code == 200 and "<form" in page.text
         assert '/static/lev.css' in page.text and httpx.get(f"{base}/static/lev.css", timeout=30).status_code == 200
+        assert httpx.get(f"{base}/extension.zip", timeout=30).content == zip_folder(ROOT / "extension")
 
         _run(lev, "user", "create", "wheel@example.com", "--tier", "pro", cwd=cwd, env=env, timeout=120)
         token = _run(lev, "token", "create", "--user", "wheel@example.com", "--name", "wheel", "--write",

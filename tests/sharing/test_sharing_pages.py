@@ -82,6 +82,10 @@ def test_two_people_share_a_folder_in_the_browser(browser: Any, server: Any) -> 
     assert "you are an editor" in member.locator("main").inner_text()
     assert member.get_by_role("link", name="Capybara facts").count() >= 1
     assert search(member, "capybaras") == ["Capybara facts"]
+    member.get_by_role("list", name="Search results").get_by_role("link", name="Capybara facts").click()
+    member.wait_for_url(re.compile(r"/items/"))
+    assert owner_email in member.locator("[data-saver]").inner_text()  # the owner's item: no rename, no delete
+    assert member.get_by_role("button", name="Delete", exact=True).count() == 0
     member.goto("/")
     assert search(member, "capybaras") == ["Capybara facts"]  # the whole library's search reaches it too
 

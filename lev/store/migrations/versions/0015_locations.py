@@ -20,7 +20,7 @@ from typing import Any
 from alembic import op
 from sqlalchemy import text
 
-from lev.store.locations import Outline, locate, locations, markdown_headings, normalize_whitespace
+from lev.store.locations import Outline, locate, locations, markdown_headings, normalize_text, normalize_whitespace
 
 revision = "0015"
 down_revision = "0017"
@@ -76,9 +76,16 @@ def _backfill_content(conn: Any, row: Any) -> None:
                               {"c": row.id}).all()
     if not chunk_rows:
         return
-    norm = normalize_whitespace(stored or "")
+    bodies = [c.text for c in chunk_rows]
+    # the stored form chunks are cut from; before runs of one character were cut (issue 38), white space alone
+    norm = normalize_text(stored or "")
+    spans = locate(norm, bodies)
+    if not all(spans):
+        spaced = normalize_whitespace(stored or "")
+        found_spaced = locate(spaced, bodies)
+        if all(found_spaced):
+            norm, spans = spaced, found_spaced
     outline = Outline().with_headings(markdown_headings(norm)) if field == "text" else Outline()
-    spans = locate(norm, [c.text for c in chunk_rows])
     fixed: list[str | None] = [None] * len(spans)
     cursor = 0
     for i, c in enumerate(chunk_rows):
@@ -110,10 +117,13 @@ def _move_highlights(conn: Any, content_id: Any, old: str, new: str) -> None:
                               " JOIN user_items u ON u.id = h.item_id WHERE u.content_id = :c"),
                          {"c": content_id}).all()
     for mark in marks:
-        words = normalize_whitespace(mark.text)
         near = max(0, int(mark.char_start * len(new) / max(len(old), 1)) - 1000)
-        at = new.find(words, near) if words else -1
-        at = new.find(words) if at < 0 and words else at
+        at, words = -1, ""
+        for words in dict.fromkeys((normalize_text(mark.text), normalize_whitespace(mark.text))):
+            at = new.find(words, near) if words else -1
+            at = new.find(words) if at < 0 and words else at
+            if at >= 0:
+                break
         if at >= 0:
             conn.execute(text("UPDATE highlights SET char_start = :s, char_end = :e, text = :t WHERE id = :i"),
                          {"s": at, "e": at + len(words), "t": words, "i": mark.id})
