@@ -8,7 +8,7 @@ chunk is found in it. The pages of older PDFs are found by the worker (`tasks.ho
 reads the stored files.
 
 Revision ID: 0015
-Revises: 0017
+Revises: 0016
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from sqlalchemy import text
 from lev.store.locations import Outline, locate, locations, markdown_headings, normalize_text, normalize_whitespace
 
 revision = "0015"
-down_revision = "0017"
+down_revision = "0016"
 
 RECORDING_KINDS = ("audio", "video", "youtube")
 BATCH = 200
