@@ -203,6 +203,17 @@ def extract_image(path: Path | str) -> tuple[str, dict[str, Any]]:
     return text, meta
 
 
+def page_texts(path: Path | str) -> list[tuple[int, str]]:
+    """Each page's text layer (no OCR), as (page number, text): where a stored PDF's pages start is found again from
+    them (`tasks.housekeeping.locate_pdf_pages`)."""
+    with _PDFIUM_LOCK:
+        pdf = _open_pdf(path)
+        try:
+            return [(i + 1, _read_page(pdf, i, False)[0]) for i in range(min(len(pdf), MAX_PDF_PAGES))]
+        finally:
+            pdf.close()
+
+
 def pdf_plan(path: Path) -> tuple[int, int]:
     """(page count, pages without a usable text layer) of a PDF; 422 extraction_failed when unreadable."""
     import pypdfium2 as pdfium

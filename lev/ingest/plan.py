@@ -45,7 +45,13 @@ async def cut_text(body: str, title: str | None, max_chunks: int, headings: Sequ
     when it is large."""
     if not body.strip():
         return Chunks()
-    return Chunks.of(await offload.run(passages, body, title, max_chunks, tuple(headings), outline, size=len(body)))
+    for _ in range(2):  # a child that died (its pool recycled or broken under it) gets one more try in a new one
+        try:
+            return Chunks.of(await offload.run(passages, body, title, max_chunks, tuple(headings), outline,
+                                               size=len(body)))
+        except offload.OffloadFailed:
+            continue
+    raise ingest_failed("the text could not be cut into passages (its worker stopped)")
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import uuid
 from typing import Any
 
 import numpy as np
-from sqlalchemy import cast, insert, select, update
+from sqlalchemy import cast, insert, select, text, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -153,3 +153,36 @@ async def add_outputs(session: AsyncSession, item_id: uuid.UUID, produced: list[
     if produced:
         await session.execute(insert(outputs), [{"id": uuid.uuid4(), "item_id": item_id, **o} for o in produced])
 
+
+
+async def pdfs_without_pages(session: AsyncSession, limit: int) -> list[dict[str, Any]]:
+    """Ready PDFs with a stored file and chunks whose pages are not known yet (stored before locations kept them);
+    their id, object path and text."""
+    rows = (await session.execute(text("""
+        SELECT ct.id, ct.object_path, ct.text FROM contents ct
+         WHERE ct.kind = 'pdf' AND ct.object_path IS NOT NULL AND ct.status = 'ready'
+           AND NOT coalesce(ct.outline ? 'pages_unknown', false)
+           AND jsonb_array_length(coalesce(ct.outline -> 'pages', '[]'::jsonb)) = 0
+           AND EXISTS (SELECT 1 FROM chunks c WHERE c.content_id = ct.id)
+         ORDER BY ct.created_at LIMIT :n"""), {"n": limit})).all()
+    return [dict(r._mapping) for r in rows]
+
+
+async def chunk_places(session: AsyncSession, content_id: uuid.UUID) -> list[tuple[uuid.UUID, int | None, int | None]]:
+    """Each chunk of a content with its characters (chunk id, char_start, char_end)."""
+    rows = await session.execute(select(chunks.c.id, chunk_locations.c.char_start, chunk_locations.c.char_end)
+                                 .join(chunk_locations, chunk_locations.c.chunk_id == chunks.c.id)
+                                 .where(chunks.c.content_id == content_id))
+    return [(r.id, r.char_start, r.char_end) for r in rows]
+
+
+async def set_pages(session: AsyncSession, content_id: uuid.UUID, outline: dict[str, Any],
+                    pages: list[tuple[uuid.UUID, int | None, int | None]]) -> None:
+    """A content's outline and its chunks' pages (chunk id, page, page_end)."""
+    await session.execute(update(contents).where(contents.c.id == content_id).values(outline=outline))
+    if pages:
+        await session.execute(text("""
+            UPDATE chunk_locations l SET page = u.p, page_end = u.e
+              FROM unnest(CAST(:ids AS uuid[]), CAST(:p AS int[]), CAST(:e AS int[])) AS u(id, p, e)
+             WHERE l.chunk_id = u.id"""), {"ids": [i for i, _, _ in pages], "p": [p for _, p, _ in pages],
+                                           "e": [e for _, _, e in pages]})

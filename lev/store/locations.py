@@ -160,3 +160,27 @@ def joined_pages(pages: Sequence[tuple[int, str]]) -> tuple[str, Outline]:
         parts.append(page)
         pos += len(page)
     return "\n\n".join(parts), Outline(pages=tuple(starts))
+
+
+def page_outline(text: str, pages: Sequence[tuple[int, str]]) -> Outline:
+    """Where each page starts in a PDF's stored text, from its pages' text layers read again (a PDF stored before
+    pages were kept): exactly when the text is those pages joined; else each page found in order, a page without a
+    text layer (OCRed when stored) starting where the page before it ended."""
+    joined, outline = joined_pages(pages)
+    if joined == text:
+        return outline
+    starts: list[tuple[int, int]] = []
+    pos, pending = 0, None  # pending: the first page since the last one found, when it had no text to find
+    for number, raw in pages:
+        page = normalize_text(raw)
+        at = text.find(page, pos) if page else -1
+        if at < 0:
+            pending = pending if pending is not None else number
+            continue
+        if pending is not None and at > pos + 2:
+            starts.append((pos + 2 if starts else 0, pending))
+        starts.append((at, number))
+        pos, pending = at + len(page), None
+    if pending is not None and pos + 2 < len(text):
+        starts.append((pos + 2 if starts else 0, pending))
+    return Outline(pages=tuple(sorted(starts)))

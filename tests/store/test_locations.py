@@ -111,3 +111,43 @@ def test_backfill_locates_chunks_stored_before_locations(server, api, user, admi
     assert transcript == "Hello there. General Kenobi! You are a bold one."
     assert transcript[start:end] == chunk_text == "Hello there. General Kenobi!"
     admin.sql("DELETE FROM contents WHERE id = :c", c=audio)
+
+
+def test_pages_found_again_for_an_older_pdf(server, api, user, admin, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from lev.tasks import housekeeping
+    from tests.fixtures_answers import PDF_PAGES, upload_pdf, wait_ready
+
+    c = api(user.token(write=True))
+    pdf = upload_pdf(c, tmp_path / "report.pdf", PDF_PAGES)
+    wait_ready(c, [pdf])
+    content = admin.sql("SELECT content_id FROM user_items WHERE id = :i", i=pdf)[0][0]
+    query = ("SELECT l.chunk_id, l.page, l.page_end FROM chunk_locations l JOIN chunks c ON c.id = l.chunk_id "
+             "WHERE c.content_id = :c ORDER BY c.ord")
+    before = admin.sql(query, c=content)
+    assert len(before) >= 3 and before[0][1] == 1 and before[-1][2] == len(PDF_PAGES)
+    # as migration 0015 leaves a PDF stored before pages were kept: characters and headings, no pages
+    admin.sql("UPDATE chunk_locations SET page = NULL, page_end = NULL WHERE chunk_id IN "
+              "(SELECT id FROM chunks WHERE content_id = :c)", c=content)
+    admin.sql("UPDATE contents SET outline = NULL WHERE id = :c", c=content)
+    while admin.run_coro(housekeeping.locate_pdf_pages(admin.job_ctx())):
+        pass
+    assert admin.sql(query, c=content) == before
+    hit = c.get("/api/v1/search", params={"q": "Fresnel lens cracked by frost", "item_id": pdf,
+                                          "mode": "keyword"}).json()["results"][0]
+    assert hit["location"]["page"] <= 3 <= hit["location"]["page_end"]
+    # a PDF whose file is gone is marked, never read again
+    admin.sql("UPDATE chunk_locations SET page = NULL WHERE chunk_id IN (SELECT id FROM chunks WHERE content_id = :c)",
+              c=content)
+    admin.sql("UPDATE contents SET outline = NULL, object_path = :p WHERE id = :c", p="gone/nowhere.pdf", c=content)
+    while admin.run_coro(housekeeping.locate_pdf_pages(admin.job_ctx())):
+        pass
+    assert admin.sql("SELECT outline FROM contents WHERE id = :c", c=content)[0][0] == {"pages_unknown": True}
+
+
+def test_page_outline_without_a_text_layer_on_some_pages() -> None:
+    from lev.store.locations import page_outline
+
+    text = "Page one text.\n\nScanned words of two.\n\nPage three text."
+    found = page_outline(text, [(1, "Page one text."), (2, ""), (3, "Page three  text.")])
+    assert found.pages == ((0, 1), (16, 2), (39, 3))
+    assert page_outline("A\n\nB", [(1, "A"), (2, "B")]).pages == ((0, 1), (3, 2))
