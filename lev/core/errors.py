@@ -98,6 +98,13 @@ class ApiError(Exception):
     def status(self) -> int:
         return self.entry.status
 
+    def __reduce__(self) -> tuple[Any, ...]:  # raised in a child process (lev.plumbing.offload), rebuilt here
+        return _rebuild, (self.code, self.message, self.headers, self.extra)
+
+
+def _rebuild(code: str, message: str | None, headers: dict[str, str], extra: dict[str, Any]) -> ApiError:
+    return ApiError(code, message, headers=headers, **extra)
+
 
 # ------------------------------------------------------------------------------------------------ shapes
 

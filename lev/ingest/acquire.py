@@ -19,7 +19,7 @@ from lev.ingest.documents import INLINE_OCR_PAGES, extract, pdf_plan
 from lev.ingest.download import download
 from lev.ingest.media import media_class, media_duration_seconds
 from lev.ingest.request import Resolved
-from lev.ingest.webpage import UnsupportedMedia, extract_html, fetch_page
+from lev.ingest.webpage import UnsupportedMedia, fetch_page, read_html
 from lev.limits import quota
 from lev.plumbing.deps import Deps
 from lev.store import lifecycle
@@ -132,7 +132,7 @@ async def _captured(r: Resolved) -> Text:
     """A page as the user's browser rendered it, read exactly as a fetched page is (trafilatura); nothing it
     references is fetched. 400 ingest_failed when it has no readable text."""
     assert r.html is not None and r.url is not None
-    found_title, text, meta = await asyncio.to_thread(extract_html, r.html, r.url)
+    found_title, text, meta = await read_html(r.html, r.url)
     if not text:
         raise ingest_failed("the page has no readable text to store")
     metadata: dict[str, Any] = {**meta, "captured": "browser", "content_type": "text/html"}

@@ -8,12 +8,18 @@ The text is tokenized once with the model's own tokenizer; chunks end at the str
 starts at a boundary about 15% of the capacity earlier. semantic-text-splitter does the same with
 nicer heuristics but re-tokenizes candidate spans: it measured 4 s per MB of prose and grew
 super-linearly on unpunctuated text (13 s for 1 MB), which is too slow for in-request ingest.
+
+Bounded work per item: a run of more than `MAX_RUN` of one character (5 MiB of quotes, a line of dashes) is cut to
+`MAX_RUN` before chunking, the text is tokenized a slice at a time only as far as `max_chunks` chunks reach, and
+what lies beyond is not indexed (`Cut.indexed_chars` says where it stopped). Large inputs run in a child process
+(`chunk_text_capped` is what `lev.plumbing.offload` runs), never on the event loop's process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from lev.embedding.minilm import tokenizer
@@ -25,6 +31,10 @@ TITLE_MAX_TOKENS = 48
 OVERLAP_RATIO = 0.15
 MAX_CHUNK_CHARS = 4000  # a single huge "word" is one [UNK] token; keep stored chunks bounded anyway
 
+MAX_RUN = 16  # one character repeated more than this is not prose: the run is cut to this length before chunking
+SLICE_CHARS = 200_000  # tokenized at a time, up to what the chunk cap needs
+
+_RUNS = re.compile(rf"(\S)\1{{{MAX_RUN},}}")
 _SPACES = re.compile(r"[ \t\f\v\u00a0\u2000-\u200b\u202f\u205f\u3000]+")
 _BLANK_LINES = re.compile(r"\n{3,}")
 _SENTENCE_END = re.compile(r"[.!?;:\u2026\u3002\uff01\uff1f][\"'\u201d\u2019)\]]*$")
@@ -39,6 +49,11 @@ def normalize_whitespace(text: str) -> str:
     text = _SPACES.sub(" ", text)
     text = "\n".join(line.strip() for line in text.split("\n"))
     return _BLANK_LINES.sub("\n\n", text).strip()
+
+
+def normalize_text(text: str) -> str:
+    """`normalize_whitespace`, then every run of one character longer than MAX_RUN cut to MAX_RUN."""
+    return _RUNS.sub(lambda m: m.group(1) * MAX_RUN, normalize_whitespace(text))
 
 
 def token_count(text: str) -> int:
@@ -107,19 +122,39 @@ def _split_tokens(n: int, scores: list[int], capacity: int, overlap: int) -> lis
     return spans
 
 
-def chunk_spans(text: str, title: str | None) -> list[tuple[int, int]]:
+def _offsets(text: str, max_tokens: int | None) -> list[tuple[int, int]]:
+    """The wordpieces' character ranges, tokenized a slice at a time (cut at a line or a space) until `max_tokens`
+    are found; the whole text when `max_tokens` is None."""
+    if max_tokens is None:
+        return list(tokenizer().encode(text, add_special_tokens=False).offsets)
+    offsets: list[tuple[int, int]] = []
+    pos = 0
+    while pos < len(text) and len(offsets) < max_tokens:
+        end = min(len(text), pos + SLICE_CHARS)
+        if end < len(text):
+            cut = max(text.rfind("\n", pos + SLICE_CHARS // 2, end), text.rfind(" ", end - SLICE_CHARS // 4, end))
+            end = cut if cut > pos else end
+        enc = tokenizer().encode(text[pos:end], add_special_tokens=False)
+        offsets.extend((a + pos, b + pos) for a, b in enc.offsets)
+        pos = end
+    return offsets
+
+
+def chunk_spans(text: str, title: str | None, max_chunks: int | None = None) -> list[tuple[int, int]]:
     """Character ranges [start, end) of the chunks of `text`, which must already be `normalize_whitespace`d;
-    each range holds no surrounding white space. [] for blank text."""
+    each range holds no surrounding white space. [] for blank text. With `max_chunks`, the first ones only (the
+    text is tokenized only as far as they reach)."""
     if not text:
         return []
     capacity = capacity_for(title)
-    enc = tokenizer().encode(text, add_special_tokens=False)
-    offsets: list[tuple[int, int]] = list(enc.offsets)
+    offsets = _offsets(text, None if max_chunks is None else (max_chunks + 1) * capacity)
     if not offsets:
         return []
     scores = _boundaries(text, offsets)
     spans: list[tuple[int, int]] = []
     for start, end in _split_tokens(len(offsets), scores, capacity, int(capacity * OVERLAP_RATIO)):
+        if max_chunks is not None and len(spans) >= max_chunks:
+            break
         lo, hi = _strip(text, offsets[start][0], offsets[end - 1][1])
         while hi - lo > MAX_CHUNK_CHARS:
             cut = text.rfind(" ", lo + MAX_CHUNK_CHARS // 2, lo + MAX_CHUNK_CHARS)
@@ -141,8 +176,27 @@ def _strip(text: str, lo: int, hi: int) -> tuple[int, int]:
 
 def chunk_text(text: str, title: str | None) -> list[str]:
     """Chunk bodies (without the title) whose `embed_input` fits the model window; [] for blank text."""
-    text = normalize_whitespace(text)
+    text = normalize_text(text)
     return [text[a:b] for a, b in chunk_spans(text, title)]
+
+
+@dataclass
+class Cut:
+    """A text's chunk bodies, at most a cap of them; `indexed_chars` is how much of the normalised text they cover
+    when the cap stopped them (None: all of it), `total_chars` its length."""
+
+    bodies: list[str] = field(default_factory=list)
+    indexed_chars: int | None = None
+    total_chars: int = 0
+
+
+def chunk_text_capped(text: str, title: str | None, max_chunks: int) -> Cut:
+    """`chunk_text`, at most `max_chunks` of them (LEV_MAX_CHUNKS_PER_ITEM)."""
+    text = normalize_text(text)
+    spans = chunk_spans(text, title, max_chunks + 1)
+    kept = spans[:max_chunks]
+    cut = kept[-1][1] if len(spans) > max_chunks else None
+    return Cut([text[a:b] for a, b in kept], cut, len(text))
 
 
 def timed_chunks(segments: list[dict[str, Any]], title: str | None) -> tuple[list[str], list[tuple[float, float]]]:

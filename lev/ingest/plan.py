@@ -11,7 +11,8 @@ from typing import Any
 from lev.core.errors import ingest_failed
 from lev.ingest import followups
 from lev.ingest.acquire import Acquired, Captions, Recording, Source, Text, Unread
-from lev.ingest.chunking import chunk_text, timed_chunks
+from lev.ingest.chunking import Cut, chunk_text_capped, timed_chunks
+from lev.plumbing import offload
 from lev.store import lifecycle
 
 INLINE_CHUNK_LIMIT = 60  # more chunks than this: stored now, embedded by the worker (`processing`)
@@ -24,6 +25,18 @@ class Chunks:
     bodies: list[str] = field(default_factory=list)
     vectors: list[list[float]] = field(default_factory=list)
     times: list[tuple[float, float]] | None = None  # (start, end) seconds per chunk of a timed transcript
+    indexed_chars: int | None = None  # the cap on chunks stopped them here (None: the whole text is indexed)
+
+    @classmethod
+    def of(cls, cut: Cut) -> Chunks:
+        return cls(cut.bodies, indexed_chars=cut.indexed_chars)
+
+
+async def cut_text(body: str, title: str | None, max_chunks: int) -> Chunks:
+    """The chunks of `body` (at most `max_chunks`), cut in a child process when it is large."""
+    if not body.strip():
+        return Chunks()
+    return Chunks.of(await offload.run(chunk_text_capped, body, title, max_chunks, size=len(body)))
 
 
 @dataclass(frozen=True)
@@ -41,10 +54,10 @@ class Plan:
     embed_now: bool = False
 
 
-async def chunk(acquired: Acquired) -> Chunks:
-    """The chunks of what was acquired (none for what a job reads later)."""
+async def chunk(acquired: Acquired, max_chunks: int) -> Chunks:
+    """The chunks of what was acquired (none for what a job reads later), at most `max_chunks`."""
     if isinstance(acquired, Text) and acquired.body.strip():
-        return Chunks(await asyncio.to_thread(chunk_text, acquired.body, acquired.title))
+        return await cut_text(acquired.body, acquired.title, max_chunks)
     if isinstance(acquired, Captions):
         bodies, times = await asyncio.to_thread(timed_chunks, acquired.segments, acquired.title)
         return Chunks(bodies, times=times)

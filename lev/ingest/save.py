@@ -217,6 +217,8 @@ async def index_content(s: AsyncSession, content_id: uuid.UUID, title: str | Non
     assert ready.status is lifecycle.Status.READY, ready
     await item_store.set_items_of_content(s, content_id, error=None, **ready.columns())
     await content_store.update_content(s, content_id, status=ready.status.value, error=None, **(content_values or {}))
+    if chunks.indexed_chars is not None:
+        await content_store.mark_truncated(s, content_id, indexed_chars=chunks.indexed_chars, chunks=len(chunks.bodies))
     await content_store.add_chunks(s, content_id, title, chunks.bodies, chunks.vectors, chunks.times)
     await events.items_changed(s, "item.ready", content_id=content_id)
     return await item_store.auto_transform_items(s, content_id)

@@ -13,6 +13,7 @@ import httpx
 from lev.core.errors import ApiError, ingest_failed
 from lev.ingest.urls import canonical_url
 from lev.net.guard import USER_AGENT, guarded_client, open_url
+from lev.plumbing import offload
 from lev.plumbing.ports import Outbound
 
 MAX_BYTES = 20 * 1024 * 1024
@@ -105,6 +106,15 @@ def extract_html(body: bytes, url: str) -> tuple[str | None, str, dict[str, Any]
     return title, text.strip(), meta
 
 
+async def read_html(body: bytes, url: str) -> tuple[str | None, str, dict[str, Any]]:
+    """`extract_html` in a child process (trafilatura holds the GIL for seconds on a large page); 400 ingest_failed
+    when the page kills its reader."""
+    try:
+        return await offload.run(extract_html, body, url, size=len(body))
+    except offload.OffloadFailed:
+        raise ingest_failed("the page could not be read (its reader stopped)") from None
+
+
 async def _fetch(outbound: Outbound, url: str, connect_timeout: float, read_timeout: float,
                  max_bytes: int) -> FetchedPage:
     headers = {
@@ -133,7 +143,7 @@ async def _fetch(outbound: Outbound, url: str, connect_timeout: float, read_time
         title = segment or host or None
         return FetchedPage(final, canonical_url(final), title, text, {"hostname": host}, ctype)
 
-    title, text, meta = await asyncio.to_thread(extract_html, body, final)
+    title, text, meta = await read_html(body, final)
     if resp.url.host:
         meta.setdefault("hostname", resp.url.host)
     if len(text) < MIN_TEXT_CHARS:

@@ -6,7 +6,8 @@ import uuid
 from typing import Any
 
 import numpy as np
-from sqlalchemy import insert, select, update
+from sqlalchemy import cast, insert, select, update
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -72,6 +73,21 @@ async def add_chunks(session: AsyncSession, content_id: uuid.UUID, title: str | 
 
 async def update_content(session: AsyncSession, content_id: uuid.UUID, **values: Any) -> None:
     await session.execute(update(contents).where(contents.c.id == content_id).values(**values))
+
+
+async def status_of(session: AsyncSession, content_id: uuid.UUID) -> str | None:
+    """The content's status, or None once it is gone."""
+    found: str | None = (await session.execute(select(contents.c.status).where(contents.c.id == content_id))
+                         ).scalar_one_or_none()
+    return found
+
+
+async def mark_truncated(session: AsyncSession, content_id: uuid.UUID, *, indexed_chars: int, chunks: int) -> None:
+    """Say in the content's metadata that only its first `chunks` chunks (`indexed_chars` of its normalised text)
+    are indexed: the cap on chunks per item stopped the rest."""
+    note = {"truncated": True, "indexed_chars": indexed_chars, "indexed_chunks": chunks}
+    await session.execute(update(contents).where(contents.c.id == content_id)
+                          .values(metadata=contents.c.metadata.op("||")(cast(note, JSONB))))
 
 
 async def lock_with_items(session: AsyncSession, content_id: uuid.UUID) -> dict[str, Any] | None:

@@ -20,7 +20,10 @@ from lev import runtime
 from lev.core.settings import get_settings
 from lev.embedded import resolve_urls
 from lev.ops import logs, metrics
+from lev.plumbing import offload
 from lev.runtime import QUEUE
+from lev.supervisor import ShutdownWatchdog
+from lev.tasks import fairshare
 from lev.tasks.feeds import poll_feed, schedule_feeds
 from lev.tasks.housekeeping import drain_object_deletions, expire_uploads, purge_activity, reconcile_unfinished
 from lev.tasks.imports import run_import
@@ -105,7 +108,7 @@ class WorkerSettings:
     queue_name = QUEUE
     on_startup = startup
     on_shutdown = shutdown
-    max_jobs = 4
+    max_jobs = fairshare.WORKER_SLOTS
     job_timeout = JOB_TIMEOUT_SEC
     keep_result = 3600
 
@@ -116,6 +119,17 @@ class LevWorker(Worker):
     (not lost with its in-progress mark left for an hour), and it takes jobs again. A stopping process takes none."""
 
     redis_down = False
+    grace_sec = 30.0
+
+    def handle_sig_wait_for_completion(self, signum: Any) -> None:
+        """`lev worker` on SIGTERM/SIGINT: running jobs get the grace period less the reserve for closing, and the
+        process is gone by the grace period whatever still runs then (an embedding batch is abandoned; its durable
+        job runs again on the next start)."""
+        if not runtime.stopping():
+            runtime.begin_shutdown(self.grace_sec)
+            self._job_completion_wait = int(runtime.shutdown_budget(self.grace_sec))
+            ShutdownWatchdog(self.grace_sec, on_overrun=offload.shutdown).arm()
+        super().handle_sig_wait_for_completion(signum)
 
     async def finish_job(self, *args: Any, **kwargs: Any) -> None:
         await self._once_redis_answers(lambda: Worker.finish_job(self, *args, **kwargs))
@@ -152,7 +166,7 @@ class LevWorker(Worker):
 
 def make_worker(redis_url: str, *, own_runtime: bool) -> Worker:
     """A worker on `redis_url`; inline in `lev serve` (own_runtime False) it shares the server's runtime."""
-    return LevWorker(
+    worker = LevWorker(
         functions=job_functions(),
         cron_jobs=cron_jobs(),
         redis_settings=RedisSettings.from_dsn(redis_url),
@@ -166,6 +180,8 @@ def make_worker(redis_url: str, *, own_runtime: bool) -> Worker:
         job_timeout=WorkerSettings.job_timeout,
         keep_result=WorkerSettings.keep_result,
     )
+    worker.grace_sec = float(get_settings().shutdown_grace_sec)
+    return worker
 
 
 async def stop_gracefully(worker: Worker, grace_sec: float) -> None:
