@@ -118,6 +118,18 @@ def cleanup(lev: Lev) -> None:
         shutil.rmtree(lev.data_dir, ignore_errors=True)
 
 
+def old_tree_at(commit: str) -> Path:
+    """An old commit's sources (git archive), cached per commit."""
+    sha = subprocess.run(["git", "rev-parse", "--short", commit], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    dest = Path(tempfile.gettempdir()) / f"lev-bench-old-{sha}"
+    if not (dest / "lev" / "app.py").exists():
+        dest.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "archive", sha], cwd=ROOT, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
 def pct(values: list[float]) -> dict[str, float]:
     """p50/p95/p99 (and count) of a list of milliseconds."""
     a = np.asarray(values, dtype=float)

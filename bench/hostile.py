@@ -14,8 +14,6 @@ measured is the requests, not the imports' background ingest.
 from __future__ import annotations
 
 import os
-import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +23,8 @@ from typing import Any
 import httpx
 import psutil
 
-from bench.common import ROOT, cleanup, fmt_pct, own_python, pct, start_lev
+from bench import unfair
+from bench.common import ROOT, cleanup, fmt_pct, old_tree_at, own_python, pct, start_lev
 
 OLD = os.environ.get("LEV_BENCH_HOSTILE_OLD", "84739d0")  # main before issue 32
 TIMEOUT = 300.0
@@ -39,15 +38,7 @@ MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, 
 
 
 def old_tree() -> Path:
-    """The old commit's sources (git archive), cached per commit."""
-    sha = subprocess.run(["git", "rev-parse", "--short", OLD], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout.strip()
-    dest = Path(tempfile.gettempdir()) / f"lev-bench-old-{sha}"
-    if not (dest / "lev" / "app.py").exists():
-        dest.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "archive", sha], cwd=ROOT, capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-    return dest
+    return old_tree_at(OLD)
 
 
 def bookmarks(body: str) -> bytes:
@@ -152,6 +143,14 @@ def side(root: Path) -> dict[str, dict[str, Any]]:
 
 
 def main() -> str:
+    """Issue 32's section (hostile bodies and imports) and issue 38's (`bench.unfair`); LEV_BENCH_HOSTILE_PARTS
+    (`32`, `38`, or both by default) picks."""
+    parts = os.environ.get("LEV_BENCH_HOSTILE_PARTS", "32,38").split(",")
+    sections = ([issue_32()] if "32" in parts else []) + ([unfair.main()] if "38" in parts else [])
+    return "\n\n".join(sections)
+
+
+def issue_32() -> str:
     roots = {"old": old_tree(), "new": ROOT}
     runs: dict[str, list[dict[str, dict[str, Any]]]] = {"old": [], "new": []}
     for k in ("old", "new", "new", "old"):

@@ -22,6 +22,7 @@ from inflection import underscore
 from lev.core.contract import operations
 from tests import fixtures_media as fm
 from tests.fixtures_feeds import FeedEntry, FeedSite, WebhookReceiver
+from tests.stack import new_user
 
 PACKAGE = "lev_rest_api_client"  # from the document's title, "Lev REST API"
 GENERATOR = Path(sys.executable).with_name("openapi-python-client")
@@ -84,6 +85,15 @@ def test_generated_client_runs_every_operation(client_pkg: Any, server, user, ad
     assert call("items", "list_items", 200, folder_id=folder.id).total == 1
     hits = call("search", "search_knowledge_base", 200, q="zebras")
     assert hits.results and hits.results[0].item_id == item_id and hits.results[0].score > 0
+    top = hits.results[0]  # issue 39: kind, saved date and location on every hit; the filters
+    assert top.kind.value == "text" and top.location.char_start == 0 and top.location.heading is None
+    assert top.location.char_end == len("Generated clients read zebras.") and top.saved_at.year >= 2026
+    narrowed = call("search", "search_knowledge_base", 200, q="zebras", item_id=item_id, after="2026-01-01",
+                    kind=[models.SearchKnowledgeBaseKindItem.TEXT, models.SearchKnowledgeBaseKindItem.PDF])
+    assert [h.item_id for h in narrowed.results] == [item_id]
+    assert call("search", "search_knowledge_base", 200, q="zebras", site="example.org").results == []
+    page = call("items", "get_item", 200, id=item_id, offset=10, max_chars=7)
+    assert (page.text, page.text_offset, page.next_offset, page.text_total_chars) == ("clients", 10, 17, 30)
     assert call("items", "remove_item_from_folder", 200, id=item_id, folder_id=folder.id).folder_ids == []
     page_url = "https://example.com/generated/page"
     captured = call("ingest", "ingest", 200, body=models.IngestPage(
@@ -214,6 +224,28 @@ def test_generated_client_runs_every_operation(client_pkg: Any, server, user, ad
                                              auth_header_name="X-CSRF-Token", timeout=60,
                                              cookies=dict(browser.get_httpx_client().cookies))
     call("account", "sign_out", 200, client=session)
+
+    # sharing: an invitation declined, another accepted, a role changed, the member removed; the public page
+    guest = new_user(admin)
+    guest_client = client_pkg.AuthenticatedClient(base_url=server.url, token=guest.token(write=True), timeout=60)
+    shared = call("folders", "create_folder", 201, body=models.FolderCreate(name="Shared by a client"))
+    invite = models.InvitationCreate(email=guest.email, role=models.InvitationCreateRole.VIEWER)
+    first = call("sharing", "create_invitation", 201, id=shared.id, body=invite)
+    assert [i.id for i in call("sharing", "list_invitations", 200, client=guest_client).invitations] == [first.id]
+    call("sharing", "decline_invitation", 204, client=guest_client, id=first.id)
+    withdrawn = call("sharing", "create_invitation", 201, id=shared.id, body=invite)
+    call("sharing", "delete_invitation", 204, id=shared.id, invitation_id=withdrawn.id)
+    second = call("sharing", "create_invitation", 201, id=shared.id, body=invite)
+    assert call("sharing", "accept_invitation", 200, client=guest_client, id=second.id).folder_id == shared.id
+    members = call("sharing", "list_members", 200, id=shared.id).members
+    assert [m.role.value for m in members] == ["owner", "viewer"]
+    promoted = call("sharing", "update_member", 200, id=shared.id, user_id=guest.id,
+                    body=models.MemberUpdate(role=models.MemberUpdateRole.EDITOR))
+    assert promoted.role.value == "editor"
+    call("sharing", "delete_member", 204, id=shared.id, user_id=guest.id)
+    page = call("sharing", "publish_folder", 200, id=shared.id)
+    assert call("sharing", "get_publication", 200, id=shared.id).url == page.url
+    call("sharing", "unpublish_folder", 204, id=shared.id)
 
     # errors come back as the contract's Error model
     missing = api("items", "get_item").sync_detailed(client=client, id=UUID(int=1))

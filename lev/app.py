@@ -83,6 +83,9 @@ async def session_info(cookie_value: str, request: Any = None) -> dict[str, Any]
     if info is not None:
         info.principal = principal
         info.surface = "web"
+    if request is not None:  # a session's writes count against its user's hourly budgets, as a token's do
+        op_id = request.scope.get("extensions", {}).get("connexion_routing", {}).get("operation_id")
+        await runtime.get_runtime().limiter.apply(principal, limit_class(op_id))
     return {"sub": str(principal.user_id), "principal": principal}
 
 

@@ -16,6 +16,7 @@ from lev.core.settings import get_settings
 from lev.embedded import claim_data_dir, stop_embedded, stop_started_redis
 from lev.embedding.minilm import return_freed_memory
 from lev.ops import logs, metrics
+from lev.plumbing import offload
 from lev.supervisor import ShutdownWatchdog, Supervisor
 from lev.tasks.worker import run_worker
 
@@ -73,6 +74,7 @@ def serve(host: str, port: int, *, workers_inline: bool) -> None:
                             postgres=settings.database_url is None)
 
     def overrun() -> None:
+        offload.shutdown()  # its children would finish their input first
         supervisor.stop()
         stop_embedded(settings.data_dir, wait_sec=0.5)
 

@@ -107,12 +107,18 @@ class Supervisor:
         part.down_since = None
 
 
+OVERRUN_RESERVE_SHARE, OVERRUN_RESERVE_MAX_SEC = 0.05, 0.5
+
+
 class ShutdownWatchdog:
-    """Ends the process `after_sec` after it was asked to stop, whatever is still running then (`on_overrun` first
-    stops what must not be left behind)."""
+    """Ends the process at most `after_sec` after it was asked to stop, whatever is still running then: it starts
+    `on_overrun` (stopping what must not be left behind) a reserve before the deadline and exits at the deadline
+    even if that has not finished (in-flight embedding batches are abandoned; their durable jobs run again on the
+    next start)."""
 
     def __init__(self, after_sec: float, on_overrun: Callable[[], None]) -> None:
         self.grace_sec = after_sec
+        self.reserve_sec = min(OVERRUN_RESERVE_MAX_SEC, after_sec * OVERRUN_RESERVE_SHARE)
         self.on_overrun = on_overrun
         self._thread: threading.Thread | None = None
 
@@ -122,9 +128,9 @@ class ShutdownWatchdog:
             self._thread.start()
 
     def _run(self) -> None:
-        time.sleep(self.grace_sec)
+        time.sleep(max(0.0, self.grace_sec - self.reserve_sec))
         log.error("shutdown is overrunning LEV_SHUTDOWN_GRACE_SEC; exiting now", after_sec=round(self.grace_sec, 2))
-        try:
-            self.on_overrun()
-        finally:
-            os._exit(1)
+        closing = threading.Thread(target=self.on_overrun, name="lev-shutdown-overrun", daemon=True)
+        closing.start()
+        closing.join(self.reserve_sec)
+        os._exit(1)

@@ -61,6 +61,7 @@ class FeedSite:
         self.feeds: dict[str, FeedSpec] = {}
         self.hits: list[tuple[str, int, str | None]] = []  # answered: (path, status, If-None-Match)
         self.arrived: list[str] = []  # requested (before a slow answer)
+        self.dripping = self.most_dripping = 0  # /drip/ answers being sent now, and the most at once
         self.lock = threading.Lock()
         site = self
 
@@ -73,6 +74,29 @@ class FeedSite:
             def do_GET(self) -> None:  # noqa: N802 (http.server naming)
                 with site.lock:
                     site.arrived.append(self.path)
+                if self.path.startswith("/drip/"):  # /drip/<seconds>/<name>: a feed sent a few bytes at a time
+                    _, _, seconds, name = self.path.split("/", 3)
+                    body, ctype = site.rss(site.feeds[name])
+                    self.send_response(200)
+                    self.send_header("Content-Type", ctype)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    pieces = 50
+                    step = -(-len(body) // pieces)
+                    with site.lock:
+                        site.dripping += 1
+                        site.most_dripping = max(site.most_dripping, site.dripping)
+                    try:
+                        for n in range(pieces):
+                            self.wfile.write(body[n * step:(n + 1) * step])
+                            self.wfile.flush()
+                            time.sleep(float(seconds) / pieces)
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass
+                    finally:
+                        with site.lock:
+                            site.dripping -= 1
+                    return
                 status, body, ctype, headers = site.answer(self.path, dict(self.headers.items()))
                 with site.lock:
                     site.hits.append((self.path, status, self.headers.get("If-None-Match")))

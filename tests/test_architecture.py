@@ -14,6 +14,8 @@
 - One way to open a session: from the `Database` the composition root hands in (`Deps.db`, carrying the job queue
   an after-commit nudge goes to); `lev.store.db` has no module-level session function, and only the root asks it
   for the process's database.
+- docs/architecture.md has a line for every package and module (under the package's heading,
+  `### lev/<package>/` in backticks), and a row for every documented error code.
 - Settings are read from the environment (`get_settings()`) only by the root modules and the worker's entry point;
   everything else is handed its settings.
 """
@@ -269,3 +271,45 @@ def test_the_release_is_named_once_in_code_and_matches_pyproject() -> None:
     from lev.core.packagedata import VERSION
 
     assert VERSION == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def _doc_sections() -> dict[str, str]:
+    """docs/architecture.md's sections headed by a folder of lev/ in backticks: the folder -> their text."""
+    sections: dict[str, str] = {}
+    current = None
+    for line in ARCHITECTURE.read_text().splitlines():
+        if line.startswith("### `lev/"):
+            current = line.split("`")[1]
+            sections[current] = ""
+        elif line.startswith("#"):
+            current = None
+        elif current is not None:
+            sections[current] += line + "\n"
+    return sections
+
+
+def test_the_architecture_page_names_every_package_and_module() -> None:
+    sections = _doc_sections()
+    missing = []
+    for module, path in MODULES.items():
+        if module == "lev" or "migrations" in path.parts:
+            continue
+        folder = str(path.parent.relative_to(ROOT)) + "/"
+        if path.name == "__init__.py":
+            if folder not in sections:
+                missing.append(f"a section for {folder}")
+        elif f"`{path.stem}`" not in sections.get(folder, ""):
+            missing.append(f"{path.relative_to(ROOT)} (a line under ### `{folder}`)")
+    assert not missing, f"docs/architecture.md does not name: {missing}"
+
+
+def test_the_architecture_page_says_where_each_error_code_is_produced() -> None:
+    import yaml
+
+    spec = yaml.safe_load((ROOT / "openapi.yaml").read_text())
+    codes = spec["components"]["schemas"]["Error"]["properties"]["error"]["enum"]
+    rows = {line.split("`")[1] for line in ARCHITECTURE.read_text().splitlines() if line.startswith("| `")}
+    assert not set(codes) - rows, f"no row in docs/architecture.md for {sorted(set(codes) - rows)}"

@@ -2,4 +2,5 @@
 (`errors`), the settings read from the environment (`settings`), per-request facts (`context`), the service clock
 (`clock`), the contract loader and the Connexion shim (`contract`), request-body parsing (`jsonguard`), the
 retry policy for outside providers (`retry`), the MIME types an upload may have (`mimes`), the pages' security
-headers (`pagepolicy`) and the release and the files shipped inside the package (`packagedata`)."""
+headers (`pagepolicy`), the release and the files shipped inside the package (`packagedata`) and the one parser of
+the URLs people send (`weburl`)."""

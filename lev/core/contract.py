@@ -140,7 +140,9 @@ _WS = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 NON_BLANK = rf"^[^\x00]*[^\x00{_WS}][^\x00]*$"
 NO_NUL = r"^[^\x00]*$"
 EMAIL = rf"^[^@{_WS}]+@[^@{_WS}]+$"
+HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x20\x7f/?#][^\x00-\x1f\x7f]*$"
 _PATTERN_SAYS = {
+    HTTP_URL: "must be an http or https URL with a host (no white space around it, no control characters)",
     NON_BLANK: "needs a character that is not white space, and no NUL",
     NO_NUL: "must not contain NUL characters",
     EMAIL: "is not an email address (one @, no white space)",

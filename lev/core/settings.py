@@ -64,6 +64,12 @@ class Settings(BaseSettings):
     """Prometheus multiprocess directory shared by the processes of one machine; unset: <data_dir>/metrics."""
     shutdown_grace_sec: float = 30.0
     """On SIGTERM, how long in-flight requests and the current job may finish."""
+    max_chunks_per_item: int = 2000
+    """Chunks one item is cut into at most (about 650 pages of prose); the rest of its text is kept but not indexed,
+    and the item says so in its metadata (`truncated`, `indexed_chars`)."""
+    jobs_per_user: int = 2
+    """Jobs of one user that run at once across all workers (a fair share of the slots: another user's work is not
+    queued behind one user's big imports); 0: no limit."""
     cpu_processes: int = 2
     """Child processes that parse feeds and OPML, extract pages and chunk large texts (the API never waits behind
     them); niced like the ingest threads."""
@@ -150,6 +156,8 @@ class Settings(BaseSettings):
     feed_max_entries: int = 50
     """New entries one check of a feed adds at most (a first follow takes the newest ones, not the archive)."""
     feed_max_per_user: int = 200
+    opml_deadline_sec: float = 120.0
+    """One OPML import in all: the feeds not followed by then are refused as not checked (import again for them)."""
     """Feeds one user may follow (409 limit_reached above)."""
     webhook_max_per_user: int = 20
     """Webhook endpoints one user may add (409 limit_reached above)."""

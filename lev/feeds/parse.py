@@ -17,7 +17,9 @@ from urllib.parse import urljoin
 import feedparser
 import httpx
 
+from lev.core import weburl
 from lev.core.errors import ApiError, not_a_feed
+from lev.feeds.xmlguard import declares_entities
 from lev.imports.importfile import dedupe_key
 from lev.net.guard import AddressRefused, open_url, shared_client
 from lev.plumbing import offload
@@ -131,8 +133,11 @@ def _when(value: Any) -> datetime | None:
 def _http(url: Any, base: str) -> str | None:
     if not isinstance(url, str) or not url.strip():
         return None
-    full = urljoin(base, url.strip())
-    return full if full.lower().startswith(("http://", "https://")) else None
+    try:
+        full = urljoin(base, url.strip())
+    except ValueError:
+        return None
+    return full if weburl.is_http_url(full) else None
 
 
 def _text(value: Any) -> str | None:
@@ -169,6 +174,8 @@ def _json_feed(body: bytes, base: str) -> Feed | None:
 
 
 def _xml_feed(body: bytes, base: str, content_type: str) -> Feed | None:
+    if declares_entities(body) is not None:
+        return None
     parsed = feedparser.parse(body, response_headers={"content-location": base, "content-type": content_type})
     if not parsed.get("version"):
         return None
@@ -230,6 +237,9 @@ def why_not(fetched: Fetched) -> str:
     if looks_like_html(fetched):
         return ("this page is not a feed and names none (no <link rel=\"alternate\"> to RSS, Atom or JSON "
                 "Feed); paste the feed's own URL")
+    line = declares_entities(fetched.body)
+    if line is not None:
+        return f"this document declares XML entities (line {line}); feeds with entity declarations are not read"
     parsed = feedparser.parse(fetched.body)
     error = parsed.get("bozo_exception")
     where = getattr(error, "getLineNumber", lambda: None)() if error is not None else None

@@ -30,6 +30,7 @@ from lev.ingest.request import IngestRequest
 from lev.ingest.save import save_failed
 from lev.ingest.service import ingest
 from lev.ingest.urls import classify_media_url
+from lev.net import share
 from lev.ops import logs
 from lev.plumbing.deps import Deps
 from lev.plumbing.jobs import job_id
@@ -45,6 +46,7 @@ FAILING_AFTER = 3  # checks failed in a row before a feed shows as failing (feed
 MAX_BACKOFF = timedelta(hours=24)
 FIRST_FOLLOW_ENTRIES = 20  # a first follow takes the newest entries (at most LEV_FEED_MAX_ENTRIES), not the archive
 ENTRY_TIMEOUT_SEC = 360.0  # one entry: a page fetch, or a podcast episode's download of up to 300 s
+CHECK_DEADLINE_SEC = 120.0  # one check in all: the fetch (30 s at most) and reading what came in a child process
 
 
 def poll_job_id(feed_id: uuid.UUID | str) -> str:
@@ -104,9 +106,10 @@ async def poll(deps: Deps, feed_id: uuid.UUID) -> int:
             user = await user_store.by_id(s, feed["user_id"]) if feed else None
         if feed is None or user is None or feed["paused"]:
             return 0
-        if feed["next_poll_at"] <= clock.now():
-            await check(deps, feed)
-        return await ingest_pending(deps, feed, user["tier"])
+        with share.on_behalf_of(feed["user_id"]):
+            if feed["next_poll_at"] <= clock.now():
+                await check(deps, feed)
+            return await ingest_pending(deps, feed, user["tier"])
 
 
 async def check(deps: Deps, feed: dict[str, Any]) -> None:
@@ -116,12 +119,15 @@ async def check(deps: Deps, feed: dict[str, Any]) -> None:
     parsed: Feed | None = None
     values: dict[str, Any] = {}
     try:
-        fetched = await parse.fetch(deps.outbound, feed["url"], feed["etag"], feed["last_modified"])
-        if unchanged(feed, fetched):
-            values = {"etag": fetched.etag or feed["etag"], "last_modified": fetched.last_modified or
-                      feed["last_modified"]}
-        else:
-            parsed, values, error = await read_changed(feed, fetched)
+        async with asyncio.timeout(CHECK_DEADLINE_SEC):
+            fetched = await parse.fetch(deps.outbound, feed["url"], feed["etag"], feed["last_modified"])
+            if unchanged(feed, fetched):
+                values = {"etag": fetched.etag or feed["etag"], "last_modified": fetched.last_modified or
+                          feed["last_modified"]}
+            else:
+                parsed, values, error = await read_changed(feed, fetched)
+    except TimeoutError:
+        error, parsed, values = f"the check took longer than {CHECK_DEADLINE_SEC:g} s", None, {}
     except ApiError as exc:
         if infrastructure_error(exc) is not None:
             raise

@@ -15,6 +15,7 @@ from typing import Any
 from lev.core.errors import ApiError, infrastructure_error
 from lev.feeds import parse
 from lev.feeds.poll import POLL_JOB, lock_key, next_poll, poll_job_id, read_changed, record_check, unchanged
+from lev.net import share
 from lev.ops import logs
 from lev.plumbing.deps import Deps
 from lev.plumbing.jobs import requeue
@@ -48,7 +49,8 @@ async def check_due(deps: Deps) -> int:
 async def _check(deps: Deps, feed: dict[str, Any], slots: asyncio.Semaphore, quiet: list[Unchanged]) -> None:
     async with slots:
         try:
-            fetched = await parse.fetch(deps.outbound, feed["url"], feed["etag"], feed["last_modified"])
+            with share.on_behalf_of(feed["user_id"]):  # its user's share of the outbound fetches
+                fetched = await parse.fetch(deps.outbound, feed["url"], feed["etag"], feed["last_modified"])
         except Exception as exc:
             if infrastructure_error(exc) is not None:
                 raise

@@ -16,10 +16,12 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.auth.policy import Principal, require, require_filer, require_whole_library
-from lev.core import clock
+from lev.core import clock, weburl
 from lev.core.errors import ApiError, found, invalid_body, limit_reached
 from lev.feeds import opml, parse
 from lev.feeds.poll import FIRST_FOLLOW_ENTRIES, POLL_JOB, next_poll, poll_job_id, record_new, status
+from lev.net import share
+from lev.plumbing import offload
 from lev.plumbing.deps import Deps
 from lev.plumbing.jobs import enqueue_job, requeue
 from lev.store import feeds as feed_store
@@ -58,10 +60,7 @@ async def _check_folder(deps: Deps, p: Principal, folder_id: uuid.UUID | None) -
 
 
 def _url(url: str) -> str:
-    url = url.strip()
-    if not url.lower().startswith(("http://", "https://")) or len(url) > MAX_URL_CHARS:
-        raise invalid_body(f"url must be an http or https URL of at most {MAX_URL_CHARS} characters.")
-    return url
+    return weburl.http_url(url, "url", max_chars=MAX_URL_CHARS)
 
 
 async def follow(deps: Deps, p: Principal, url: str, folder_id: uuid.UUID | None = None,
@@ -70,6 +69,12 @@ async def follow(deps: Deps, p: Principal, url: str, folder_id: uuid.UUID | None
     feed the user follows already is answered as it is."""
     _manage(p)
     url = _url(url)
+    with share.on_behalf_of(p.user_id):
+        return await _follow(deps, p, url, folder_id, title)
+
+
+async def _follow(deps: Deps, p: Principal, url: str, folder_id: uuid.UUID | None,
+                  title: str | None) -> tuple[dict[str, Any], bool]:
     await _check_folder(deps, p, folder_id)
     cap = deps.settings.feed_max_per_user
     async with deps.db.transaction() as s:
@@ -177,7 +182,10 @@ async def export_opml(deps: Deps, p: Principal) -> bytes:
 async def import_opml(deps: Deps, p: Principal, data: bytes) -> dict[str, Any]:
     """Follow every feed an OPML file lists (a few at a time), into folders named after its outlines."""
     _manage(p)
-    outlines = await asyncio.to_thread(opml.parse, data)
+    try:
+        outlines = await offload.run(opml.parse, data, size=len(data))
+    except offload.OffloadFailed:
+        raise invalid_body("The OPML file could not be read (its reader stopped).") from None
     names = list(dict.fromkeys(o.folder for o in outlines if o.folder))
     async with deps.db.transaction() as s:
         folder_ids, _ = await import_store.ensure_folders(s, p.user_id, names)
@@ -186,7 +194,7 @@ async def import_opml(deps: Deps, p: Principal, data: bytes) -> dict[str, Any]:
     already: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
 
-    async def one(o: opml.Outline) -> None:
+    async def one(o: opml.Outline, late: list[opml.Outline]) -> None:
         async with gate:
             try:
                 feed, new = await follow(deps, p, o.url, folder_ids.get((o.folder or "").lower()), o.title)
@@ -194,15 +202,26 @@ async def import_opml(deps: Deps, p: Principal, data: bytes) -> dict[str, Any]:
                 if exc.status >= 500:
                     raise
                 refused.append({"line": o.line, "url": o.url, "error": exc.message or exc.code})
+                late.remove(o)
                 return
+            late.remove(o)
             (added if new else already).append(feed)
 
     first: dict[str, opml.Outline] = {}
     for outline in outlines:  # a feed listed twice is followed where it is listed first
         first.setdefault(outline.url.strip(), outline)
-    async with asyncio.TaskGroup() as group:
-        for outline in first.values():
-            group.create_task(one(outline))
+    late = list(first.values())  # each leaves once its follow has an answer
+    deadline = deps.settings.opml_deadline_sec
+    with share.on_behalf_of(p.user_id):  # the follows' fetches take this user's share, not everyone's
+        try:
+            async with asyncio.timeout(deadline), asyncio.TaskGroup() as group:
+                for outline in first.values():
+                    group.create_task(one(outline, late))
+        except TimeoutError:
+            pass
+    for o in late:
+        refused.append({"line": o.line, "url": o.url, "error": f"not checked: the import's {deadline:g} s "
+                        "were up before this feed's turn ended; import the file again to follow the rest"})
     already.extend({} for _ in range(len(outlines) - len(first)))
     refused.sort(key=lambda r: r["line"])
     return {"added": len(added), "already_followed": len(already), "refused": len(refused),

@@ -5,7 +5,7 @@ revocation endpoints. Rules live in lev.oauth.server and lev.oauth.clients."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -17,7 +17,8 @@ from lev.core.errors import ApiError, not_signed_in
 from lev.handlers import deps, pages
 from lev.oauth import grants
 from lev.oauth import server as oauth
-from lev.oauth.clients import MAX_REGISTRATION_BYTES, OAuthError, authenticate_client, describe, register
+from lev.oauth.clients import MAX_REGISTRATION_BYTES, OAuthError, authenticate_client, register
+from lev.oauth.consent import describe
 from lev.runtime import get_runtime
 from lev.store import folders as folder_store
 
@@ -148,12 +149,11 @@ async def _consent(request: Request, p: Principal, req: oauth.AuthRequest, param
                    choice: dict[str, Any], error: str | None = None, status: int = 200) -> Response:
     async with deps().db.read_session() as s:
         folders = await folder_store.list_visible(s, p.scope)
-    redirect = urlsplit(req.redirect_uri)
     response = pages._render(
-        "consent.html", request, p, status=status, client=describe(req.client), hidden=req.hidden(params),
+        "consent.html", request, p, status=status, client=describe(req.client, req.redirect_uri),
+        hidden=req.hidden(params),
         resource=req.resource.rstrip("/"), rest=req.resource.rstrip("/") == oauth.resource_url(req.issuer,
                                                                                                oauth.REST_PATH),
-        redirect_host=f"{redirect.scheme}://{redirect.netloc}",
         room=await oauth.consent_room(deps().db, deps().settings, p), folders=folders, write_asked=req.write_asked,
         choice=choice,
         expiry=[(d, EXPIRY_LABELS[d]) for d in oauth.EXPIRY_CHOICES], error=error)

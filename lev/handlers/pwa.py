@@ -13,6 +13,7 @@ from urllib.parse import quote, urlencode
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 
+from lev.core import weburl
 from lev.core.packagedata import extension_zip
 from lev.handlers import deps, pages
 from lev.store import folders as folder_store
@@ -70,7 +71,7 @@ def prefill(fields: dict[str, str]) -> dict[str, str]:
     title = " ".join(fields.get("title", "").split())[:MAX_FIELD["title"]]
     text = fields.get("text", "").strip()[:MAX_FIELD["text"]]
     url = fields.get("url", "").strip()
-    if not url.lower().startswith(("http://", "https://")):
+    if not weburl.is_http_url(url):
         url = ""
         found = _LINK.search(text)
         if found:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lev.store import locations
+
 LIFT = 1.15  # keyword: BM25 times this; semantic: cosine moved this share of the way towards 1; hybrid: the blend
 
 
@@ -41,15 +43,18 @@ def scored(rows: list[dict[str, Any]], results: list[dict[str, Any]], mode: str,
 
 
 def as_result(score: float, r: dict[str, Any], mode: str) -> dict[str, Any]:
-    """A highlight as a search result: the fields of a chunk's result, plus `highlight_id` and `note`."""
+    """A highlight as a search result: the fields of a chunk's result (its location the passage's own: characters,
+    pages, heading; the seconds of the chunk it starts in), plus `highlight_id` and `note`."""
+    where = locations.location((r["char_start"], r["char_end"]), locations.Outline.from_json(r["outline"]))
     return {
         "chunk_id": str(r["chunk_id"]), "item_id": str(r["item_id"]), "title": r["title"], "url": r["url"],
         "text": r["text"], "score": score,
         "similarity": None if mode == "keyword" or r["cos"] is None else float(r["cos"]),
         "keyword_rank": None if mode == "semantic" or not r["bm25"] else float(r["bm25"]),
-        "highlight_id": str(r["id"]), "note": r["note"],
-        "location": {"char_start": r["char_start"], "char_end": r["char_end"]},
-        "kind": r["kind"], "stored_media": bool(r["stored_media"]), "start_sec": None, "end_sec": None,
+        "highlight_id": str(r["id"]), "note": r["note"], "kind": r["kind"], "saved_at": r["created_at"].isoformat(),
+        "stored_media": bool(r["stored_media"]), "start_sec": r["start_sec"], "end_sec": r["end_sec"],
+        "location": {"char_start": where.char_start, "char_end": where.char_end, "page": where.page,
+                     "page_end": where.page_end, "heading": where.heading},
     }
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from lev.core import weburl
 from lev.core.errors import ApiError, invalid_body
 from lev.ingest import youtube
 from lev.ingest.urls import canonical_url
@@ -177,6 +178,8 @@ def check_url(parsed: Parsed, line: int, url: str) -> str | None:
         reason = "only http and https links can be imported"
     elif len(url) > MAX_URL_CHARS:
         reason = f"the URL is longer than {MAX_URL_CHARS} characters"
+    elif not weburl.is_http_url(url):
+        reason = "the URL cannot be parsed"
     else:
         try:
             parsed.keys[url] = dedupe_key(url)

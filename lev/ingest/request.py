@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from lev.auth.policy import Principal, filing_target, require, require_filer
+from lev.core import weburl
 from lev.core.errors import file_too_large, ingest_failed, invalid_body, transcription_unavailable
 from lev.ingest import youtube
 from lev.ingest.urls import canonical_url, classify_media_url
@@ -107,9 +108,7 @@ def _url(req: IngestRequest) -> str:
         raise invalid_body("kind 'url' takes `url`, not `text`.")
     if not req.url or not req.url.strip():
         raise invalid_body("kind 'url' needs a `url`.")
-    if len(req.url) > MAX_URL_CHARS:
-        raise invalid_body(f"url is limited to {MAX_URL_CHARS} characters.")
-    return req.url.strip()
+    return weburl.http_url(req.url, "url", max_chars=MAX_URL_CHARS)
 
 
 def _page(req: IngestRequest) -> tuple[str, bytes]:
@@ -134,18 +133,7 @@ def _page(req: IngestRequest) -> tuple[str, bytes]:
 def check_source_url(url: str, field: str = "url") -> str:
     """An http(s) URL of at most 4096 characters, trimmed; 400 invalid_body otherwise (a captured page's URL, the
     page a selection came from)."""
-    url = url.strip()
-    if not url:
-        raise invalid_body(f"`{field}` must not be empty.")
-    if len(url) > MAX_URL_CHARS:
-        raise invalid_body(f"{field} is limited to {MAX_URL_CHARS} characters.")
-    if not url.lower().startswith(("http://", "https://")):
-        raise invalid_body(f"{field} must be an http or https URL.")
-    try:
-        canonical_url(url)
-    except ValueError:
-        raise invalid_body(f"{field} cannot be parsed as a URL.") from None
-    return url
+    return weburl.http_url(url, field, max_chars=MAX_URL_CHARS)
 
 
 async def filing(deps: Deps, principal: Principal, folder_id: uuid.UUID | None) -> Principal:
@@ -161,8 +149,6 @@ async def filing(deps: Deps, principal: Principal, folder_id: uuid.UUID | None) 
 
 async def _resolve_url(deps: Deps, principal: Principal, url: str, title: str | None, in_kb: bool,
                        auto_transform: bool) -> Resolved:
-    if not url.lower().startswith(("http://", "https://")):
-        raise ingest_failed("only http and https URLs can be ingested")
     kind = classify_media_url(url) or "url"
     if kind == "youtube":
         # yt-dlp does its own networking and cannot use the guarded transport: at least the YouTube host itself

@@ -18,6 +18,7 @@ from lev.ingest.followups import enqueue
 from lev.ingest.plan import chunk, plan
 from lev.ingest.request import IngestRequest, Resolved, resolve
 from lev.ingest.save import Stored, link_existing, save
+from lev.net import share
 from lev.plumbing.deps import Deps
 from lev.store import uploads as upload_store
 
@@ -30,15 +31,17 @@ async def ingest(deps: Deps, principal: Principal, req: IngestRequest) -> Stored
     if linked is not None:
         await enqueue(deps.queue, linked.followups)
         return linked.stored
-    return await keep(deps, r, await sources.acquire(deps, r))
+    with share.on_behalf_of(principal.user_id):  # its fetches take the user's share of the outbound slots
+        acquired = await sources.acquire(deps, r)
+    return await keep(deps, r, acquired)
 
 
 async def keep(deps: Deps, r: Resolved, acquired: sources.Acquired) -> Stored:
     """Chunk, plan, embed (when inline) and save what was acquired, then queue what follows. A file Lev
     downloaded for a URL is queued for deletion when it is not kept."""
     try:
-        chunks = await chunk(acquired)
-        p = plan(acquired, len(chunks.bodies))
+        chunks = await chunk(acquired, deps.settings.max_chunks_per_item)
+        p = plan(acquired, chunks)
         if p.embed_now and chunks.bodies:
             chunks.vectors = await embed_chunks(deps.embedder, p.title, chunks.bodies)
         saved = await save(deps, r, p, chunks)

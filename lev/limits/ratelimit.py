@@ -35,10 +35,14 @@ UNCAPPED = 2**31 - 1  # the count a token without a write cap can never reach
 
 class Caller(Protocol):
     """What the limits read of who is calling (`lev.auth.policy.Principal`): its token (None for a browser
-    session, which is the owner and not limited), its monthly write cap (0: none) and its capabilities."""
+    session, whose writes count against its user's hourly budgets), its user, its monthly write cap (0: none) and
+    its capabilities."""
 
     @property
     def token_id(self) -> uuid.UUID | None: ...
+
+    @property
+    def user_id(self) -> uuid.UUID: ...
 
     @property
     def write_cap(self) -> int: ...
@@ -89,9 +93,14 @@ class Limiter:
             info.headers.update(headers)
 
     async def check(self, principal: Caller, limit_class: str | None) -> dict[str, str]:
-        """Consume one call; returns the RateLimit-* headers, or raises 429 rate_limited."""
-        if not limit_class or principal.token_id is None:  # browser sessions are the owner, not a token
+        """Consume one call; returns the RateLimit-* headers, or raises 429 rate_limited. A browser session (no
+        token) has its user's hourly write budgets (the same classes, keyed by the user) and no monthly cap."""
+        if not limit_class:
             return {}
+        if principal.token_id is None:
+            if limit_class not in WRITE_CLASSES or not self.settings.limits_on:
+                return {}
+            return await self._check_hourly(principal, limit_class)
         headers: dict[str, str] = {}
         if self.settings.limits_on:
             headers = await self._check_hourly(principal, limit_class)
@@ -126,7 +135,8 @@ class Limiter:
 
     async def _check_hourly(self, principal: Caller, limit_class: str) -> dict[str, str]:
         item = self.items[limit_class]
-        key = str(principal.token_id)
+        key = str(principal.token_id) if principal.token_id is not None else f"user:{principal.user_id}"
+        holder = "token" if principal.token_id is not None else "account's browser sessions"
         try:
             allowed = await self.strategy.hit(item, limit_class, key)
             stats = await self.strategy.get_window_stats(item, limit_class, key)
@@ -139,8 +149,9 @@ class Limiter:
                    "RateLimit-Reset": str(reset)}
         if not allowed:
             retry = max(1, reset)
-            raise rate_limited(f"Rate limit of {item.amount} calls per {window_text(item)} for this token is used up; "
-                               f"retry in {retry} s.", {**headers, "Retry-After": str(retry)}, retry_after_sec=retry)
+            raise rate_limited(f"Rate limit of {item.amount} calls per {window_text(item)} for this {holder} is used "
+                               f"up; retry in {retry} s.", {**headers, "Retry-After": str(retry)},
+                               retry_after_sec=retry)
         return headers
 
     async def _count_write(self, principal: Caller, headers: dict[str, str]) -> None:

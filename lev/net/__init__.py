@@ -1,1 +1,2 @@
-"""Outbound HTTP: the SSRF guard and the guarded client every outbound request goes through (`guard`)."""
+"""Outbound HTTP: the SSRF guard and the guarded client every outbound request goes through (`guard`), and each
+user's fair share of the fetches (`share`)."""

@@ -22,6 +22,7 @@ import httpcore
 import httpx
 
 from lev.core.errors import ApiError, address_refused, ingest_failed
+from lev.net import share
 from lev.plumbing.ports import Outbound
 
 MAX_REDIRECTS = 5
@@ -277,6 +278,14 @@ async def open_url(client: httpx.AsyncClient, url: str, *, headers: dict[str, st
     except (httpx.InvalidURL, ValueError, TypeError) as exc:
         raise ingest_failed(f"invalid URL: {exc}") from exc
     _check_url(current)
+    async with share.slot():
+        async with _follow(client, current, headers, not_modified) as resp:
+            yield resp
+
+
+@asynccontextmanager
+async def _follow(client: httpx.AsyncClient, current: httpx.URL, headers: dict[str, str] | None,
+                  not_modified: bool) -> AsyncIterator[httpx.Response]:
     for hop in range(MAX_REDIRECTS + 1):
         resp = await _send(client, current, headers)
         try:

@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlsplit
 import httpx
 from pydantic import ValidationError
 
-from lev.core import clock, jsonguard
+from lev.core import clock, jsonguard, weburl
 from lev.core.errors import ApiError
 from lev.net.guard import guarded_client
 from lev.plumbing.ports import Outbound
@@ -109,13 +109,12 @@ def _rule(uri: str) -> RedirectRule | None:
     """The rule that admits `uri` as a redirect URI (never one with a fragment, user info or whitespace, or longer
     than MAX_URI_CHARS), or None."""
     try:
-        parts = urlsplit(uri)
-        host = (parts.hostname or "").lower()
-    except ValueError:
+        parts = weburl.parse(uri, schemes=None, need_host=False, max_chars=MAX_URI_CHARS)
+    except weburl.BadUrl:
         return None
+    host = (parts.hostname or "").lower()
     scheme = parts.scheme.lower()
-    if not scheme or parts.fragment or "@" in parts.netloc or len(uri) > MAX_URI_CHARS \
-            or any(c.isspace() for c in uri):
+    if not scheme or parts.fragment or "@" in parts.netloc or any(c.isspace() for c in uri):
         return None
     return next((rule for rule in REDIRECT_RULES if rule.admits(scheme, host)), None)
 
@@ -173,8 +172,8 @@ def check_bounds(document: Any, where: str = "") -> str | None:
 def is_metadata_url(client_id: str) -> bool:
     """A client ID metadata document URL: https, a path, no fragment, no user info, no dot segments."""
     try:
-        parts = urlsplit(client_id)
-    except ValueError:
+        parts = weburl.parse(client_id, schemes=("https",), max_chars=2000)
+    except weburl.BadUrl:
         return False
     segments = parts.path.split("/")
     return (parts.scheme == "https" and bool(parts.hostname) and parts.path not in ("", "/") and not parts.fragment
@@ -282,7 +281,7 @@ def validate_metadata_document(url: str, doc: dict[str, Any]) -> dict[str, Any]:
         raise refuse("response_types must be a list including code")
     name, uri = doc.get("client_name"), doc.get("client_uri")
     return {"client_name": name.strip() if isinstance(name, str) and name.strip() else None,
-            "client_uri": uri if isinstance(uri, str) and uri.startswith("https://") else None,
+            "client_uri": uri if weburl.is_http_url(uri) and str(uri).startswith("https://") else None,
             "redirect_uris": list(uris), "auth_method": "none"}
 
 
@@ -376,9 +375,3 @@ async def authenticate_client(db: Database, outbound: Outbound, form: dict[str, 
         if not secret or not hmac.compare_digest(_digest(secret), client.secret_hash):
             raise OAuthError("invalid_client", "The client secret is missing or wrong.", 401)
     return client
-
-
-def describe(client: Client) -> dict[str, Any]:
-    """What the consent page shows about a client: its name, and for a metadata document the site vouching for it."""
-    host = urlsplit(client.client_id).hostname if client.kind == "cimd" else None
-    return {"name": client.name, "kind": client.kind, "host": host, "uri": client.uri, "client_id": client.client_id}

@@ -4,7 +4,9 @@ seconds on a pathological input, and every request of the process would wait beh
 
 The pool is the process's own, opened on first use (`configure` sets its size and niceness) and closed by the
 composition root on shutdown, its children killed (work in flight is abandoned: a job is retried by its durable
-record). A child is replaced after `TASKS_PER_CHILD` calls, so what one huge input made it allocate is given back.
+record). The pool is replaced after `RECYCLE_AFTER` calls (the old one finishes what it holds, then its children
+exit), so what huge inputs made them allocate is given back. Not `max_tasks_per_child`: on Python 3.11 a pool with
+it hangs once two calls overlap a child's replacement.
 Small inputs run inline: a process round trip costs more than they do.
 """
 
@@ -21,7 +23,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-TASKS_PER_CHILD = 50
+RECYCLE_AFTER = 100
 INLINE_MAX_BYTES = 64 * 1024  # below this, the work takes milliseconds: it runs on a thread of this process
 
 
@@ -31,6 +33,7 @@ class OffloadFailed(RuntimeError):
 
 _lock = threading.Lock()
 _pool: ProcessPoolExecutor | None = None
+_calls = 0
 _size = max(1, min(2, os.cpu_count() or 1))
 _nice = 0
 
@@ -50,12 +53,16 @@ def _child_start(nice: int) -> None:
 
 
 def _get() -> ProcessPoolExecutor:
-    global _pool
+    global _pool, _calls
     with _lock:
+        if _pool is not None and _calls >= RECYCLE_AFTER:
+            _pool.shutdown(wait=False)
+            _pool = None
         if _pool is None:
             _pool = ProcessPoolExecutor(_size, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=_child_start, initargs=(_nice,),
-                                        max_tasks_per_child=TASKS_PER_CHILD)
+                                        initializer=_child_start, initargs=(_nice,))
+            _calls = 0
+        _calls += 1
         return _pool
 
 

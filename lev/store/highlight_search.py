@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import literal_column, select, text
 
+from lev.store.filters import Filters
 from lev.store.models import user_items
 from lev.store.scope import Scope
 from lev.store.scoped_sql import Bound, sql_text, visible_where
@@ -23,6 +24,7 @@ q AS MATERIALIZED (
     LEFT JOIN lev_bm25_terms t ON t.lexeme = w.lexeme
 ), h AS MATERIALIZED (
   SELECT h.id, h.item_id, h.text, h.note, h.char_start, h.char_end, v.title, v.url, v.kind, v.content_id,
+         v.created_at,
          {cos} AS cos,
          CASE WHEN tsvector_to_array(h.tsv) && (SELECT array_agg(q.lexeme) FROM q) THEN
            (SELECT sum(q.idf * cardinality(u.positions)
@@ -34,28 +36,35 @@ q AS MATERIALIZED (
   SELECT h.*, row_number() OVER (ORDER BY h.cos DESC NULLS LAST, h.id) AS near FROM h
 )
 SELECT r.id, r.item_id, r.text, r.note, r.char_start, r.char_end, r.cos, r.bm25, r.title, r.url, r.kind,
-       (SELECT ct.object_path IS NOT NULL FROM contents ct WHERE ct.id = r.content_id) AS stored_media,
-       (SELECT c.id FROM chunks c WHERE c.content_id = r.content_id ORDER BY c.ord LIMIT 1) AS chunk_id
+       r.created_at, ct.object_path IS NOT NULL AS stored_media, ct.outline, coalesce(at.id, first.id) AS chunk_id,
+       at.start_sec, at.end_sec
   FROM ranked r
+  JOIN contents ct ON ct.id = r.content_id
+  LEFT JOIN LATERAL (  -- the chunk the passage starts in (its seconds, for a recording)
+    SELECT c.id, c.start_sec, c.end_sec FROM chunks c JOIN chunk_locations l ON l.chunk_id = c.id
+     WHERE c.content_id = r.content_id AND l.char_start <= r.char_start
+     ORDER BY l.char_start DESC LIMIT 1) at ON true
+  LEFT JOIN LATERAL (SELECT c.id FROM chunks c WHERE c.content_id = r.content_id ORDER BY c.ord LIMIT 1) first ON true
  WHERE coalesce(r.bm25, 0) > 0 OR (:semantic AND r.near <= :limit)
 """
 
 
 @lru_cache(maxsize=4096)
-def _item_probe(scope: Scope, narrowed: Any) -> Bound:
+def _item_probe(scope: Scope, filters: Filters | None) -> Bound:
     """The highlight's item, if the caller may search it: one index probe per highlight (OFFSET 0 keeps it one);
     compiled once per scope shape."""
-    return sql_text(select(user_items.c.title, user_items.c.url, user_items.c.kind, user_items.c.content_id)
-                    .where(user_items.c.id == literal_column("h.item_id"), *visible_where(scope, narrowed))
+    return sql_text(select(user_items.c.title, user_items.c.url, user_items.c.kind, user_items.c.content_id,
+                           user_items.c.created_at)
+                    .where(user_items.c.id == literal_column("h.item_id"), *visible_where(scope, filters))
                     .offset(0))
 
 
 async def candidates(session: Any, scope: Scope, *, query: str, query_vector: list[float] | None, mode: str,
-                     limit: int, k1: float, b: float, narrowed: Any = None) -> list[dict[str, Any]]:
+                     limit: int, k1: float, b: float, filters: Filters | None = None) -> list[dict[str, Any]]:
     """The caller's highlights that match `query`: those holding a query word (keyword and hybrid), and the
     `limit` nearest (semantic and hybrid), each with `cos` (None in keyword mode) and `bm25` (None or 0 when no
-    word matches). `narrowed` is what narrows the searchable items as it narrows chunk search."""
-    items = _item_probe(scope, narrowed)
+    word matches). `filters` narrow the searchable items as they narrow chunk search."""
+    items = _item_probe(scope, filters)
     semantic = mode != "keyword" and query_vector is not None
     sql = _SQL.format(item=items.sql, cos="1 - (h.embedding <=> CAST(:qvec AS vector))" if semantic else
                       "NULL::float8")

@@ -30,6 +30,7 @@ from lev.ingest.finish import fail_content
 from lev.ingest.followups import EMBED, EXTRACT, TRANSCRIBE
 from lev.ops import health, logs, metrics
 from lev.plumbing.deps import Deps
+from lev.tasks import fairshare
 
 log = logs.get_logger("lev.worker")
 
@@ -120,9 +121,13 @@ def instrumented(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[A
         started = time.perf_counter()
         outcome = "failed"
         try:
-            result = await fn(ctx, *args, **kwargs)
+            async with fairshare.share(redis, deps, name, job_id, args):
+                result = await fn(ctx, *args, **kwargs)
             outcome = "ok"
             return result
+        except Retry:
+            outcome = "deferred"  # its user's share of the slots is full: back to the queue for a moment
+            raise
         except asyncio.CancelledError:
             outcome = "cancelled"
             raise

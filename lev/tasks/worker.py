@@ -20,9 +20,18 @@ from lev import runtime
 from lev.core.settings import get_settings
 from lev.embedded import resolve_urls
 from lev.ops import logs, metrics
+from lev.plumbing import offload
 from lev.runtime import QUEUE
+from lev.supervisor import ShutdownWatchdog
+from lev.tasks import fairshare
 from lev.tasks.feeds import poll_feed, schedule_feeds
-from lev.tasks.housekeeping import drain_object_deletions, expire_uploads, purge_activity, reconcile_unfinished
+from lev.tasks.housekeeping import (
+    drain_object_deletions,
+    expire_uploads,
+    locate_pdf_pages,
+    purge_activity,
+    reconcile_unfinished,
+)
 from lev.tasks.imports import run_import
 from lev.tasks.jobs import process_content, transform_item
 from lev.tasks.liveness import heartbeat, instrumented
@@ -36,7 +45,8 @@ FINISH_WAIT_SEC = 60.0  # how long a finished job waits for Redis to take its re
 CLOSE_SEC = 2.0
 log = logs.get_logger("lev.worker")
 JOBS = (process_content, transform_item, extract_document, transcribe_content, run_import, drain_object_deletions,
-        expire_uploads, reconcile_unfinished, purge_activity, poll_feed, schedule_feeds, purge_webhook_events)
+        expire_uploads, reconcile_unfinished, purge_activity, poll_feed, schedule_feeds, purge_webhook_events,
+        locate_pdf_pages)
 CRONS = (
     cron(drain_object_deletions, minute=set(range(60)), second={30}, run_at_startup=True),  # type: ignore[arg-type]
     cron(expire_uploads, minute={7, 37}, run_at_startup=False),  # type: ignore[arg-type]
@@ -45,6 +55,8 @@ CRONS = (
     cron(purge_activity, hour={3}, minute={17}, run_at_startup=False),  # type: ignore[arg-type]
     cron(schedule_feeds, minute=set(range(60)), second={5}, run_at_startup=True, unique=True),  # type: ignore[arg-type]
     cron(purge_webhook_events, minute={23}, run_at_startup=False, unique=True),  # type: ignore[arg-type]
+    cron(locate_pdf_pages, minute=set(range(0, 60, 10)), second={45}, run_at_startup=True,  # type: ignore[arg-type]
+         unique=True),
 )
 
 
@@ -105,7 +117,7 @@ class WorkerSettings:
     queue_name = QUEUE
     on_startup = startup
     on_shutdown = shutdown
-    max_jobs = 4
+    max_jobs = fairshare.WORKER_SLOTS
     job_timeout = JOB_TIMEOUT_SEC
     keep_result = 3600
 
@@ -116,6 +128,17 @@ class LevWorker(Worker):
     (not lost with its in-progress mark left for an hour), and it takes jobs again. A stopping process takes none."""
 
     redis_down = False
+    grace_sec = 30.0
+
+    def handle_sig_wait_for_completion(self, signum: Any) -> None:
+        """`lev worker` on SIGTERM/SIGINT: running jobs get the grace period less the reserve for closing, and the
+        process is gone by the grace period whatever still runs then (an embedding batch is abandoned; its durable
+        job runs again on the next start)."""
+        if not runtime.stopping():
+            runtime.begin_shutdown(self.grace_sec)
+            self._job_completion_wait = int(runtime.shutdown_budget(self.grace_sec))
+            ShutdownWatchdog(self.grace_sec, on_overrun=offload.shutdown).arm()
+        super().handle_sig_wait_for_completion(signum)
 
     async def finish_job(self, *args: Any, **kwargs: Any) -> None:
         await self._once_redis_answers(lambda: Worker.finish_job(self, *args, **kwargs))
@@ -152,7 +175,7 @@ class LevWorker(Worker):
 
 def make_worker(redis_url: str, *, own_runtime: bool) -> Worker:
     """A worker on `redis_url`; inline in `lev serve` (own_runtime False) it shares the server's runtime."""
-    return LevWorker(
+    worker = LevWorker(
         functions=job_functions(),
         cron_jobs=cron_jobs(),
         redis_settings=RedisSettings.from_dsn(redis_url),
@@ -166,6 +189,8 @@ def make_worker(redis_url: str, *, own_runtime: bool) -> Worker:
         job_timeout=WorkerSettings.job_timeout,
         keep_result=WorkerSettings.keep_result,
     )
+    worker.grace_sec = float(get_settings().shutdown_grace_sec)
+    return worker
 
 
 async def stop_gracefully(worker: Worker, grace_sec: float) -> None:

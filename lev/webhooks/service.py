@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from lev.auth.policy import Principal, require, require_whole_library
-from lev.core import clock
+from lev.core import clock, weburl
 from lev.core.errors import ApiError, found, invalid_body, limit_reached, not_found
 from lev.net.guard import AddressRefused, check_host
 from lev.plumbing.deps import Deps
@@ -25,6 +25,7 @@ from lev.webhooks import events
 SECRET_BYTES = 24
 OLD_SECRET_GRACE = timedelta(hours=24)
 DELIVERIES_SHOWN = 50
+MAX_URL_CHARS = 2048
 
 
 def new_secret() -> str:
@@ -56,15 +57,8 @@ def shape_attempt(row: dict[str, Any]) -> dict[str, Any]:
 async def check_url(outbound: Outbound, url: str) -> str:
     """The endpoint URL when it is http(s) and its host resolves to addresses deliveries may reach; else 400
     invalid_body saying why. (Each delivery checks the address again when it connects.)"""
-    url = url.strip()
-    try:
-        parsed = httpx.URL(url)
-    except (httpx.InvalidURL, ValueError, TypeError):
-        raise invalid_body("url is not a valid URL.") from None
-    if parsed.scheme not in ("http", "https"):
-        raise invalid_body(f"url must be an http or https URL, not {parsed.scheme or 'one without a scheme'}.")
-    if not parsed.host:
-        raise invalid_body("url has no host.")
+    url = weburl.http_url(url, "url", max_chars=MAX_URL_CHARS)
+    parsed = httpx.URL(url)
     try:
         await check_host(outbound, parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80))
     except AddressRefused as exc:

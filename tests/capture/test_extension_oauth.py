@@ -71,3 +71,30 @@ def test_the_extension_registers_and_gets_a_grant_for_the_rest_api(server, admin
                         f"{base}/api/v2")
     r = person.web.get(bad)
     assert r.status_code == 400 and "location" not in r.headers and "invalid_target" in r.text
+
+
+def _consent_page(base: str, admin: Admin, name: str, redirect: str) -> str:
+    r = httpx.post(f"{base}/oauth/register", json={"client_name": name, "redirect_uris": [redirect],
+                                                   "token_endpoint_auth_method": "none"})
+    assert r.status_code == 201, r.text
+    url, _ = _authorize(base, r.json()["client_id"], redirect, f"{base}/api/v1")
+    return Person(base, admin).web.get(url).text
+
+
+def test_a_client_named_after_the_extension_without_being_it_is_labelled_unverified(server, admin: Admin) -> None:  # type: ignore[no-untyped-def]
+    """Issue 38 item 5: anyone could register "Lev browser extension" with a chromiumapp.org.evil.test redirect, and
+    its consent page differed from the real one only in the redirect's text. Now the host the answer goes to is
+    the page's most prominent fact, and the impostor is labelled unverified."""
+    fake = _consent_page(server.url, admin, "Lev browser extension", "https://chromiumapp.org.evil.test/cb")
+    assert '<strong class="redirect-host" data-redirect-host>chromiumapp.org.evil.test</strong>' in fake
+    assert "data-unverified" in fake and "unverified</span>" in fake
+    assert "sends you back to <strong>chromiumapp.org.evil.test</strong>" in fake
+    for name in ("LEV Extension", "lev\u200b browser extension", "Ｌｅｖ for Firefox"):  # folded like the real name
+        assert "data-unverified" in _consent_page(server.url, admin, name, "https://evil.test/cb"), name
+
+    real = _consent_page(server.url, admin, "Lev browser extension", EXTENSION_REDIRECT)
+    host = EXTENSION_REDIRECT.removeprefix("https://").rstrip("/")
+    assert f'<strong class="redirect-host" data-redirect-host>{host}</strong>' in real
+    assert "data-unverified" not in real and "unverified</span>" not in real
+    other = _consent_page(server.url, admin, "Claude", "https://claude.example/cb")  # not named after Lev's: as before
+    assert "data-unverified" not in other and "claude.example</strong>" in other

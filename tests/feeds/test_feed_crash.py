@@ -19,7 +19,7 @@ from tests.fixtures_worker import SplitStack
 @pytest.fixture(scope="module")
 def stack() -> Iterator[SplitStack]:
     s = SplitStack({"LEV_ALLOW_PRIVATE_URLS": "false", "LEV_PRIVATE_URL_ALLOWLIST": '["127.0.0.1/32"]',
-                    "LEV_FEED_MAX_ENTRIES": "3", "LEV_FEED_MAX_PER_USER": "4"})
+                    "LEV_FEED_MAX_ENTRIES": "3", "LEV_FEED_MAX_PER_USER": "40", "LEV_OPML_DEADLINE_SEC": "12"})
     s.start_worker()
     yield s
     s.close()
@@ -104,13 +104,13 @@ def test_refused_addresses_caps_and_the_limit(stack: SplitStack, site: FeedSite)
     time.sleep(3)
     assert urls(c)[3:] == [f"{site.url}/a/{n}" for n in (113, 114, 115)]  # at most three a check
 
-    for n in range(3):
+    for n in range(39):
         assert c.post("/api/v1/feeds", json={"url": site.add(f"cap{n}", "atom", [])}).status_code == 201
     r = c.post("/api/v1/feeds", json={"url": site.add("cap-over", "atom", [])})
     assert r.status_code == 409, r.text
-    assert (r.json()["error"], r.json()["cap"], r.json()["used"]) == ("limit_reached", 4, 4)
+    assert (r.json()["error"], r.json()["cap"], r.json()["used"]) == ("limit_reached", 40, 40)
     assert "unfollow one" in r.json()["message"]
-    assert len(c.get("/api/v1/feeds").json()["feeds"]) == 4
+    assert len(c.get("/api/v1/feeds").json()["feeds"]) == 40
 
 
 def test_a_feed_of_20000_entries_is_followed_and_refreshed(stack: SplitStack, site: FeedSite) -> None:
@@ -158,3 +158,47 @@ def test_a_statement_that_fails_fails_the_check_and_the_feed_becomes_failing(sta
     c.post(f"/api/v1/feeds/{feed['id']}/refresh")
     feed = wait_feed(c, feed["id"], lambda f: f["entries_ingested"] == 1)
     assert (feed["status"], feed["last_error"], feed["failures"]) == ("active", None, 0)
+
+
+def _opml(site: FeedSite, names: list[str]) -> bytes:
+    outlines = "".join(f'<outline text="{n}" xmlUrl="{site.url}/drip/25/{n}"/>' for n in names)
+    return f'<?xml version="1.0"?><opml version="2.0"><body>{outlines}</body></opml>'.encode()
+
+
+def test_one_users_slow_imports_take_their_share_and_end_by_the_deadline(stack: SplitStack, site: FeedSite) -> None:
+    """Issue 38 item 4: while one user imported two OPML files of slow-dripping feeds, another user's follow of a
+    healthy feed failed after 15 s (every feed fetch of the process shared one pool of 10 connections), and an
+    import had no overall deadline. Now one user's fetches hold at most their share, and an import answers by
+    LEV_OPML_DEADLINE_SEC (12 s here) with the feeds it did not reach refused as not checked."""
+    import threading
+
+    slow = client(stack, "slow@example.com")
+    names = [f"drip{n}" for n in range(24)]
+    for n in names:
+        site.add(n, "rss", [FeedEntry(1)])
+    answers: list[httpx.Response] = []
+
+    def run(part: list[str]) -> None:
+        answers.append(slow.post("/api/v1/feeds/opml", files={"file": ("subs.opml", _opml(site, part))}))
+
+    imports = [threading.Thread(target=run, args=(names[:12],)), threading.Thread(target=run, args=(names[12:],))]
+    for t in imports:
+        t.start()
+    deadline = time.monotonic() + 60
+    while sum(1 for p in list(site.arrived) if p.startswith("/drip/")) < 4:  # the slow user holds its share
+        assert time.monotonic() < deadline, site.arrived
+        time.sleep(0.1)
+    other = client(stack, "healthy@example.com")
+    r = other.post("/api/v1/feeds", json={"url": site.add("healthy", "rss", [FeedEntry(5)])})
+    assert r.status_code == 201, r.text
+    assert len(answers) == 0  # answered while the slow imports still ran
+    for t in imports:
+        t.join(120)
+    assert len(answers) == 2
+    for a in answers:
+        assert a.status_code == 200, a.text
+        body = a.json()
+        assert body["added"] + body["refused"] == 12, body
+        late = [r for r in body["refusals"] if "not checked: the import's 12 s" in r["error"]]
+        assert late and body["added"] < 12, body
+    assert site.most_dripping == 4  # the slow user's share was all it ever fetched at once (16 before)

@@ -7,7 +7,7 @@ import pytest
 
 from lev.core.errors import ApiError
 from lev.feeds import opml
-from lev.feeds.parse import alternates, parse
+from lev.feeds.parse import Fetched, alternates, parse, why_not
 
 RDF = b"""<?xml version="1.0"?>
 <rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns="http://purl.org/rss/1.0/"
@@ -53,3 +53,40 @@ def test_opml_folders_and_refusals() -> None:
     with pytest.raises(ApiError) as refused:
         opml.parse(b'<!DOCTYPE x [<!ENTITY a "aaaa">]><opml/>')
     assert refused.value.code == "invalid_body" and refused.value.extra["line"] == 1
+
+
+OPML_DTD = """<?xml version="1.0" encoding="{enc}"?>
+<!-- {pad} -->
+<!DOCTYPE opml [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>
+<opml version="2.0"><body><outline text="&b;" xmlUrl="https://example.org/feed"/></body></opml>"""
+
+
+@pytest.mark.parametrize("encoding,pad", [("UTF-8", 200_000), ("UTF-16", 0), ("UTF-16", 200_000)])
+def test_opml_entity_declarations_are_refused_anywhere_in_any_encoding(encoding: str, pad: int) -> None:
+    """Issue 38 item 5: the old rule scanned the first 100 KB of raw bytes, so a DTD after a long comment or in a
+    UTF-16 file had its entities expanded."""
+    data = OPML_DTD.format(enc=encoding, pad="x" * pad).encode(encoding.lower())
+    with pytest.raises(ApiError) as caught:
+        opml.parse(data)
+    assert caught.value.code == "invalid_body" and "declares XML entities" in (caught.value.message or "")
+    assert caught.value.extra["line"] == 3
+
+
+def test_a_utf16_opml_without_entities_is_read() -> None:
+    data = ('<?xml version="1.0" encoding="UTF-16"?><opml version="2.0"><body><outline text="Tech">'
+            '<outline text="Blog" xmlUrl="https://example.org/feed"/></outline></body></opml>').encode("utf-16")
+    assert [(o.url, o.folder) for o in opml.parse(data)] == [("https://example.org/feed", "Tech")]
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+def test_a_feed_that_declares_entities_is_not_a_feed(encoding: str) -> None:
+    doc = (f'<?xml version="1.0" encoding="{encoding}"?><!-- {"x" * 200_000} --><!DOCTYPE rss [<!ENTITY x "BOOM">]>'
+           '<rss version="2.0"><channel><title>t &x;</title><item><title>a &x;</title><link>http://e.com/a</link>'
+           '</item></channel></rss>').encode(encoding)
+    assert parse(doc, "application/rss+xml", "http://e.com/feed") is None
+    assert "declares XML entities (line 1)" in why_not(Fetched(200, "http://e.com/feed", doc, "application/rss+xml"))
+    plain = doc.replace('<!DOCTYPE rss [<!ENTITY x "BOOM">]>'.encode(encoding), b"").replace(
+        "&x;".encode(encoding), b"")
+    if encoding == "utf-8":  # the same feed without its DTD is read
+        feed = parse(plain, "application/rss+xml", "http://e.com/feed")
+        assert feed is not None and [e.url for e in feed.entries] == ["http://e.com/a"]

@@ -105,7 +105,8 @@ def test_prefers_paragraph_and_sentence_boundaries() -> None:
 
 
 def test_pathological_inputs_stay_bounded() -> None:
-    blob = "x" * 50_000  # one giant "word" (a single [UNK] wordpiece)
+    rnd = random.Random(2)
+    blob = "".join(rnd.choice("abcdefgh") for _ in range(50_000))  # one giant "word" (a single [UNK] wordpiece)
     chunks = chunk_text(blob, None)
     assert "".join(chunks) == blob
     assert all(len(c) <= MAX_CHUNK_CHARS for c in chunks)
@@ -122,3 +123,33 @@ def test_one_megabyte_is_chunked_whole() -> None:
     chunks = chunk_text(text, "A title")
     assert len(chunks) > 1000
     assert all(len(c) <= MAX_CHUNK_CHARS for c in chunks)
+
+
+def test_runs_of_one_character_are_cut_before_chunking() -> None:
+    """Issue 38 item 3: 5 MiB of quotes was 27,888 chunks (one word piece a character)."""
+    from lev.ingest.chunking import MAX_RUN, chunk_text_capped, normalize_text
+
+    assert normalize_text('a "' + '"' * 5_000_000 + ' b') == 'a ' + '"' * MAX_RUN + ' b'
+    assert normalize_text("x" * 40 + " ---- " + "=" * 16) == "x" * MAX_RUN + " ---- " + "=" * 16  # short runs stay
+    cut = chunk_text_capped('"' * 5 * 1024 * 1024, "Quotes", 2000)
+    assert (cut.bodies, cut.indexed_chars) == (['"' * MAX_RUN], None)
+
+
+def test_a_text_past_the_cap_is_cut_and_says_where() -> None:
+    from lev.ingest.chunking import chunk_text_capped, normalize_text
+
+    text = prose(300_000)
+    whole = chunk_text(text, "Book")
+    cut = chunk_text_capped(text, "Book", 40)
+    assert len(whole) > 40 and cut.bodies == whole[:40]  # the slices tokenized match the whole text's chunks
+    assert cut.indexed_chars is not None and cut.bodies[-1] in normalize_text(text)[:cut.indexed_chars]
+    assert cut.total_chars == len(normalize_text(text))
+    under = chunk_text_capped(text, "Book", len(whole))
+    assert under.bodies == whole and under.indexed_chars is None
+
+
+def test_tokenizing_in_slices_keeps_the_chunks_of_the_whole_text() -> None:
+    from lev.ingest import chunking
+
+    text = prose(450_000, seed=11)  # more than two slices
+    assert chunking.chunk_text_capped(text, "T", 10_000).bodies == chunk_text(text, "T")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -242,3 +243,33 @@ def test_a_member_exports_their_own_items_only_and_the_log_stays_theirs(api, adm
         time.sleep(0.2)
     mine = ok(o.get("/api/v1/activity", params={"per_page": 100}))
     assert not any(e.get("query") == "walrus" for e in mine["entries"])
+
+
+def test_a_removal_racing_with_filing_leaves_nothing_of_the_member_in_the_folder(api, admin: Admin) -> None:
+    """Ingests into the folder while the owner removes their editor: each acknowledged one was handed over (it is in
+    the folder as the owner's), none is left in the folder as the member's, none failed with a 500."""
+    owner, editor = new_user(admin), new_user(admin)
+    folder = owner.folder("Raced")
+    o = api(owner.token(write=True, kb_only=False))
+    e_token = editor.token(write=True, kb_only=False)
+    share(o, folder, editor, api(e_token), "editor")
+
+    def ingest(n: int) -> int:
+        c = api(e_token)
+        return int(c.post("/api/v1/ingest", json={"kind": "text", "text": f"Race note {n} about lynxes.",
+                                                  "folder_id": folder}).status_code)
+
+    with ThreadPoolExecutor(6) as pool:
+        codes = list(pool.map(ingest, range(3)))
+        running = [pool.submit(ingest, n) for n in range(3, 15)]
+        removed = o.delete(f"/api/v1/folders/{folder}/members/{editor.id}")
+        codes += [f.result() for f in running]
+    assert removed.status_code == 204, removed.text
+    assert set(codes) <= {200, 403, 404}, codes
+    left = admin.sql("SELECT count(*) FROM item_folders f JOIN user_items u ON u.id = f.item_id "
+                     "WHERE f.folder_id = :f AND u.user_id = :u", f=folder, u=editor.id)[0][0]
+    assert left == 0
+    handed = admin.sql("SELECT count(*) FROM item_folders f JOIN user_items u ON u.id = f.item_id "
+                       "WHERE f.folder_id = :f AND u.user_id = :u", f=folder, u=owner.id)[0][0]
+    assert handed == codes.count(200)
+    assert len(ok(api(e_token).get("/api/v1/items", params={"per_page": 100}))["items"]) == codes.count(200)

@@ -19,7 +19,7 @@ from tests.stack import Admin, free_port
 
 def _raised(admin: Admin, statement: str, params: dict[str, Any]) -> BaseException:
     async def go() -> None:
-        async with db.transaction() as s:
+        async with db.database().transaction() as s:
             await s.execute(text(statement), params)
 
     with pytest.raises(sqlalchemy.exc.DBAPIError) as caught:
