@@ -237,7 +237,11 @@ def test_make_shows_install_progress() -> None:
                          timeout=60).stdout
     assert "==> [1/3] creating" in dry and "==> [3/3] installing Lev" in dry and "torch" not in dry
     assert "uv pip install" in dry and "--quiet -e" not in dry  # uv's own lines show what it resolves and installs
-    assert "uv==" in dry  # the installer itself is pinned
+    import tomllib
+
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    pinned = next(d.split("#")[0].strip() for d in dev if d.startswith("uv=="))
+    assert pinned in dry  # the installer itself is pinned, to the version the dev tools name
 
 
 # --- long ingests show progress (issue 14 item 11) --------------------------------------------------------
