@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 PORT ?= 8080
 
-.PHONY: cluster test-cluster cluster-deps browser-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing wheel clean
+.PHONY: cluster test-cluster cluster-deps browser-deps node-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing bench-answers wheel clean
 
 # Packages are installed by uv (pinned; the one thing pip installs): a first `make run` on an empty package cache
 # downloads and installs about 80 packages in parallel, several times faster than pip.
@@ -40,6 +40,10 @@ browser-deps:
 	@command -v chromium >/dev/null || { \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
 
+# The tests' pinned Node tools (MCP Inspector, axe-core, the MCP Apps host: tests/npm_cache.py PINNED) in .cache/.
+node-deps: $(DEV_STAMP)
+	$(BIN)/python -m tests.npm_cache
+
 cluster-deps:
 	@command -v redis-server >/dev/null && command -v haproxy >/dev/null || { \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
@@ -70,7 +74,7 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
-test: $(DEV_STAMP) cluster-deps browser-deps
+test: $(DEV_STAMP) cluster-deps browser-deps node-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest -q -n 3 --dist loadfile tests contract_tests -p no:cacheprovider
@@ -81,10 +85,10 @@ contract: $(DEV_STAMP)
 fuzz: $(DEV_STAMP)
 	LEV_FUZZ_EXAMPLES=2000 $(BIN)/pytest -q contract_tests -p no:cacheprovider
 
-bench: bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing
+bench: bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing bench-answers
 
 # bench-light: this commit against the commit before issue 33, each from a fresh clone with its own `make run`.
-bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-automation bench-light bench-sharing: $(DEV_STAMP)
+bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-automation bench-light bench-sharing bench-answers: $(DEV_STAMP)
 	$(BIN)/python -m bench.run $(subst bench-,,$@)
 
 bench-cluster: $(DEV_STAMP) cluster-deps

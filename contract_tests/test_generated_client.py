@@ -85,6 +85,15 @@ def test_generated_client_runs_every_operation(client_pkg: Any, server, user, ad
     assert call("items", "list_items", 200, folder_id=folder.id).total == 1
     hits = call("search", "search_knowledge_base", 200, q="zebras")
     assert hits.results and hits.results[0].item_id == item_id and hits.results[0].score > 0
+    top = hits.results[0]  # issue 39: kind, saved date and location on every hit; the filters
+    assert top.kind.value == "text" and top.location.char_start == 0 and top.location.heading is None
+    assert top.location.char_end == len("Generated clients read zebras.") and top.saved_at.year >= 2026
+    narrowed = call("search", "search_knowledge_base", 200, q="zebras", item_id=item_id, after="2026-01-01",
+                    kind=[models.SearchKnowledgeBaseKindItem.TEXT, models.SearchKnowledgeBaseKindItem.PDF])
+    assert [h.item_id for h in narrowed.results] == [item_id]
+    assert call("search", "search_knowledge_base", 200, q="zebras", site="example.org").results == []
+    page = call("items", "get_item", 200, id=item_id, offset=10, max_chars=7)
+    assert (page.text, page.text_offset, page.next_offset, page.text_total_chars) == ("clients", 10, 17, 30)
     assert call("items", "remove_item_from_folder", 200, id=item_id, folder_id=folder.id).folder_ids == []
     page_url = "https://example.com/generated/page"
     captured = call("ingest", "ingest", 200, body=models.IngestPage(

@@ -28,9 +28,9 @@ TOOLS = {t["name"]: t for t in mcp_tools()["tools"]}
 ACCEPT = "application/json, text/event-stream"
 INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL, PARSE_ERROR, CUSTOM = (
     -32600, -32601, -32602, -32603, -32700, -32605)
-HEADER_MISMATCH, UNSUPPORTED_VERSION = -32020, -32022
+HEADER_MISMATCH, UNSUPPORTED_VERSION, RESOURCE_NOT_FOUND = -32020, -32022, -32002
 ERROR_CODES = {INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL, PARSE_ERROR, CUSTOM, HEADER_MISMATCH,
-               UNSUPPORTED_VERSION}
+               UNSUPPORTED_VERSION, RESOURCE_NOT_FOUND}
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {},
         "io.modelcontextprotocol/clientInfo": {"name": "fuzz", "version": "1"}}
@@ -284,7 +284,7 @@ def test_malformed_envelopes(mcp: dict[str, Mcp], msg: Any) -> None:
 
 # --- 2026-07-28: the _meta envelope and the routing headers, mangled at random ---------------------------------
 
-MODERN_METHODS = ("server/discover", "tools/list", "tools/call")
+MODERN_METHODS = ("server/discover", "tools/list", "tools/call", "resources/list", "resources/read")
 header_text = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=24).map(str.strip)
 ABSENT = object()
 
@@ -300,7 +300,7 @@ metas = st.one_of(
     json_values,
 )
 modern_requests = st.fixed_dictionaries({
-    "method": st.one_of(st.sampled_from([*MODERN_METHODS, "ping", "initialize", "resources/list", "nope"]),
+    "method": st.one_of(st.sampled_from([*MODERN_METHODS, "ping", "initialize", "prompts/list", "nope"]),
                         json_values),
     "id": _or_absent(st.integers(-2**53, 2**53), st.text(max_size=8), json_values),
     "name": _or_absent(st.sampled_from(sorted(TOOLS)), st.text(max_size=12), json_values),

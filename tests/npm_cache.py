@@ -1,5 +1,6 @@
-"""Pinned npm packages the tests use (MCP Inspector, axe-core), installed on first use from the npm registry into
-the checkout's `.cache/` (never committed); later runs reuse them."""
+"""Pinned npm packages the tests use (MCP Inspector, axe-core, the MCP Apps host: the official ext-apps AppBridge and
+esbuild to bundle it), installed from the npm registry into the checkout's `.cache/` (never committed) by
+`make node-deps` (`python -m tests.npm_cache`, part of `make test`) or on first use; later runs reuse them."""
 
 from __future__ import annotations
 
@@ -13,9 +14,20 @@ from tests.stack import ROOT
 CACHE = ROOT / ".cache"
 
 
-def npm_package(spec: str, name: str) -> Path:
-    """The installed package directory of `spec` (e.g. "axe-core@4.14.1"), installed into `.cache/<name>/` on first
-    use (into a fresh directory, then moved into place, so a parallel run never sees half an install)."""
+# Every pinned set: the `.cache/` folder it is installed into and its exact versions (the first names the folder's
+# main package).
+PINNED: dict[str, tuple[str, ...]] = {
+    "inspector-2.12.0": ("@modelcontextprotocol/inspector@2.12.0",),
+    "axe-core-4.14.1": ("axe-core@4.14.1",),
+    "ext-apps-2.0.4": ("@modelcontextprotocol/ext-apps@2.0.4", "@modelcontextprotocol/client@2.4.0",
+                       "@modelcontextprotocol/core@2.4.0", "zod@4.6.7", "esbuild@0.25.12"),
+}
+
+
+def npm_package(spec: str, name: str, *also: str) -> Path:
+    """The installed package directory of `spec` (e.g. "axe-core@4.14.1"), installed with the pinned `also` into
+    `.cache/<name>/` on first use (into a fresh directory, then moved into place, so a parallel run never sees half
+    an install)."""
     home = CACHE / name
     package = home / "node_modules" / spec.rsplit("@", 1)[0]
     if not package.exists():
@@ -24,9 +36,19 @@ def npm_package(spec: str, name: str) -> Path:
         CACHE.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=CACHE))
         subprocess.run([npm, "install", "--prefix", str(staging), "--no-save", "--no-audit", "--no-fund",
-                        "--loglevel=error", spec], check=True, timeout=300, capture_output=True)
+                        "--loglevel=error", spec, *also], check=True, timeout=300, capture_output=True)
         try:
             staging.rename(home)
         except OSError:  # another run installed it meanwhile
             shutil.rmtree(staging, ignore_errors=True)
     return package
+
+
+def main() -> None:
+    """Install every pinned set that is not installed yet (`make node-deps`)."""
+    for name, (spec, *also) in PINNED.items():
+        print(npm_package(spec, name, *also))
+
+
+if __name__ == "__main__":
+    main()

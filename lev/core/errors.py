@@ -27,6 +27,7 @@ JSONRPC_INVALID_PARAMS = -32602
 JSONRPC_INTERNAL = -32603
 JSONRPC_PARSE_ERROR = -32700
 JSONRPC_CUSTOM = -32605
+JSONRPC_RESOURCE_NOT_FOUND = -32002  # MCP: resources/read of a URI the server does not serve
 # MCP 2026-07-28's own codes (the -32020..-32099 sub-range the MCP specification reserves for itself).
 JSONRPC_HEADER_MISMATCH = -32020
 JSONRPC_UNSUPPORTED_PROTOCOL_VERSION = -32022
@@ -128,9 +129,10 @@ def rest_headers(err: ApiError) -> dict[str, str]:
     return headers
 
 
-def jsonrpc_error(err: ApiError, request_id: str | None = None) -> JsonRpcError:
-    """The JSON-RPC error a tool call or method answers with (raise it inside jsonrpcserver)."""
-    return JsonRpcError(code=err.entry.rpc, message=err.message or err.code, data=rest_body(err, request_id))
+def jsonrpc_error(err: ApiError, request_id: str | None = None, *, code: int | None = None) -> JsonRpcError:
+    """The JSON-RPC error a tool call or method answers with (raise it inside jsonrpcserver); `code` overrides the
+    table's where MCP names its own (a resource not found)."""
+    return JsonRpcError(code=code or err.entry.rpc, message=err.message or err.code, data=rest_body(err, request_id))
 
 
 def jsonrpc_response(err: ApiError, req_id: str | int | None = None, *, code: int | None = None,

@@ -59,10 +59,12 @@ async def list_items(
     return {"items": found, "total": total, "page": page, "per_page": per_page}
 
 
-async def get_item(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:
+async def get_item(id_: str, token_info: dict[str, Any], offset: int = 0,
+                   max_chars: int | None = None) -> dict[str, Any]:
     p = principal(token_info)
     item_id = parse_uuid(id_)
-    return await library.get_item(deps(), p, item_id)
+    library.check_page(offset, max_chars)
+    return library.page(await library.get_item(deps(), p, item_id), offset, max_chars)
 
 
 async def delete_item(id_: str, token_info: dict[str, Any]) -> dict[str, Any]:

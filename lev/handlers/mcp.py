@@ -27,12 +27,14 @@ from lev.core.errors import (
     JSONRPC_INVALID_PARAMS,
     JSONRPC_INVALID_REQUEST,
     JSONRPC_PARSE_ERROR,
+    JSONRPC_RESOURCE_NOT_FOUND,
     ApiError,
     forbidden_origin,
     internal_error,
     invalid_body,
     jsonrpc_error,
     jsonrpc_response,
+    not_found,
     rest_headers,
     to_api_error,
     tool_error,
@@ -42,7 +44,8 @@ from lev.handlers import deps
 from lev.ingest.request import IngestRequest
 from lev.ingest.service import ingest
 from lev.library import reads as library
-from lev.mcp import revision
+from lev.library.filters import parse_filters
+from lev.mcp import app, budget, revision
 from lev.oauth import server as oauth
 from lev.ops import logs
 
@@ -64,27 +67,45 @@ def _tool_index() -> dict[str, dict[str, Any]]:
 
 
 def _listed(tool: dict[str, Any]) -> dict[str, Any]:
-    keys = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+    keys = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "_meta")
     return {k: tool[k] for k in keys if k in tool}
 
 
 def _tool_result(obj: dict[str, Any]) -> Any:
-    return Success({"content": [{"type": "text", "text": json.dumps(obj)}], "structuredContent": obj,
-                    "isError": False})
+    return Success(budget.tool_result(obj))
 
 
 async def initialize(_ctx: dict[str, Any], **params: Any) -> Any:
     """The legacy handshake (2025-03-26 to 2025-11-25): an unknown version is answered with the newest of them."""
     asked = params.get("protocolVersion")
     version = asked if asked in revision.LEGACY else revision.LEGACY[0]
-    return Success({"protocolVersion": version, "capabilities": CAPABILITIES, "serverInfo": revision.SERVER_INFO,
+    capabilities = app.server_capabilities(CAPABILITIES, params.get("capabilities"))
+    return Success({"protocolVersion": version, "capabilities": capabilities, "serverInfo": revision.SERVER_INFO,
                     "instructions": INSTRUCTIONS})
 
 
-async def server_discover(_ctx: dict[str, Any], **_params: Any) -> Any:
+async def server_discover(_ctx: dict[str, Any], **params: Any) -> Any:
     """2026-07-28's discovery (no handshake): every revision Lev speaks, newest first, and what it serves."""
-    return Success({"supportedVersions": list(revision.SUPPORTED), "capabilities": CAPABILITIES,
-                    "instructions": INSTRUCTIONS})
+    meta = params.get("_meta")
+    client = meta.get(revision.CLIENT_CAPABILITIES_KEY) if isinstance(meta, dict) else None
+    return Success({"supportedVersions": list(revision.SUPPORTED),
+                    "capabilities": app.server_capabilities(CAPABILITIES, client), "instructions": INSTRUCTIONS})
+
+
+async def resources_list(_ctx: dict[str, Any], **_params: Any) -> Any:
+    """The one resource: Lev's MCP App view."""
+    return Success({"resources": app.resources()})
+
+
+async def resources_read(_ctx: dict[str, Any], uri: Any = None, **_params: Any) -> Any:
+    """The view's HTML; an unknown URI is MCP's -32002."""
+    if not isinstance(uri, str):
+        raise jsonrpc_error(invalid_body("resources/read takes a string uri."))
+    found = app.read(uri, context.base_url())
+    if found is None:
+        raise jsonrpc_error(not_found(f"No resource {uri[:200]!r}; Lev serves {app.RESOURCE_URI}."),
+                            code=JSONRPC_RESOURCE_NOT_FOUND)
+    return Success(found)
 
 
 async def ping(_ctx: dict[str, Any], **_params: Any) -> Any:
@@ -141,14 +162,23 @@ async def tools_call(ctx: dict[str, Any], name: Any = None, arguments: Any = Non
 
 
 async def _search(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
-    return await library.search(deps(), p, query=args["query"], mode=args.get("mode", "hybrid"),
-                                limit=args.get("limit", 10))
+    filters = parse_filters(folder_id=args.get("folder_id"), item_id=args.get("item_id"), kind=args.get("kind"),
+                            site=args.get("site"), after=args.get("after"), before=args.get("before"))
+    limit = args.get("limit", 10)
+    answer = await library.search(deps(), p, query=args["query"], mode=args.get("mode", "hybrid"), limit=limit,
+                                  filters=filters)
+    return budget.fit_search(answer, limit)
 
 
 async def _get_item(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
     item_id = parse_uuid_field(args["item_id"], "item_id")
     assert item_id is not None
-    return await library.get_item(deps(), p, item_id)
+    offset, max_chars = args.get("offset", 0), args.get("max_chars")
+    library.check_page(offset, max_chars)
+    item = await library.get_item(deps(), p, item_id)
+    if max_chars is not None:
+        return library.page(item, offset, max_chars)
+    return budget.fit_page(lambda chars: library.page(item, offset, chars))
 
 
 async def _list_recent(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
@@ -173,8 +203,10 @@ TOOLS = {"search_knowledge_base": _search, "get_item": _get_item, "list_recent":
 
 # The methods each era serves: the tools are the same functions under every revision.
 _HANDLERS = {"initialize": initialize, "ping": ping, "server/discover": server_discover, "tools/list": tools_list,
+             "resources/list": resources_list, "resources/read": resources_read,
              "tools/call": tools_call}
-LEGACY_METHODS = {m: _HANDLERS[m] for m in ("initialize", "ping", "tools/list", "tools/call")}
+LEGACY_METHODS = {m: _HANDLERS[m] for m in ("initialize", "ping", "tools/list", "tools/call", "resources/list",
+                                             "resources/read")}
 MODERN_METHODS = {m: _HANDLERS[m] for m in revision.MODERN_METHODS}
 
 
@@ -274,7 +306,7 @@ def _answer(request: Request, answer: Any, status: int) -> Response:
     accepts only those (a 200 answer); else JSON."""
     if answer is None:
         return Response(status_code=202)
-    out = json.dumps(answer)
+    out = budget.dumps(answer)
     accept = request.headers.get("accept", "")
     if status == 200 and "text/event-stream" in accept and "application/json" not in accept and "*/*" not in accept:
         return Response(f"event: message\ndata: {out}\n\n", media_type="text/event-stream",

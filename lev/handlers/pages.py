@@ -16,7 +16,7 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 from lev.auth import accounts
 from lev.auth.policy import Principal
 from lev.core import context
-from lev.core.errors import ApiError
+from lev.core.errors import ApiError, invalid_body
 from lev.core.packagedata import packaged
 from lev.feeds import service as feed_service
 from lev.handlers import deps
@@ -24,6 +24,7 @@ from lev.highlights import reader
 from lev.highlights import service as highlights
 from lev.imports import service as imports
 from lev.library import reads as library
+from lev.library.filters import parse_box, parse_filters
 from lev.limits.tiers import Tiers
 from lev.sharing import service as sharing
 from lev.store import activity as activity_store
@@ -146,7 +147,11 @@ async def _library(request: Request, p: Principal, folder: dict[str, Any] | None
         context.note_search(p, f"GET {request.url.path} search")
         try:
             mode = mode if mode in ("hybrid", "semantic", "keyword") else "hybrid"
-            search = await library.search(deps(), p, query=q[:2000], mode=mode, limit=10, folder_id=folder_id)
+            box = parse_box(q[:2000])
+            filters = parse_filters(folder_id=_folder_named(view["folders"], box.folder) if box.folder else (
+                str(folder_id) if folder_id else None), kind=box.kind or None, site=box.site, after=box.after,
+                before=box.before)
+            search = await library.search(deps(), p, query=box.words, mode=mode, limit=10, filters=filters)
         except ApiError as err:
             search = {"error": err.message or err.code, "results": []}
     feeds = await feed_service.list_feeds(deps(), p, folder_id) if folder_id else []
@@ -154,6 +159,14 @@ async def _library(request: Request, p: Principal, folder: dict[str, Any] | None
     invitations = [] if folder_id else (await sharing.invitations(deps(), p, note=False))["invitations"]
     return _render("library.html", request, p, folder=folder, search=search, q=q, mode=mode, feeds=feeds,
                    poll_minutes=deps().settings.feed_poll_minutes, share=share, invitations=invitations, **view)
+
+
+def _folder_named(folders: list[dict[str, Any]], name: str) -> str:
+    """The id of the visible folder of that name (case-insensitive), or 400 naming the operator."""
+    for f in folders:
+        if f["name"].casefold() == name.strip().casefold():
+            return str(f["id"])
+    raise invalid_body(f'folder: there is no folder named "{name}".', parameter="folder")
 
 
 async def items_partial(request: Request) -> Response:

@@ -24,6 +24,7 @@ from lev.limits import quota
 from lev.plumbing.deps import Deps
 from lev.store import lifecycle
 from lev.store import uploads as upload_store
+from lev.store.locations import Outline
 
 INLINE_DOC_BYTES = 20 * 1024 * 1024  # documents larger than this are finished by the worker
 
@@ -56,6 +57,8 @@ class Text:
     body: str
     source: Source
     metadata: dict[str, Any] = field(default_factory=dict)
+    headings: tuple[str, ...] = ()  # a page's section headings, in order (found as lines of its text)
+    outline: Outline | None = None  # a PDF's page starts in `body`
 
 
 @dataclass(frozen=True)
@@ -125,19 +128,19 @@ async def acquire(deps: Deps, r: Resolved) -> Acquired:
             raise transcription_unavailable() from None
         return await _downloaded(deps, r, exc.kind)
     return Text("url", r.title or page.title, page.text, Source(filename="", url=r.url, canonical=r.canonical),
-                {**page.metadata, "final_url": page.url, "content_type": page.content_type})
+                {**page.metadata, "final_url": page.url, "content_type": page.content_type}, headings=page.headings)
 
 
 async def _captured(r: Resolved) -> Text:
     """A page as the user's browser rendered it, read exactly as a fetched page is (trafilatura); nothing it
     references is fetched. 400 ingest_failed when it has no readable text."""
     assert r.html is not None and r.url is not None
-    found_title, text, meta = await read_html(r.html, r.url)
-    if not text:
+    page = await read_html(r.html, r.url)
+    if not page.text:
         raise ingest_failed("the page has no readable text to store")
-    metadata: dict[str, Any] = {**meta, "captured": "browser", "content_type": "text/html"}
-    return Text("url", r.title or found_title or r.url, text, Source(filename="", url=r.url, owner_url=r.canonical),
-                metadata)
+    metadata: dict[str, Any] = {**page.metadata, "captured": "browser", "content_type": "text/html"}
+    return Text("url", r.title or page.title or r.url, page.text,
+                Source(filename="", url=r.url, owner_url=r.canonical), metadata, headings=page.headings)
 
 
 async def _downloaded(deps: Deps, r: Resolved, kind: str) -> Acquired:
@@ -195,9 +198,10 @@ async def file(deps: Deps, source: Source, local: Path, title: str | None) -> Ac
         queued = queued or textless > INLINE_OCR_PAGES
     if queued:
         return Unread(kind, title or source.filename, source, meta)
-    body, found = await asyncio.to_thread(extract, local, mime)
-    meta = {**found, **meta}
-    return Text(kind, title or found.get("title") or source.filename, body, source, meta)
+    doc = await asyncio.to_thread(extract, local, mime)
+    meta = {**doc.metadata, **meta}
+    return Text(kind, title or doc.metadata.get("title") or source.filename, doc.text, source, meta,
+                outline=doc.outline)
 
 
 async def _youtube(deps: Deps, canonical: str, title: str | None) -> Acquired:

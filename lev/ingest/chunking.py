@@ -9,21 +9,33 @@ starts at a boundary about 15% of the capacity earlier. semantic-text-splitter d
 nicer heuristics but re-tokenizes candidate spans: it measured 4 s per MB of prose and grew
 super-linearly on unpunctuated text (13 s for 1 MB), which is too slow for in-request ingest.
 
-Bounded work per item: a run of more than `MAX_RUN` of one character (5 MiB of quotes, a line of dashes) is cut to
-`MAX_RUN` before chunking, the text is tokenized a slice at a time only as far as `max_chunks` chunks reach, and
-what lies beyond is not indexed (`Cut.indexed_chars` says where it stopped). Large inputs run in a child process
-(`chunk_text_capped` is what `lev.plumbing.offload` runs), never on the event loop's process.
+The text chunks are cut from is the one stored (`lev.store.locations.normalize_text`), so each chunk's location
+slices it. Bounded work per item: a run of more than `MAX_RUN` of one character (5 MiB of quotes, a line of dashes)
+is cut to `MAX_RUN` before chunking, the text is tokenized a slice at a time only as far as `max_chunks` chunks
+reach, and what lies beyond is not indexed (`Passages.indexed_chars` says where it stopped). Large inputs run in a
+child process (`passages` is what `lev.plumbing.offload` runs), never on the event loop's process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from lev.embedding.minilm import tokenizer
 from lev.plumbing.ports import Embedder
+from lev.store.locations import (
+    MAX_RUN,
+    Location,
+    Outline,
+    line_headings,
+    locations,
+    markdown_headings,
+    normalize_text,
+    normalize_whitespace,
+)
 
 CHUNK_TOKENS = 200  # budget for title + chunk; leaves margin under the 256-token model window
 MIN_CHUNK_TOKENS = 64
@@ -31,29 +43,12 @@ TITLE_MAX_TOKENS = 48
 OVERLAP_RATIO = 0.15
 MAX_CHUNK_CHARS = 4000  # a single huge "word" is one [UNK] token; keep stored chunks bounded anyway
 
-MAX_RUN = 16  # one character repeated more than this is not prose: the run is cut to this length before chunking
 SLICE_CHARS = 200_000  # tokenized at a time, up to what the chunk cap needs
-
-_RUNS = re.compile(rf"(\S)\1{{{MAX_RUN},}}")
-_SPACES = re.compile(r"[ \t\f\v\u00a0\u2000-\u200b\u202f\u205f\u3000]+")
-_BLANK_LINES = re.compile(r"\n{3,}")
+__all__ = ["MAX_RUN", "normalize_text", "normalize_whitespace"]  # the stored text's form lives in store.locations
 _SENTENCE_END = re.compile(r"[.!?;:\u2026\u3002\uff01\uff1f][\"'\u201d\u2019)\]]*$")
 
 # boundary strength before a token, judged by the gap since the previous token
 _PARAGRAPH, _LINE, _SENTENCE, _WORD, _NONE = 4, 3, 2, 1, 0
-
-
-def normalize_whitespace(text: str) -> str:
-    """Collapse runs of spaces, trim lines and keep at most one blank line between paragraphs."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = _SPACES.sub(" ", text)
-    text = "\n".join(line.strip() for line in text.split("\n"))
-    return _BLANK_LINES.sub("\n\n", text).strip()
-
-
-def normalize_text(text: str) -> str:
-    """`normalize_whitespace`, then every run of one character longer than MAX_RUN cut to MAX_RUN."""
-    return _RUNS.sub(lambda m: m.group(1) * MAX_RUN, normalize_whitespace(text))
 
 
 def token_count(text: str) -> int:
@@ -199,14 +194,42 @@ def chunk_text_capped(text: str, title: str | None, max_chunks: int) -> Cut:
     return Cut([text[a:b] for a, b in kept], cut, len(text))
 
 
-def timed_chunks(segments: list[dict[str, Any]], title: str | None) -> tuple[list[str], list[tuple[float, float]]]:
-    """Chunk a transcript given as timed segments (`{start, end, text}`, seconds) and give each chunk the start of
-    its first segment and the end of its last. The chunks are those of the segments' texts, one per line."""
+@dataclass
+class Passages:
+    """A text as stored (`normalize_text`: `text`), its outline, the chunk bodies cut from it (at most a cap of them:
+    `indexed_chars` is where the cap stopped them, None when the whole text is indexed) and where each stands;
+    `times` gives each chunk's seconds in a recording."""
+
+    text: str = ""
+    outline: Outline = field(default_factory=Outline)
+    bodies: list[str] = field(default_factory=list)
+    locations: list[Location] = field(default_factory=list)
+    times: list[tuple[float, float]] | None = None
+    indexed_chars: int | None = None
+
+
+def passages(text: str, title: str | None, max_chunks: int | None = None, headings: Sequence[str] = (),
+             outline: Outline | None = None) -> Passages:
+    """`text` in its stored form, with its outline (the given one, markdown headings, the `headings` found as
+    lines) and its chunks (at most `max_chunks`), each with its location: `Passages.text[char_start:char_end]` is
+    the chunk's body. A module-level function of picklable values: `lev.plumbing.offload` runs it."""
+    norm = normalize_text(text)
+    found = (outline or Outline()).with_headings([*markdown_headings(norm), *line_headings(norm, headings)])
+    spans = chunk_spans(norm, title, None if max_chunks is None else max_chunks + 1)
+    kept = spans if max_chunks is None else spans[:max_chunks]
+    cut = kept[-1][1] if max_chunks is not None and len(spans) > max_chunks else None
+    return Passages(norm, found, [norm[a:b] for a, b in kept], locations(kept, found), indexed_chars=cut)
+
+
+def timed_passages(segments: list[dict[str, Any]], title: str | None) -> Passages:
+    """A transcript given as timed segments (`{start, end, text}`, seconds): its text (the segments' texts, one per
+    line; this is what is stored as the transcript), its chunks and each chunk's seconds (the start of its first
+    segment, the end of its last)."""
     lines: list[str] = []
     ranges: list[tuple[int, int, float, float]] = []  # each line's place in the joined text and its times
     pos = 0
     for seg in segments:
-        line = normalize_whitespace(" ".join(str(seg.get("text") or "").split()))
+        line = normalize_text(" ".join(str(seg.get("text") or "").split()))
         start, end = _seconds(seg.get("start")), _seconds(seg.get("end"))
         if not line or start is None:
             continue
@@ -215,13 +238,18 @@ def timed_chunks(segments: list[dict[str, Any]], title: str | None) -> tuple[lis
         ranges.append((pos, pos + len(line), start, end))
         pos += len(line) + 1
     text = "\n".join(lines)
-    bodies: list[str] = []
+    spans = chunk_spans(text, title)
     times: list[tuple[float, float]] = []
-    for a, b in chunk_spans(text, title):
+    for a, b in spans:
         inside = [r for r in ranges if r[0] < b and r[1] > a]
-        bodies.append(text[a:b])
         times.append((min(r[2] for r in inside), max(r[3] for r in inside)))
-    return bodies, times
+    return Passages(text, Outline(), [text[a:b] for a, b in spans], locations(spans, Outline()), times)
+
+
+def timed_chunks(segments: list[dict[str, Any]], title: str | None) -> tuple[list[str], list[tuple[float, float]]]:
+    """The chunk bodies of a timed transcript and each one's (start, end) seconds (`timed_passages`)."""
+    p = timed_passages(segments, title)
+    return p.bodies, p.times or []
 
 
 def _seconds(value: object) -> float | None:

@@ -15,6 +15,7 @@ from typing import Any
 from PIL import Image, ImageOps
 
 from lev.core.errors import ApiError, extraction_failed
+from lev.store.locations import Outline, joined_pages, normalize_text
 
 MAX_IMAGE_PIXELS = 50_000_000
 Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
@@ -202,6 +203,17 @@ def extract_image(path: Path | str) -> tuple[str, dict[str, Any]]:
     return text, meta
 
 
+def page_texts(path: Path | str) -> list[tuple[int, str]]:
+    """Each page's text layer (no OCR), as (page number, text): where a stored PDF's pages start is found again from
+    them (`tasks.housekeeping.locate_pdf_pages`)."""
+    with _PDFIUM_LOCK:
+        pdf = _open_pdf(path)
+        try:
+            return [(i + 1, _read_page(pdf, i, False)[0]) for i in range(min(len(pdf), MAX_PDF_PAGES))]
+        finally:
+            pdf.close()
+
+
 def pdf_plan(path: Path) -> tuple[int, int]:
     """(page count, pages without a usable text layer) of a PDF; 422 extraction_failed when unreadable."""
     import pypdfium2 as pdfium
@@ -231,9 +243,21 @@ def pdf_plan(path: Path) -> tuple[int, int]:
     return count, textless
 
 
-def extract(path: Path, mime: str) -> tuple[str, dict[str, Any]]:
-    """Text and metadata of a document file, PDF or image (blocking; run in a thread)."""
+@dataclass(frozen=True)
+class Extracted:
+    """A document's text (normalised; a PDF's pages apart by a blank line), its metadata and its outline (where
+    each PDF page starts in the text)."""
+
+    text: str
+    metadata: dict[str, Any]
+    outline: Outline
+
+
+def extract(path: Path, mime: str) -> Extracted:
+    """Text, metadata and outline of a document file, PDF or image (blocking; run in a thread)."""
     if mime == "application/pdf":
         pages, meta = extract_pdf(path)
-        return "\n\n".join(p.text for p in pages if p.text.strip()), meta
-    return extract_image(path)
+        text, outline = joined_pages([(p.number, p.text) for p in pages])
+        return Extracted(text, meta, outline)
+    text, meta = extract_image(path)
+    return Extracted(normalize_text(text), meta, Outline())

@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 from lev.ingest import progress
-from lev.ingest.chunking import embed_chunks, timed_chunks
+from lev.ingest.chunking import embed_chunks, timed_passages
 from lev.ingest.followups import EMBED, EXTRACT, TRANSCRIBE, Followup, enqueue, finishing, transforms
 from lev.ingest.plan import Chunks, cut_text
 from lev.ingest.save import index_content
@@ -19,6 +19,7 @@ from lev.plumbing.deps import Deps
 from lev.store import contents as content_store
 from lev.store import items as item_store
 from lev.store import lifecycle
+from lev.store.locations import Outline
 from lev.webhooks import events
 
 log = logs.get_logger("lev.ingest")
@@ -27,17 +28,20 @@ EMBED_BATCH = 64  # chunks the worker embeds between two progress reports
 
 async def finish_content(deps: Deps, content_id: uuid.UUID, title: str | None, body: str, *,
                          content_values: dict[str, Any] | None = None, charge: tuple[uuid.UUID, float] | None = None,
-                         segments: list[dict[str, Any]] | None = None) -> int:
+                         segments: list[dict[str, Any]] | None = None, field: str = "text",
+                         outline: Outline | None = None) -> int:
     """Chunk, embed and store `body` of a queued content, mark it and its items ready, charge the transcription
     and queue transforms, reporting progress. With timed `segments` (a transcript) the chunks are cut from them
-    and keep their seconds. Returns the chunk count (0 when the content was deleted or finished meanwhile)."""
+    and keep their seconds. The text the chunks were cut from is stored as the content's `field` (text or
+    transcript) with its outline (`outline`: what the text alone does not say, a PDF's pages, a page's headings).
+    Returns the chunk count (0 when the content was deleted or finished meanwhile)."""
     await progress.report(deps.redis, content_id, "chunking", 0, None)
     chunks = Chunks()
     if segments:
-        chunks.bodies, times = await asyncio.to_thread(timed_chunks, segments, title)
-        chunks.times = times if chunks.bodies else None
+        chunks = Chunks.of(await asyncio.to_thread(timed_passages, segments, title))
     if not chunks.bodies:
-        chunks = await cut_text(body, title, deps.settings.max_chunks_per_item)
+        chunks = await cut_text(body, title, deps.settings.max_chunks_per_item, outline=outline)
+    content_values = {**(content_values or {}), field: chunks.text, "outline": chunks.outline.to_json()}
     bodies = chunks.bodies
     for start in range(0, len(bodies), EMBED_BATCH):  # batches, so GET /items/{id} can show how far it is
         if start and not await _still_wanted(deps, content_id):

@@ -152,7 +152,8 @@ async def save(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> Saved:
         values: dict[str, Any] = {
             "kind": plan.kind, "title": plan.title, "text": plan.text, "url": source.url, "metadata": plan.metadata,
             "status": plan.state.status, "mime": source.mime, "object_path": source.path,
-            "size_bytes": source.size, "duration_sec": plan.duration, "transcript": plan.transcript}
+            "size_bytes": source.size, "duration_sec": plan.duration, "transcript": plan.transcript,
+            "outline": plan.outline.to_json()}
         content_id = await content_store.create_content(s, canonical_url=source.canonical, **values)
         if content_id is None and source.path is None:  # the same page was stored meanwhile: link to it
             linked = await _link(s, r, plan.title)
@@ -187,7 +188,8 @@ async def _save_capture(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> 
         earlier = await capture_store.lock_owned(s, principal.scope, source.owner_url)
         content_id = await capture_store.create_owned(
             s, user_id=principal.user_id, owner_url=source.owner_url, url=source.url, title=plan.title,
-            text=plan.text or "", metadata=plan.metadata, status=plan.state.status.value)
+            text=plan.text or "", metadata=plan.metadata, status=plan.state.status.value,
+            outline=plan.outline.to_json())
         if earlier is None:
             item_id = await _new_item(s, principal, content_id=content_id, kind=plan.kind, title=plan.title,
                                       url=source.url, in_kb=r.in_kb, auto_transform=r.auto_transform,
@@ -219,7 +221,8 @@ async def index_content(s: AsyncSession, content_id: uuid.UUID, title: str | Non
     await content_store.update_content(s, content_id, status=ready.status.value, error=None, **(content_values or {}))
     if chunks.indexed_chars is not None:
         await content_store.mark_truncated(s, content_id, indexed_chars=chunks.indexed_chars, chunks=len(chunks.bodies))
-    await content_store.add_chunks(s, content_id, title, chunks.bodies, chunks.vectors, chunks.times)
+    await content_store.add_chunks(s, content_id, title, chunks.bodies, chunks.vectors, chunks.times,
+                                   chunks.locations)
     await events.items_changed(s, "item.ready", content_id=content_id)
     return await item_store.auto_transform_items(s, content_id)
 

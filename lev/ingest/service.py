@@ -41,7 +41,7 @@ async def keep(deps: Deps, r: Resolved, acquired: sources.Acquired) -> Stored:
     downloaded for a URL is queued for deletion when it is not kept."""
     try:
         chunks = await chunk(acquired, deps.settings.max_chunks_per_item)
-        p = plan(acquired, len(chunks.bodies))
+        p = plan(acquired, chunks)
         if p.embed_now and chunks.bodies:
             chunks.vectors = await embed_chunks(deps.embedder, p.title, chunks.bodies)
         saved = await save(deps, r, p, chunks)

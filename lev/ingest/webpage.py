@@ -41,6 +41,17 @@ class FetchedPage:
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
     content_type: str = "text/html"
+    headings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Readable:
+    """What trafilatura reads of a page: its title, text, metadata and section headings (in order)."""
+
+    title: str | None
+    text: str
+    metadata: dict[str, Any]
+    headings: tuple[str, ...] = ()
 
 
 def _media_kind(content_type: str) -> str | None:
@@ -73,9 +84,10 @@ async def _read_capped(resp: httpx.Response, max_bytes: int) -> bytes:
     return bytes(buf)
 
 
-def extract_html(body: bytes, url: str) -> tuple[str | None, str, dict[str, Any]]:
-    """A page's title, readable text and metadata (trafilatura; the <title> when it finds no title). CPU-bound:
-    callers run it in a thread. Used for fetched pages and for pages captured in the user's browser alike."""
+def extract_html(body: bytes, url: str) -> Readable:
+    """A page's title, readable text, metadata and headings (trafilatura; the <title> when it finds no title).
+    CPU-bound: callers run it in a thread. Used for fetched pages and for pages captured in the user's browser
+    alike."""
     import trafilatura
 
     doc = trafilatura.bare_extraction(
@@ -91,9 +103,12 @@ def extract_html(body: bytes, url: str) -> tuple[str | None, str, dict[str, Any]
     text = ""
     title: str | None = None
     meta: dict[str, Any] = {}
+    headings: tuple[str, ...] = ()
     if doc is not None and not isinstance(doc, dict):
         text = doc.text or ""
         title = doc.title or None
+        if doc.body is not None:
+            headings = tuple(" ".join("".join(h.itertext()).split()) for h in doc.body.iter("head"))
         for key in ("author", "date", "sitename", "description", "hostname"):
             value = getattr(doc, key, None)
             if isinstance(value, str) and value.strip():
@@ -103,10 +118,10 @@ def extract_html(body: bytes, url: str) -> tuple[str | None, str, dict[str, Any]
         match = _TITLE_RE.search(head)
         if match:
             title = " ".join(html.unescape(match.group(1)).split()) or None
-    return title, text.strip(), meta
+    return Readable(title, text.strip(), meta, tuple(h for h in headings if h))
 
 
-async def read_html(body: bytes, url: str) -> tuple[str | None, str, dict[str, Any]]:
+async def read_html(body: bytes, url: str) -> Readable:
     """`extract_html` in a child process (trafilatura holds the GIL for seconds on a large page); 400 ingest_failed
     when the page kills its reader."""
     try:
@@ -143,12 +158,13 @@ async def _fetch(outbound: Outbound, url: str, connect_timeout: float, read_time
         title = segment or host or None
         return FetchedPage(final, canonical_url(final), title, text, {"hostname": host}, ctype)
 
-    title, text, meta = await read_html(body, final)
+    page = await read_html(body, final)
+    meta = dict(page.metadata)
     if resp.url.host:
         meta.setdefault("hostname", resp.url.host)
-    if len(text) < MIN_TEXT_CHARS:
+    if len(page.text) < MIN_TEXT_CHARS:
         raise ingest_failed("page has no readable text; it may need a login or be paywalled")
-    return FetchedPage(final, canonical_url(final), title, text, meta, ctype)
+    return FetchedPage(final, canonical_url(final), page.title, page.text, meta, ctype, page.headings)
 
 
 async def fetch_page(

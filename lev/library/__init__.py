@@ -1,2 +1,3 @@
-"""Reading the library: search, an item, its stored file, recent and similar items and the folder writes the
-surfaces share (`reads`); the whole library as JSON Lines (`export`). An item's states live in store/lifecycle.py."""
+"""Reading the library: search, an item (in pages), its stored file, recent and similar items and the folder writes
+the surfaces share (`reads`); a search's filters as the surfaces send them (`filters`); the whole library as JSON
+Lines (`export`). An item's states live in store/lifecycle.py."""

@@ -22,6 +22,8 @@ from lev.store import lifecycle
 from lev.store import members as member_store
 from lev.store import search as search_store
 from lev.store import similar as similar_store
+from lev.store.filters import NONE as NO_FILTERS
+from lev.store.filters import Filters
 from lev.store.scope import Scope
 
 
@@ -32,8 +34,9 @@ def search_params(s: Settings) -> search_store.SearchParams:
 
 
 async def search(deps: Deps, principal: Principal, *, query: str, mode: str = "hybrid", limit: int = 10,
-                 folder_id: uuid.UUID | None = None) -> dict[str, Any]:
-    """Top chunks for `query` within the token's scope (and optionally one folder in it)."""
+                 filters: Filters = NO_FILTERS) -> dict[str, Any]:
+    """Top chunks for `query` within the token's scope, narrowed by `filters` (a folder or an item in the scope,
+    kinds, a site, a saved-at window); a folder or item outside the scope is 404."""
     query = (query or "").strip()
     if not query:
         raise invalid_body("The search query must not be empty.")
@@ -43,6 +46,7 @@ async def search(deps: Deps, principal: Principal, *, query: str, mode: str = "h
         raise invalid_body("mode must be hybrid, semantic or keyword.")
     if not 1 <= limit <= 50:
         raise invalid_body("limit must be between 1 and 50.")
+    folder_id, item_id = filters.folder_id, filters.item_id
     if folder_id is not None and not folder_visible(principal.scope, folder_id):
         raise not_found()
     # The query is embedded in a worker thread while the database plans and finds keyword candidates.
@@ -51,8 +55,10 @@ async def search(deps: Deps, principal: Principal, *, query: str, mode: str = "h
         async with deps.db.read_session() as s:  # reads only: no BEGIN and COMMIT round trips
             if folder_id is not None and not await member_store.role_of(s, principal.user_id, folder_id):
                 raise not_found()
+            if item_id is not None and not await item_store.is_visible(s, principal.scope, item_id):
+                raise not_found()
             results = await search_store.search(s, principal.scope, query=query, query_vector=vector, mode=mode,
-                                                limit=limit, folder_id=folder_id, params=search_params(deps.settings))
+                                                limit=limit, filters=filters, params=search_params(deps.settings))
     finally:
         if vector is not None:
             if not vector.done():
@@ -60,18 +66,26 @@ async def search(deps: Deps, principal: Principal, *, query: str, mode: str = "h
             elif not vector.cancelled():
                 vector.exception()  # mark it retrieved: an error raised above takes precedence
     context.note_results(len(results), query)
-    return {"mode": mode, "results": [timed_hit(r) for r in results]}
+    return {"mode": mode, "results": [located_hit(r) for r in results]}
 
 
-def timed_hit(hit: dict[str, Any]) -> dict[str, Any]:
-    """A search hit as the contract shows it: a transcript chunk (audio, video, YouTube) carries `start_sec` and
-    `end_sec`, and its `url` opens that moment; every other hit is unchanged."""
-    kind, stored = hit.pop("kind", None), hit.pop("stored_media", False)
+def located_hit(hit: dict[str, Any]) -> dict[str, Any]:
+    """A search hit as the contract shows it: its item's kind and saved date, and its location (characters of the
+    item's text, or of its transcript for a recording; the pages of a PDF; the heading above it). A transcript
+    chunk (audio, video, YouTube) also carries `start_sec` and `end_sec`, beside the location and in it, and its
+    `url` opens that moment."""
+    kind, stored = hit["kind"], hit.pop("stored_media", False)
     start, end = hit.pop("start_sec", None), hit.pop("end_sec", None)
-    if start is None or kind not in lifecycle.MEDIA_KINDS:
-        return hit
-    hit["start_sec"], hit["end_sec"] = round(start, 3), round(end if end is not None else start, 3)
-    hit["url"] = moment_url(kind, hit["url"], hit["item_id"], start, stored=stored)
+    raw = hit.pop("location")
+    where: dict[str, Any] = {"char_start": raw["char_start"], "char_end": raw["char_end"]}
+    if kind == "pdf":
+        where["page"], where["page_end"] = raw["page"], raw["page_end"]
+    if start is not None and kind in lifecycle.MEDIA_KINDS:
+        hit["start_sec"], hit["end_sec"] = round(start, 3), round(end if end is not None else start, 3)
+        where["start_sec"], where["end_sec"] = hit["start_sec"], hit["end_sec"]
+        hit["url"] = moment_url(kind, hit["url"], hit["item_id"], start, stored=stored)
+    where["heading"] = raw["heading"]
+    hit["location"] = where
     return hit
 
 
@@ -106,7 +120,11 @@ async def rename_folder(session: AsyncSession, scope: Scope, folder_id: uuid.UUI
     return renamed
 
 
+MAX_PAGE_CHARS = 100_000
+
+
 async def get_item(deps: Deps, principal: Principal, item_id: uuid.UUID) -> dict[str, Any]:
+    """The whole item (`page` cuts its text into pages); 404 when the caller cannot see it."""
     async with deps.db.read_session() as s:
         item = await item_store.get_visible(s, principal.scope, item_id)
         if item is not None:
@@ -117,6 +135,29 @@ async def get_item(deps: Deps, principal: Principal, item_id: uuid.UUID) -> dict
     moving = lifecycle.of_row(item["status"], item["transcription_status"]).moving
     item["progress"] = await progress.read(deps.redis, uuid.UUID(str(item["content_id"]))) if moving else None
     return item
+
+
+def check_page(offset: int, max_chars: int | None) -> None:
+    """400 invalid_body for a page outside the bounds (offset >= 0, max_chars 1-100,000)."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise invalid_body("offset must be an integer of at least 0.", parameter="offset")
+    if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int)
+                                  or not 1 <= max_chars <= MAX_PAGE_CHARS):
+        raise invalid_body(f"max_chars must be an integer from 1 to {MAX_PAGE_CHARS:,}.", parameter="max_chars")
+
+
+def page(item: dict[str, Any], offset: int = 0, max_chars: int | None = None) -> dict[str, Any]:
+    """The item with characters [offset, offset + max_chars) of its text and of its transcript (all of them from
+    `offset` without `max_chars`), where the page starts, how long each whole is, and where the next page starts
+    (`next_offset`, null at the end). Characters are Unicode code points, as search locations count them."""
+    check_page(offset, max_chars)
+    text, transcript = item.get("text"), item.get("transcript")
+    longest = max(len(text or ""), len(transcript or ""))
+    end = longest if max_chars is None else offset + max_chars
+    return {**item, "text": None if text is None else text[offset:end],
+            "transcript": None if transcript is None else transcript[offset:end],
+            "text_offset": offset, "text_total_chars": len(text or ""),
+            "transcript_total_chars": len(transcript or ""), "next_offset": end if end < longest else None}
 
 
 async def stored_file(deps: Deps, principal: Principal, item_id: uuid.UUID) -> tuple[Path | str, str, str]:

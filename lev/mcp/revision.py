@@ -35,7 +35,7 @@ MODERN = "2026-07-28"
 LEGACY = ("2025-11-25", "2025-06-18", "2025-03-26")
 SUPPORTED = (MODERN, *LEGACY)
 # The methods 2026-07-28 serves (`initialize` and `ping` are gone from it; `server/discover` is new).
-MODERN_METHODS = ("server/discover", "tools/list", "tools/call")
+MODERN_METHODS = ("server/discover", "tools/list", "tools/call", "resources/list", "resources/read")
 
 PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
@@ -51,7 +51,7 @@ NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "u
 # Cache hints on the results the revision marks cacheable. The tool list and the discovery answer change only
 # when Lev is upgraded, so clients may reuse them for five minutes; "private" because every Lev request is
 # authenticated and a shared cache must not answer a caller Lev never saw.
-CACHEABLE = ("server/discover", "tools/list")
+CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/read")
 CACHE_TTL_MS = 300_000
 CACHE_SCOPE = "private"
 

@@ -45,12 +45,13 @@ async def lock_owned(session: AsyncSession, scope: Scope, owner_url: str) -> dic
 
 
 async def create_owned(session: AsyncSession, *, user_id: uuid.UUID, owner_url: str, url: str, title: str | None,
-                       text: str, metadata: dict[str, Any], status: str) -> uuid.UUID:
+                       text: str, metadata: dict[str, Any], status: str,
+                       outline: dict[str, Any] | None = None) -> uuid.UUID:
     """Insert a captured content owned by the user."""
     content_id = uuid.uuid4()
     await session.execute(insert(contents).values(
         id=content_id, kind="url", title=title, text=text, url=url, canonical_url=None, metadata=metadata,
-        status=status, owner_id=user_id, owner_url=owner_url))
+        status=status, owner_id=user_id, owner_url=owner_url, outline=outline))
     return content_id
 
 

@@ -6,13 +6,14 @@ import uuid
 from typing import Any
 
 import numpy as np
-from sqlalchemy import cast, insert, select, update
+from sqlalchemy import cast, insert, select, text, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.store.lifecycle import Status, Transcription
-from lev.store.models import chunks, contents, outputs, user_items
+from lev.store.locations import Location
+from lev.store.models import chunk_locations, chunks, contents, outputs, user_items
 
 
 async def by_canonical_url(session: AsyncSession, canonical: str) -> dict[str, Any] | None:
@@ -34,14 +35,14 @@ async def create_content(
     session: AsyncSession, *, kind: str, title: str | None, text: str | None, url: str | None = None,
     canonical_url: str | None = None, metadata: dict[str, Any] | None = None, status: Status,
     mime: str | None = None, object_path: str | None = None, size_bytes: int | None = None,
-    duration_sec: float | None = None, transcript: str | None = None,
+    duration_sec: float | None = None, transcript: str | None = None, outline: dict[str, Any] | None = None,
 ) -> uuid.UUID | None:
     """Insert a content record; for a canonical URL someone stored meanwhile, returns None (caller reuses)."""
     content_id = uuid.uuid4()
     stmt = pg_insert(contents).values(
         id=content_id, kind=kind, title=title, text=text, url=url, canonical_url=canonical_url,
         metadata=metadata or {}, status=status, mime=mime, object_path=object_path, size_bytes=size_bytes,
-        duration_sec=duration_sec, transcript=transcript,
+        duration_sec=duration_sec, transcript=transcript, outline=outline,
     )
     if canonical_url is not None:
         stmt = stmt.on_conflict_do_nothing(index_elements=["canonical_url"],
@@ -57,16 +58,25 @@ async def get_content(session: AsyncSession, content_id: uuid.UUID) -> dict[str,
 
 
 async def add_chunks(session: AsyncSession, content_id: uuid.UUID, title: str | None, bodies: list[str],
-                     vectors: list[Any], times: list[tuple[float, float]] | None = None) -> int:
-    """Insert a content's chunks; `times` gives each its (start, end) seconds in a recording."""
+                     vectors: list[Any], times: list[tuple[float, float]] | None = None,
+                     places: list[Location] | None = None) -> int:
+    """Insert a content's chunks; `times` gives each its (start, end) seconds in a recording, `places` where it
+    stands in the content's text."""
     if not bodies:
         return 0
     spans: list[tuple[float | None, float | None]] = list(times) if times else [(None, None)] * len(bodies)
+    ids = [uuid.uuid4() for _ in bodies]
     # One multi-row INSERT statement, so the BM25 maintenance trigger fires once per content.
     await session.execute(insert(chunks).values([
-        {"id": uuid.uuid4(), "content_id": content_id, "ord": i, "title": title, "text": body,
+        {"id": chunk_id, "content_id": content_id, "ord": i, "title": title, "text": body,
          "embedding": np.asarray(vec, dtype=np.float32), "start_sec": span[0], "end_sec": span[1]}
-        for i, (body, vec, span) in enumerate(zip(bodies, vectors, spans, strict=True))
+        for i, (chunk_id, body, vec, span) in enumerate(zip(ids, bodies, vectors, spans, strict=True))
+    ]))
+    at = list(places) if places and len(places) == len(bodies) else [Location(None, None)] * len(bodies)
+    await session.execute(insert(chunk_locations).values([
+        {"chunk_id": chunk_id, "char_start": p.char_start, "char_end": p.char_end, "page": p.page,
+         "page_end": p.page_end, "heading": p.heading}
+        for chunk_id, p in zip(ids, at, strict=True)
     ]))
     return len(bodies)
 
@@ -143,3 +153,36 @@ async def add_outputs(session: AsyncSession, item_id: uuid.UUID, produced: list[
     if produced:
         await session.execute(insert(outputs), [{"id": uuid.uuid4(), "item_id": item_id, **o} for o in produced])
 
+
+
+async def pdfs_without_pages(session: AsyncSession, limit: int) -> list[dict[str, Any]]:
+    """Ready PDFs with a stored file and chunks whose pages are not known yet (stored before locations kept them);
+    their id, object path and text."""
+    rows = (await session.execute(text("""
+        SELECT ct.id, ct.object_path, ct.text FROM contents ct
+         WHERE ct.kind = 'pdf' AND ct.object_path IS NOT NULL AND ct.status = 'ready'
+           AND NOT coalesce(ct.outline ? 'pages_unknown', false)
+           AND jsonb_array_length(coalesce(ct.outline -> 'pages', '[]'::jsonb)) = 0
+           AND EXISTS (SELECT 1 FROM chunks c WHERE c.content_id = ct.id)
+         ORDER BY ct.created_at LIMIT :n"""), {"n": limit})).all()
+    return [dict(r._mapping) for r in rows]
+
+
+async def chunk_places(session: AsyncSession, content_id: uuid.UUID) -> list[tuple[uuid.UUID, int | None, int | None]]:
+    """Each chunk of a content with its characters (chunk id, char_start, char_end)."""
+    rows = await session.execute(select(chunks.c.id, chunk_locations.c.char_start, chunk_locations.c.char_end)
+                                 .join(chunk_locations, chunk_locations.c.chunk_id == chunks.c.id)
+                                 .where(chunks.c.content_id == content_id))
+    return [(r.id, r.char_start, r.char_end) for r in rows]
+
+
+async def set_pages(session: AsyncSession, content_id: uuid.UUID, outline: dict[str, Any],
+                    pages: list[tuple[uuid.UUID, int | None, int | None]]) -> None:
+    """A content's outline and its chunks' pages (chunk id, page, page_end)."""
+    await session.execute(update(contents).where(contents.c.id == content_id).values(outline=outline))
+    if pages:
+        await session.execute(text("""
+            UPDATE chunk_locations l SET page = u.p, page_end = u.e
+              FROM unnest(CAST(:ids AS uuid[]), CAST(:p AS int[]), CAST(:e AS int[])) AS u(id, p, e)
+             WHERE l.chunk_id = u.id"""), {"ids": [i for i, _, _ in pages], "p": [p for _, p, _ in pages],
+                                           "e": [e for _, _, e in pages]})

@@ -59,6 +59,7 @@ contents = Table(
     Column("created_at", DateTime(timezone=True)),
     Column("owner_id", UUID(as_uuid=True), ForeignKey("users.id")),  # a page captured in this user's browser
     Column("owner_url", Text),  # ... and its canonical URL (never shared: canonical_url stays NULL)
+    Column("outline", JSONB),  # headings and PDF page starts in `text` (store.locations.Outline)
 )
 
 user_items = Table(
@@ -99,6 +100,16 @@ chunks = Table(
     Column("tsv", TSVECTOR),
     Column("start_sec", Float),  # transcript chunks: where in the recording the chunk is spoken
     Column("end_sec", Float),
+)
+
+chunk_locations = Table(  # where a chunk stands in its content's text (or transcript): store.locations
+    "chunk_locations", metadata,
+    Column("chunk_id", UUID(as_uuid=True), ForeignKey("chunks.id"), primary_key=True),
+    Column("char_start", Integer),
+    Column("char_end", Integer),
+    Column("page", Integer),
+    Column("page_end", Integer),
+    Column("heading", Text),
 )
 
 outputs = Table(

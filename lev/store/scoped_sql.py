@@ -1,18 +1,19 @@
 """The caller's scope inside search statements: SQL parts to embed in a larger `text()` statement (the visible
 contents, the newest visible item of a content, a per-row visibility probe), with the scope's ids as named
-parameters. Scopes of the same shape give the same text, so every user's searches share one prepared statement."""
+parameters. Scopes of the same shape give the same text, so every user's searches share one prepared statement.
+A search's filters (`store.filters`) narrow the same parts; the scope rules live here only."""
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import exists, literal_column, select, union_all
+from sqlalchemy import bindparam, literal_column, select, union_all
 from sqlalchemy.dialects.postgresql import psycopg2
 from sqlalchemy.engine.interfaces import BindTyping
 
+from lev.store.filters import Filters, filter_where
 from lev.store.items import visible
 from lev.store.lifecycle import Status
 from lev.store.models import contents, item_folders, user_items
@@ -40,51 +41,55 @@ def bound_params(*parts: Bound) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=4096)
-def item_sql(scope: Scope, folder_id: uuid.UUID | None) -> Bound:
+def item_sql(scope: Scope, filters: Filters | None) -> Bound:
     """The newest item visible to the caller that holds content `c.content_id` (correlated subquery)."""
     q: Any = (select(user_items.c.id.label("item_id"), user_items.c.title.label("item_title"),
                      user_items.c.url.label("item_url"), user_items.c.kind.label("item_kind"),
+                     user_items.c.created_at.label("item_created"),
                      select(contents.c.object_path.isnot(None)).where(contents.c.id == user_items.c.content_id)
                      .scalar_subquery().label("item_media"))
-              .where(user_items.c.content_id == literal_column("c.content_id"), *visible_where(scope, folder_id))
+              .where(user_items.c.content_id == literal_column("c.content_id"), *visible_where(scope, filters))
               .order_by(user_items.c.created_at.desc()).limit(1))
     return sql_text(q)
 
 
 @lru_cache(maxsize=4096)
-def scope_sql(scope: Scope, folder_id: uuid.UUID | None) -> Bound:
+def scope_sql(scope: Scope, filters: Filters | None) -> Bound:
     """The visible-content subquery. With shared folders in reach, the caller's own items and the shared folders'
     items are two branches of one UNION ALL (each read through its own index: the user's items, the folders'
-    memberships) rather than one OR that only a scan of every item could answer."""
+    memberships) rather than one OR that only a scan of every item could answer. The filters narrow both."""
     shared = scope.shared_in_scope
     if not shared:
-        return sql_text(select(user_items.c.content_id).where(*visible_where(scope, folder_id)))
-    own = select(user_items.c.content_id).where(*visible_where(scope.own_only(), folder_id))
+        return sql_text(select(user_items.c.content_id).where(*visible_where(scope, filters)))
+    own = select(user_items.c.content_id).where(*visible_where(scope.own_only(), filters))
+    folder_id = filters.folder_id if filters is not None else None
     folders = sorted(shared if folder_id is None else shared & {folder_id})
+    rest = replace(filters, folder_id=None) if filters is not None else None  # the folder is chosen just above
     filed = (select(user_items.c.content_id)
              .select_from(item_folders.join(user_items, user_items.c.id == item_folders.c.item_id))
-             .where(item_folders.c.folder_id.in_(folders) if folders else literal_column("false"),
+             .where(item_folders.c.folder_id.in_(bindparam("shared_filed", folders, expanding=True)) if folders
+                    else literal_column("false"),
                     user_items.c.user_id != scope.user_id,  # the caller's own are the first branch's
-                    user_items.c.in_kb.is_(True), user_items.c.status == Status.READY.value))
+                    user_items.c.in_kb.is_(True), user_items.c.status == Status.READY.value,
+                    *filter_where(rest)))
     return sql_text(union_all(own, filed))
 
 
 @lru_cache(maxsize=4096)
-def probe_sql(scope: Scope, folder_id: uuid.UUID | None, content_col: str) -> Bound:
+def probe_sql(scope: Scope, filters: Filters | None, content_col: str) -> Bound:
     """'The content in `content_col` is visible': a correlated probe, evaluated row by row (never hashed whole)."""
     q: Any = (select(literal_column("true")).select_from(user_items)
-              .where(user_items.c.content_id == literal_column(content_col), *visible_where(scope, folder_id))
+              .where(user_items.c.content_id == literal_column(content_col), *visible_where(scope, filters))
               .limit(1))
     inner = sql_text(q)
     return Bound(f"({inner.sql})", inner.params)
 
 
-def visible_where(scope: Scope, folder_id: uuid.UUID | None) -> list[Any]:
-    """The conditions 'this user item is searchable by the caller': visible, in the KB, ready (and in the folder)."""
+def visible_where(scope: Scope, filters: Filters | None) -> list[Any]:
+    """The conditions 'this user item is searchable by the caller': visible, in the KB, ready (and what the
+    search's filters ask: a folder, an item, kinds, a site, a saved-at window)."""
     conds: list[Any] = [visible(scope), user_items.c.in_kb.is_(True), user_items.c.status == Status.READY.value]
-    if folder_id is not None:
-        conds.append(exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id == folder_id))
-    return conds
+    return conds + filter_where(filters)
 
 
 _NAMED = psycopg2.dialect(paramstyle="named")  # renders `:name` as text() reads them: no `::UUID` bind casts

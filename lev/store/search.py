@@ -10,7 +10,6 @@ from __future__ import annotations
 import inspect
 import math
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +19,7 @@ from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.types import UserDefinedType
 
+from lev.store.filters import Filters
 from lev.store.scope import Scope
 from lev.store.scoped_sql import Bound, bound_params, item_sql, probe_sql, scope_sql
 
@@ -105,12 +105,14 @@ def _rest(chunk: str) -> str:
 
 
 # Every statement ends with `ranked` (chunk_id, cos, bm25, score; at most :limit rows) and this: the chunk's
-# text and, for its content, the newest item visible to the caller ({item}: a correlated, per-scope subquery).
+# text and location and, for its content, the newest item visible to the caller ({item}: a correlated, per-scope
+# subquery).
 _DETAILS = """
 SELECT r.chunk_id, r.cos, r.bm25, r.score, c.text, c.start_sec, c.end_sec, v.item_id, v.item_title, v.item_url,
-       v.item_kind, v.item_media
+       v.item_kind, v.item_media, v.item_created, l.char_start, l.char_end, l.page, l.page_end, l.heading
   FROM ranked r
   JOIN chunks c ON c.id = r.chunk_id
+  LEFT JOIN chunk_locations l ON l.chunk_id = r.chunk_id
  CROSS JOIN LATERAL ({item}) v
  ORDER BY r.score DESC, r.chunk_id
 """
@@ -182,17 +184,18 @@ class _Size:
     total: int  # all chunks
 
 
-_ESTIMATES: dict[tuple[Scope, uuid.UUID | None], tuple[float, _Size]] = {}
+_ESTIMATES: dict[tuple[Scope, Filters | None], tuple[float, _Size]] = {}
 _ESTIMATE_TTL = 30.0
 
 
-async def _scope_size(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None) -> _Size:
-    """How much the scope sees, cached briefly per scope: only used to pick a scan strategy."""
-    key = (scope, folder_id)
+async def _scope_size(session: AsyncSession, scope: Scope, filters: Filters | None) -> _Size:
+    """How much the scope (narrowed by the filters) sees, cached briefly per scope: only used to pick a scan
+    strategy."""
+    key = (scope, filters)
     hit = _ESTIMATES.get(key)
     if hit and time.monotonic() - hit[0] < _ESTIMATE_TTL:
         return hit[1]
-    scope_in = scope_sql(scope, folder_id)
+    scope_in = scope_sql(scope, filters)
     row = (await session.execute(text(
         f"SELECT (SELECT count(*) FROM chunks c WHERE c.content_id IN ({scope_in.sql})),"
         f" (SELECT count(DISTINCT v.content_id) FROM ({scope_in.sql}) v),"
@@ -219,7 +222,7 @@ class Plan:
         return bound_params(Bound("", self.params), *parts)
 
 
-async def plan_scope(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None, depth: int, mode: str,
+async def plan_scope(session: AsyncSession, scope: Scope, filters: Filters | None, depth: int, mode: str,
                      p: SearchParams) -> Plan:
     """How to apply the scope, from the share of the corpus it covers.
 
@@ -228,12 +231,12 @@ async def plan_scope(session: AsyncSession, scope: Scope, folder_id: uuid.UUID |
     for the scope's selectivity, since pgvector filters after the index scan (set on the session here,
     `use_plan_ef`).
     """
-    size = await _scope_size(session, scope, folder_id)
-    scope_in = scope_sql(scope, folder_id)
+    size = await _scope_size(session, scope, filters)
+    scope_in = scope_sql(scope, filters)
     share = max(size.chunks, 1) / size.total
     per_content_df = 0
     if share >= p.probe_min_share:
-        outer = probe_sql(scope, folder_id, "o.content_id")
+        outer = probe_sql(scope, filters, "o.content_id")
         kw = (_KW_CAND_PROBED.format(outer=outer.sql), math.ceil(2 * depth / min(share, 1.0)))
         kw_part = outer
     else:
@@ -244,7 +247,7 @@ async def plan_scope(session: AsyncSession, scope: Scope, folder_id: uuid.UUID |
         return Plan(*kw, f"c.content_id IN ({scope_in.sql})", "+ 0", per_content_df=per_content_df,
                     params=bound_params(kw_part, scope_in))
     ef = min(1000, max(p.ef_search, depth, math.ceil(1.5 * depth / share)))
-    probe = probe_sql(scope, folder_id, "c.content_id")
+    probe = probe_sql(scope, filters, "c.content_id")
     plan = Plan(*kw, probe.sql, "", ef, per_content_df, bound_params(kw_part, probe))
     await use_plan_ef(session, plan)
     return plan
@@ -294,16 +297,18 @@ def with_vector(sql: str) -> TextClause:
 
 async def search(
     session: AsyncSession, scope: Scope, *, query: str, query_vector: list[float] | Awaitable[list[float]] | None,
-    mode: str, limit: int, params: SearchParams, folder_id: uuid.UUID | None = None,
+    mode: str, limit: int, params: SearchParams, filters: Filters | None = None,
 ) -> list[dict[str, Any]]:
-    """Top `limit` chunks visible to `scope` for `query`, as result objects (DESIGN.md §4).
+    """Top `limit` chunks visible to `scope` (narrowed by `filters`) for `query`, as result objects (DESIGN.md §4
+    and §11).
 
     `query_vector` may still be computing (an awaitable): planning and the keyword candidates run meanwhile.
     """
     p = params
     depth = max(p.candidates, limit)
-    plan = await plan_scope(session, scope, folder_id, limit if mode == "semantic" else depth, mode, p)
-    found = item_sql(scope, folder_id)
+    filters = None if filters is None or filters.empty else filters
+    plan = await plan_scope(session, scope, filters, limit if mode == "semantic" else depth, mode, p)
+    found = item_sql(scope, filters)
     scoped = plan.bound(found)
     bm25 = {"q": query, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,
             "over": plan.kw_over, "per_content_df": plan.per_content_df, **scoped}
@@ -328,7 +333,10 @@ async def search(
         "text": r.text, "score": float(r.score),
         "similarity": None if mode == "keyword" else float(r.cos),
         "keyword_rank": None if mode == "semantic" or r.bm25 is None else float(r.bm25),
-        "kind": r.item_kind, "stored_media": bool(r.item_media), "start_sec": r.start_sec, "end_sec": r.end_sec,
+        "kind": r.item_kind, "saved_at": r.item_created.isoformat(), "stored_media": bool(r.item_media),
+        "start_sec": r.start_sec, "end_sec": r.end_sec,
+        "location": {"char_start": r.char_start, "char_end": r.char_end, "page": r.page, "page_end": r.page_end,
+                     "heading": r.heading},
     } for r in rows]
 
 

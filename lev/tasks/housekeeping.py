@@ -1,13 +1,16 @@
 """Cron jobs: re-queueing unfinished work, draining the object-deletion queue, expiring unfinalized uploads,
-purging old activity."""
+purging old activity, finding the pages of PDFs stored before pages were kept."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lev.core import clock
+from lev.core.errors import ApiError
 from lev.imports.service import slice_job_id
+from lev.ingest.documents import page_texts
 from lev.ingest.finish import to_finish
 from lev.ingest.uploads import UPLOAD_EXPIRY
 from lev.ops import logs
@@ -19,6 +22,7 @@ from lev.store import imports as import_store
 from lev.store import oauth as oauth_store
 from lev.store import uploads as upload_store
 from lev.store.db import Database
+from lev.store.locations import Outline, location, page_outline
 from lev.store.objects import InvalidObjectPath, ObjectStore
 
 log = logs.get_logger("lev.worker")
@@ -94,3 +98,42 @@ async def purge_activity(ctx: dict[str, Any]) -> int:
     level("purged activity entries, expired sessions, OAuth codes and unused OAuth clients", activity=n,
           older_than=cutoff.isoformat(), sessions=ended, oauth_codes=codes, oauth_clients=clients)
     return n
+
+
+PAGES_PER_RUN = 20
+
+
+async def locate_pdf_pages(ctx: dict[str, Any]) -> int:
+    """The pages of PDFs stored before Lev kept them (migration 0015 gave their chunks characters and headings):
+    each stored file's text layers read again, where its pages start found in the stored text, and every chunk's
+    page and page_end set from its characters. A file that is gone or unreadable is marked, not tried again."""
+    deps: Deps = ctx["deps"]
+    async with deps.db.read_session() as s:
+        todo = await content_store.pdfs_without_pages(s, PAGES_PER_RUN)
+    for row in todo:
+        outline = await _pages_of(deps, row)
+        async with deps.db.transaction() as s:
+            found = Outline.from_json(outline)
+            places = await content_store.chunk_places(s, row["id"])
+            pages = [(cid, w.page, w.page_end) for cid, a, b in places
+                     for w in [location((a, b) if a is not None and b is not None else None, found)]]
+            await content_store.set_pages(s, row["id"], outline, pages)
+    if todo:
+        log.info("found the pages of PDFs stored before pages were kept", pdfs=len(todo))
+    return len(todo)
+
+
+async def _pages_of(deps: Deps, row: dict[str, Any]) -> dict[str, Any]:
+    """The outline with the PDF's page starts (its headings kept), or a mark that they cannot be known."""
+    try:
+        local = await deps.objects.local_copy(row["object_path"])
+    except (FileNotFoundError, InvalidObjectPath):
+        return {"pages_unknown": True}
+    try:
+        pages = await asyncio.to_thread(page_texts, local)
+    except ApiError:
+        return {"pages_unknown": True}
+    finally:
+        local.unlink(missing_ok=True)
+    found = page_outline(row["text"] or "", pages)
+    return found.to_json() or {"pages_unknown": True}

@@ -12,6 +12,7 @@ from lev.plumbing.deps import Deps
 from lev.store import contents as content_store
 from lev.store import lifecycle
 from lev.store.db import Database
+from lev.store.locations import Outline
 
 
 def work_bound(*, chars: int = 0, size_bytes: int = 0, media_sec: float = 0.0) -> float:
@@ -31,7 +32,8 @@ async def process_content(ctx: dict[str, Any], content_id: str) -> int:
         return 0  # deleted, or finished by an earlier run of this job
     body = row["transcript"] or row["text"] or ""
     async with asyncio.timeout(work_bound(chars=len(body))):
-        return await finish_content(deps, cid, row["title"], body)
+        return await finish_content(deps, cid, row["title"], body, field="transcript" if row["transcript"] else "text",
+                                    outline=Outline.from_json(row["outline"]))
 
 
 async def transform_item(ctx: dict[str, Any], item_id: str) -> int:

@@ -49,7 +49,7 @@ async def _extract(ctx: dict[str, Any], cid: uuid.UUID, row: dict[str, Any]) -> 
         await fail_content(deps, cid, "the uploaded file is gone")
         return 0
     try:
-        body, meta = await asyncio.to_thread(extract, local, row["mime"])
+        doc = await asyncio.to_thread(extract, local, row["mime"])
     except ApiError as exc:
         await fail_content(deps, cid, exc.message or exc.code)
         return 0
@@ -59,8 +59,9 @@ async def _extract(ctx: dict[str, Any], cid: uuid.UUID, row: dict[str, Any]) -> 
         return 0
     finally:
         local.unlink(missing_ok=True)
-    metadata = {**(row["metadata"] or {}), **meta}
-    return await finish_content(deps, cid, row["title"], body, content_values={"text": body, "metadata": metadata})
+    metadata = {**(row["metadata"] or {}), **doc.metadata}
+    return await finish_content(deps, cid, row["title"], doc.text, content_values={"metadata": metadata},
+                                outline=doc.outline)
 
 
 async def _transcribe(ctx: dict[str, Any], row: dict[str, Any], workdir: Path) -> tuple[Transcript, float] | None:
@@ -122,8 +123,8 @@ async def _transcribe_and_finish(ctx: dict[str, Any], cid: uuid.UUID, row: dict[
         metadata["segments"] = len(transcript.segments)
     return await finish_content(
         deps, cid, row["title"], transcript.text,
-        content_values={"transcript": transcript.text, "duration_sec": duration, "metadata": metadata},
-        charge=(user_id, duration), segments=transcript.segments,
+        content_values={"duration_sec": duration, "metadata": metadata},
+        charge=(user_id, duration), segments=transcript.segments, field="transcript",
     )
 
 

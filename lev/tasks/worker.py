@@ -25,7 +25,13 @@ from lev.runtime import QUEUE
 from lev.supervisor import ShutdownWatchdog
 from lev.tasks import fairshare
 from lev.tasks.feeds import poll_feed, schedule_feeds
-from lev.tasks.housekeeping import drain_object_deletions, expire_uploads, purge_activity, reconcile_unfinished
+from lev.tasks.housekeeping import (
+    drain_object_deletions,
+    expire_uploads,
+    locate_pdf_pages,
+    purge_activity,
+    reconcile_unfinished,
+)
 from lev.tasks.imports import run_import
 from lev.tasks.jobs import process_content, transform_item
 from lev.tasks.liveness import heartbeat, instrumented
@@ -39,7 +45,8 @@ FINISH_WAIT_SEC = 60.0  # how long a finished job waits for Redis to take its re
 CLOSE_SEC = 2.0
 log = logs.get_logger("lev.worker")
 JOBS = (process_content, transform_item, extract_document, transcribe_content, run_import, drain_object_deletions,
-        expire_uploads, reconcile_unfinished, purge_activity, poll_feed, schedule_feeds, purge_webhook_events)
+        expire_uploads, reconcile_unfinished, purge_activity, poll_feed, schedule_feeds, purge_webhook_events,
+        locate_pdf_pages)
 CRONS = (
     cron(drain_object_deletions, minute=set(range(60)), second={30}, run_at_startup=True),  # type: ignore[arg-type]
     cron(expire_uploads, minute={7, 37}, run_at_startup=False),  # type: ignore[arg-type]
@@ -48,6 +55,8 @@ CRONS = (
     cron(purge_activity, hour={3}, minute={17}, run_at_startup=False),  # type: ignore[arg-type]
     cron(schedule_feeds, minute=set(range(60)), second={5}, run_at_startup=True, unique=True),  # type: ignore[arg-type]
     cron(purge_webhook_events, minute={23}, run_at_startup=False, unique=True),  # type: ignore[arg-type]
+    cron(locate_pdf_pages, minute=set(range(0, 60, 10)), second={45}, run_at_startup=True,  # type: ignore[arg-type]
+         unique=True),
 )
 
 

@@ -117,6 +117,11 @@ def test_transcript_hits_open_the_moment(server, api, user, admin, transcribe_st
     assert top["start_sec"] <= said[0][0] and top["end_sec"] >= said[0][1] - 7.0 and top["end_sec"] > top["start_sec"]
     assert top["url"] == f"{server.url}/api/v1/items/{item_id}/media#t={int(top['start_sec'])}"
     assert 250 <= top["start_sec"] <= 300  # the talk reaches radio beacons in its last minute
+    where = top["location"]  # the seconds in the location too, the characters into the transcript
+    assert (where["start_sec"], where["end_sec"]) == (top["start_sec"], top["end_sec"]) and where["heading"] is None
+    transcript = c.get(f"/api/v1/items/{item_id}").json()["transcript"]
+    assert transcript[where["char_start"]:where["char_end"]] == top["text"]
+    assert transcript.splitlines() == [s[2] for s in talk]  # stored as the segments' lines: what was cut
     others = c.get("/api/v1/search", params={"q": "shipwreck records", "mode": "keyword"}).json()["results"]
     plain = next(h for h in others if h["title"] == "Shipwrecks")
     assert "start_sec" not in plain and "end_sec" not in plain and plain["url"] is None

@@ -57,7 +57,7 @@ def test_notifications_ping_unknown_method_parse_error(server, user) -> None:
         r = rpc(server, tok, method, id_=None)
         assert r.status_code == 202 and r.content == b""
     assert rpc(server, tok, "ping").json() == {"jsonrpc": "2.0", "result": {}, "id": 1}
-    body = rpc(server, tok, "resources/list").json()
+    body = rpc(server, tok, "prompts/list").json()
     assert body["error"]["code"] == -32601
     r = httpx.post(f"{server.url}/api/mcp", content=b"{nope", headers={"Authorization": f"Bearer {tok}",
                                                                        "Accept": ACCEPT})

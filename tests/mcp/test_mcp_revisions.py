@@ -67,7 +67,8 @@ def test_discover_and_results_carry_the_revision_fields(server, user) -> None:
     assert r.status_code == 200 and "mcp-session-id" not in r.headers
     found = r.json()["result"]
     validate_server_result("server/discover", MODERN, found)  # the SDK's own 2026-07-28 schema
-    assert found["supportedVersions"] == SUPPORTED and found["capabilities"] == {"tools": {"listChanged": False}}
+    assert found["supportedVersions"] == SUPPORTED
+    assert found["capabilities"] == {"tools": {"listChanged": False}, "resources": {"listChanged": False}}
     assert found["resultType"] == "complete" and found["ttlMs"] == 300_000 and found["cacheScope"] == "private"
     assert found["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "lev" and found["instructions"]
 
@@ -151,7 +152,7 @@ def test_envelope_meta_and_unknown_methods(server, user) -> None:
     refused(modern(server, tok, "tools/list", meta={**META, "io.modelcontextprotocol/clientCapabilities": []}),
             400, -32602, "invalid_body")
     assert modern(server, tok, "tools/list", {"": "x", "name": "y"}).status_code == 200  # extra params are ignored
-    for method in ("ping", "initialize", "resources/list", "prompts/list"):  # not methods of this revision
+    for method in ("ping", "initialize", "prompts/list", "resources/subscribe"):  # not methods of this revision
         err = refused(modern(server, tok, method), 404, -32601, "method_not_found")
         assert "server/discover" in err["message"]
     h = {"Accept": ACCEPT, "Authorization": f"Bearer {tok}", "MCP-Protocol-Version": MODERN, "Mcp-Method": "x"}

@@ -128,3 +128,13 @@ def test_auto_is_console_on_a_terminal_and_json_otherwise(restore_logging: None)
     finally:
         os.close(leader)
         os.close(follower)
+
+
+def test_one_logging_style() -> None:
+    """Every module logs through `lev.ops.logs.get_logger` (structlog, keyword fields); only the log set-up itself
+    and the server's quieting of libraries touch the standard library's loggers."""
+    root = Path(__file__).resolve().parents[2] / "lev"
+    allowed = {root / "ops" / "logs.py", root / "serve.py"}
+    offenders = [str(p.relative_to(root)) for p in sorted(root.rglob("*.py"))
+                 if p.resolve() not in allowed and "logging.getLogger(" in p.read_text()]
+    assert offenders == [], offenders

@@ -1,0 +1,129 @@
+"""A search's filters as the surfaces send them (REST query parameters, MCP arguments, the web search box's
+operators), checked and turned into `store.filters.Filters`; a bad one is 400 invalid_body naming the parameter
+(MCP: -32602)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from lev.auth.policy import parse_uuid_field
+from lev.core.errors import ApiError, invalid_body
+from lev.store.filters import KINDS, Filters
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}:\d{2})?$")
+_LABEL = re.compile(r"^(?!-)[\w-]{1,63}(?<!-)$")
+WHEN_HELP = "an RFC 3339 date (2026-03-01) or date-time (2026-03-01T09:30:00Z)"
+
+
+def _bad(name: str, message: str, **extra: Any) -> ApiError:
+    return invalid_body(f"{name} {message}", parameter=name, **extra)
+
+
+def parse_kinds(values: Iterable[str] | str | None) -> tuple[str, ...]:
+    """The kinds asked for (a repeated parameter, an array, or one value; commas also separate), or 400."""
+    if values is None:
+        return ()
+    raw = [values] if isinstance(values, str) else list(values)
+    kinds: list[str] = []
+    for value in raw:
+        if not isinstance(value, str):
+            raise _bad("kind", f"must be one or more of: {', '.join(KINDS)}.", allowed=list(KINDS))
+        for part in value.split(","):
+            kind = part.strip().lower()
+            if kind not in KINDS:
+                raise _bad("kind", f"must be one or more of: {', '.join(KINDS)} (got {part.strip()[:40]!r}).",
+                           allowed=list(KINDS))
+            if kind not in kinds:
+                kinds.append(kind)
+    return tuple(sorted(kinds))
+
+
+def parse_site(value: str | None) -> str | None:
+    """A host name, lower case, without a trailing dot (a URL is taken for its host), or 400."""
+    if value is None:
+        return None
+    site = value.strip().lower()
+    if "://" in site:
+        site = urlsplit(site).hostname or ""
+    site = site.removeprefix("*.").strip(".")
+    if site.startswith("[") and site.endswith("]") and len(site) > 2:
+        return site
+    labels = site.split(".")
+    if not site or len(site) > 253 or not all(_LABEL.match(label) for label in labels):
+        raise _bad("site", "must be a host name such as example.org (it also matches its subdomains, "
+                   "news.example.org).")
+    return site
+
+
+def parse_when(value: str | None, name: str) -> dt.datetime | None:
+    """`after`/`before` as the instant it bounds: a date means its first moment (UTC) for `after`, the first moment
+    of the next day for `before` (the day counts); a date-time without an offset is UTC. 400 when it does not
+    parse."""
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        if _DATE.match(text):
+            day = dt.date.fromisoformat(text)
+            start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
+            return start + dt.timedelta(days=1) if name == "before" else start
+        if _DATE_TIME.match(text):
+            when = dt.datetime.fromisoformat(text.upper().replace(" ", "T"))
+            return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
+    except (ValueError, OverflowError):
+        pass
+    raise _bad(name, f"must be {WHEN_HELP} (got {text[:40]!r}).")
+
+
+def parse_filters(*, folder_id: str | None = None, item_id: str | None = None,
+                  kind: Iterable[str] | str | None = None, site: str | None = None, after: str | None = None,
+                  before: str | None = None) -> Filters:
+    """The filters of one search, each checked; `after` later than `before` is 400 too."""
+    f = Filters(folder_id=_uuid(folder_id, "folder_id"), item_id=_uuid(item_id, "item_id"), kinds=parse_kinds(kind),
+                site=parse_site(site), after=parse_when(after, "after"), before=parse_when(before, "before"))
+    if f.after is not None and f.before is not None and f.after > f.before:
+        raise _bad("after", "must not be later than before.")
+    return f
+
+
+def _uuid(value: str | None, name: str) -> Any:
+    try:
+        return parse_uuid_field(value, name)
+    except ApiError as err:
+        raise _bad(name, "must be a UUID in canonical form.") from err
+
+
+@dataclass(frozen=True)
+class BoxQuery:
+    """What the web app's search box holds: the words to search for and the operators' filters (raw values;
+    `folder` is a folder's name)."""
+
+    words: str
+    kind: tuple[str, ...] = ()
+    site: str | None = None
+    after: str | None = None
+    before: str | None = None
+    folder: str | None = None
+
+
+_OPERATOR = re.compile(r'(?<!\S)(site|kind|after|before|folder):(?:"([^"]*)"|(\S+))', re.IGNORECASE)
+
+
+def parse_box(query: str) -> BoxQuery:
+    """Split `site:`, `kind:`, `after:`, `before:` and `folder:"Name"` out of a search box's text; the rest are the
+    words searched for. An operator's value may be quoted; `kind:` may repeat or list kinds with commas."""
+    found: dict[str, Any] = {"kind": []}
+    for m in _OPERATOR.finditer(query):
+        key, value = m.group(1).lower(), m.group(2) if m.group(2) is not None else m.group(3)
+        if key == "kind":
+            found["kind"].append(value)
+        else:
+            found[key] = value
+    words = " ".join(_OPERATOR.sub(" ", query).split())
+    return BoxQuery(words, tuple(found.pop("kind")), **found)

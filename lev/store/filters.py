@@ -1,0 +1,73 @@
+"""Search filters as data and as SQL conditions on `user_items`: one folder, one item, kinds, a site (a host and
+its subdomains), a saved-at window. They narrow what the scope lets the caller see (`store.scoped_sql`), inside the
+statements of every search mode, never after ranking."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, bindparam, exists, false, func, literal_column, or_
+
+from lev.store.lifecycle import MEDIA_KINDS
+from lev.store.models import contents, item_folders, user_items
+
+# The kinds an item has; `page` is a web page saved as the user's browser rendered it (stored as kind `url`, so
+# `url` finds those too).
+KINDS = ("url", "page", "text", "pdf", "image", *sorted(MEDIA_KINDS))
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a search is narrowed to; every part optional, all of them ANDed. `site` is a lower-case host name
+    (ASCII: an internationalised name in its xn-- form); `after` is inclusive, `before` exclusive."""
+
+    folder_id: uuid.UUID | None = None
+    item_id: uuid.UUID | None = None
+    kinds: tuple[str, ...] = ()
+    site: str | None = None
+    after: dt.datetime | None = None
+    before: dt.datetime | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self == NONE
+
+
+NONE = Filters()
+
+
+def filter_where(f: Filters | None) -> list[Any]:
+    """The conditions on `user_items` that the filters add (none for no filters). Their values are bound under
+    fixed names (`f_…`), so every part of one statement compiled on its own names a filter's value alike
+    (`store.scoped_sql.bound_params`)."""
+    if f is None:
+        return []
+    conds: list[Any] = []
+    if f.folder_id is not None:
+        conds.append(exists().where(item_folders.c.item_id == user_items.c.id,
+                                    item_folders.c.folder_id == bindparam("f_folder", f.folder_id)))
+    if f.item_id is not None:
+        conds.append(user_items.c.id == bindparam("f_item", f.item_id))
+    if f.kinds:
+        stored = sorted({k for k in f.kinds if k != "page"})
+        either: list[Any] = [user_items.c.kind.in_(bindparam("f_kinds", stored, expanding=True))] if stored else []
+        if "page" in f.kinds and "url" not in f.kinds:
+            either.append(and_(user_items.c.kind == literal_column("'url'"), exists().where(
+                contents.c.id == user_items.c.content_id, contents.c.owner_id.isnot(None))))
+        conds.append(or_(*either) if either else false())
+    if f.site is not None:
+        host = func.lev_url_host(user_items.c.url)  # migration 0015: lower case, no user info, port or trailing dot
+        conds.append(or_(host == bindparam("f_site", f.site),
+                         host.like(bindparam("f_site_like", "%." + _like_escaped(f.site)))))
+    if f.after is not None:
+        conds.append(user_items.c.created_at >= bindparam("f_after", f.after))
+    if f.before is not None:
+        conds.append(user_items.c.created_at < bindparam("f_before", f.before))
+    return conds
+
+
+def _like_escaped(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -1,0 +1,186 @@
+"""Where a passage sits in its item: the stored text's one form (`normalize_text`), the outline kept beside it
+(section headings and PDF page starts, as character offsets into that text) and a chunk's location read from them.
+
+A content's `text` (or, for a recording, its `transcript`) is stored normalised (`normalize_text`), and its chunks
+are cut from that very string: `text[char_start:char_end]` of a chunk is the chunk's text. Pure functions: the
+ingest path, the jobs and migration 0015's backfill all use them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MAX_RUN = 16  # one character repeated more than this is not prose: the run is cut to this length before chunking
+_RUNS = re.compile(rf"(\S)\1{{{MAX_RUN},}}")
+_SPACES = re.compile(r"[ \t\f\v\u00a0\u2000-\u200b\u202f\u205f\u3000]+")
+_BLANK_LINES = re.compile(r"\n{3,}")
+_ATX = re.compile(r"^(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
+HEADING_MAX_CHARS = 300
+
+
+def normalize_whitespace(text: str) -> str:
+    """Collapse runs of spaces, trim lines and keep at most one blank line between paragraphs (idempotent: the
+    stored text is this form, and normalising it again changes nothing)."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _SPACES.sub(" ", text)
+    text = "\n".join(line.strip() for line in text.split("\n"))
+    return _BLANK_LINES.sub("\n\n", text).strip()
+
+
+def normalize_text(text: str) -> str:
+    """The stored form of a text, the string its chunks are cut from: `normalize_whitespace`, then every run of one
+    character longer than MAX_RUN cut to MAX_RUN (idempotent too)."""
+    return _RUNS.sub(lambda m: m.group(1) * MAX_RUN, normalize_whitespace(text))
+
+
+@dataclass(frozen=True)
+class Outline:
+    """A text's structure: headings `(offset, heading)` and PDF page starts `(offset, page number)`, each sorted
+    by offset into the normalised text."""
+
+    headings: tuple[tuple[int, str], ...] = ()
+    pages: tuple[tuple[int, int], ...] = ()
+
+    def to_json(self) -> dict[str, Any] | None:
+        if not self.headings and not self.pages:
+            return None
+        return {"headings": [list(h) for h in self.headings], "pages": [list(p) for p in self.pages]}
+
+    @classmethod
+    def from_json(cls, value: Any) -> Outline:
+        if not isinstance(value, dict):
+            return cls()
+        return cls(tuple((int(o), str(h)) for o, h in value.get("headings") or ()),
+                   tuple((int(o), int(n)) for o, n in value.get("pages") or ()))
+
+    def with_headings(self, headings: Iterable[tuple[int, str]]) -> Outline:
+        merged = sorted({*self.headings, *headings})
+        return Outline(tuple(merged), self.pages)
+
+
+@dataclass(frozen=True)
+class Location:
+    """A chunk's place: characters [char_start, char_end) of the stored text, the pages it spans (PDFs) and the
+    nearest heading above it."""
+
+    char_start: int | None
+    char_end: int | None
+    page: int | None = None
+    page_end: int | None = None
+    heading: str | None = None
+
+
+def markdown_headings(text: str) -> list[tuple[int, str]]:
+    """The ATX headings (`# Title` … `###### Title`) of a text, as (offset of the line, heading)."""
+    return [(m.start(), m.group(2).strip()[:HEADING_MAX_CHARS]) for m in _ATX.finditer(text) if m.group(2).strip()]
+
+
+def line_headings(text: str, titles: Sequence[str]) -> list[tuple[int, str]]:
+    """Where the given heading texts (a page's <h1>…<h6>, in document order) stand as whole lines in `text`,
+    searched in order; a heading that is not found is skipped."""
+    found: list[tuple[int, str]] = []
+    pos = 0
+    for raw in titles:
+        title = " ".join(raw.split())
+        if not title:
+            continue
+        at = _line_at(text, title, pos)
+        if at is not None:
+            found.append((at, title[:HEADING_MAX_CHARS]))
+            pos = at + len(title)
+    return found
+
+
+def _line_at(text: str, line: str, start: int) -> int | None:
+    at = text.find(line, start)
+    while at >= 0:
+        end = at + len(line)
+        if (at == 0 or text[at - 1] == "\n") and (end == len(text) or text[end] == "\n"):
+            return at
+        at = text.find(line, at + 1)
+    return None
+
+
+def locate(text: str, bodies: Sequence[str]) -> list[tuple[int, int] | None]:
+    """Where each chunk body (in order) stands in `text`: its first occurrence from 60 % into the previous chunk
+    (chunks overlap by at most some 30 %: `chunking.chunk_spans`; a text that repeats itself is not matched against
+    an earlier repetition), else from the start; None for a body that is not in the text."""
+    spans: list[tuple[int, int] | None] = []
+    cursor = 0
+    for body in bodies:
+        at = text.find(body, cursor) if body else -1
+        if at < 0 and body:
+            at = text.find(body)
+        if at < 0:
+            spans.append(None)
+            continue
+        spans.append((at, at + len(body)))
+        cursor = at + max(1, len(body) * 3 // 5)
+    return spans
+
+
+def location(span: tuple[int, int] | None, outline: Outline) -> Location:
+    """The location of a chunk at `span` of the text whose outline is given."""
+    if span is None:
+        return Location(None, None)
+    start, end = span
+    page = page_end = heading = None
+    if outline.pages:
+        offsets = [o for o, _ in outline.pages]
+        first = max(bisect.bisect_right(offsets, start) - 1, 0)
+        last = max(bisect.bisect_right(offsets, max(start, end - 1)) - 1, first)
+        page, page_end = outline.pages[first][1], outline.pages[last][1]
+    if outline.headings:
+        at = bisect.bisect_right([o for o, _ in outline.headings], start) - 1
+        heading = outline.headings[at][1] if at >= 0 else None
+    return Location(start, end, page, page_end, heading)
+
+
+def locations(spans: Sequence[tuple[int, int] | None], outline: Outline) -> list[Location]:
+    return [location(s, outline) for s in spans]
+
+
+def joined_pages(pages: Sequence[tuple[int, str]]) -> tuple[str, Outline]:
+    """Page texts `(page number, text)` as one normalised text (pages apart by a blank line; empty pages left
+    out) and the outline of where each page starts."""
+    parts: list[str] = []
+    starts: list[tuple[int, int]] = []
+    pos = 0
+    for number, raw in pages:
+        page = normalize_text(raw)
+        if not page:
+            continue
+        if parts:
+            pos += 2
+        starts.append((pos, number))
+        parts.append(page)
+        pos += len(page)
+    return "\n\n".join(parts), Outline(pages=tuple(starts))
+
+
+def page_outline(text: str, pages: Sequence[tuple[int, str]]) -> Outline:
+    """Where each page starts in a PDF's stored text, from its pages' text layers read again (a PDF stored before
+    pages were kept): exactly when the text is those pages joined; else each page found in order, a page without a
+    text layer (OCRed when stored) starting where the page before it ended."""
+    joined, outline = joined_pages(pages)
+    if joined == text:
+        return outline
+    starts: list[tuple[int, int]] = []
+    pos, pending = 0, None  # pending: the first page since the last one found, when it had no text to find
+    for number, raw in pages:
+        page = normalize_text(raw)
+        at = text.find(page, pos) if page else -1
+        if at < 0:
+            pending = pending if pending is not None else number
+            continue
+        if pending is not None and at > pos + 2:
+            starts.append((pos + 2 if starts else 0, pending))
+        starts.append((at, number))
+        pos, pending = at + len(page), None
+    if pending is not None and pos + 2 < len(text):
+        starts.append((pos + 2 if starts else 0, pending))
+    return Outline(pages=tuple(sorted(starts)))
