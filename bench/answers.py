@@ -29,7 +29,7 @@ from bench.quality import metrics, rest_run
 from bench.scifact import ingest_docs, load_data
 from tests.stack import LiveServer
 
-OLD = os.environ.get("LEV_BENCH_OLD", "d6c3bcd")  # main before issue 39
+OLD = os.environ.get("LEV_BENCH_OLD", "67b1f07")  # main before issue 39 landed
 busy.OLD = OLD
 SMOKE = bool(os.environ.get("LEV_BENCH_ANSWERS_SMOKE"))
 CHUNKS = 5_000 if SMOKE else 100_000
