@@ -65,7 +65,8 @@ def test_site_matches_the_host_and_its_subdomains(lib) -> None:  # type: ignore[
         assert items(hits(c, site="example.org", mode=mode, limit=50)) == {guide, news}, mode
     assert items(hits(c, site="news.example.org", limit=50)) == {news}
     assert items(hits(c, site="EXAMPLE.org.", limit=50)) == {guide, news}  # case and a trailing dot
-    assert items(hits(c, site="https://example.org/anything", limit=50)) == {guide, news}  # a URL: its host
+    r = c.get("/api/v1/search", params={"q": "lighthouse", "site": "https://example.org/anything"})
+    assert r.status_code == 400 and "site" in r.json()["message"]  # a host name, not a URL
     assert items(hits(c, site="badexample.org", limit=50)) == {library.pages["https://badexample.org/fake"]}
     assert items(hits(c, site="ample.org", limit=50)) == set()
 
