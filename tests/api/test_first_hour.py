@@ -235,8 +235,13 @@ def test_make_shows_install_progress() -> None:
 
     dry = subprocess.run(["make", "-n", "-B", ".venv/.installed"], cwd=ROOT, capture_output=True, text=True,
                          timeout=60).stdout
-    assert "==> [1/2] creating" in dry and "==> [2/2] installing Lev" in dry and "torch" not in dry
-    assert "pip install" in dry and "--quiet -e" not in dry
+    assert "==> [1/3] creating" in dry and "==> [3/3] installing Lev" in dry and "torch" not in dry
+    assert "uv pip install" in dry and "--quiet -e" not in dry  # uv's own lines show what it resolves and installs
+    import tomllib
+
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    pinned = next(d.split("#")[0].strip() for d in dev if d.startswith("uv=="))
+    assert pinned in dry  # the installer itself is pinned, to the version the dev tools name
 
 
 # --- long ingests show progress (issue 14 item 11) --------------------------------------------------------

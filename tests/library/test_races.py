@@ -285,6 +285,7 @@ def test_a_job_finishing_a_content_racing_its_item_delete_never_deadlocks(server
     from lev.ingest.plan import Chunks
     from lev.ingest.save import index_content
     from lev.store import contents as content_store
+    from lev.store import lifecycle
 
     item = make_item(user, title="finishing")
     content = admin.sql("SELECT content_id FROM user_items WHERE id = :i", i=item)[0][0]
@@ -301,7 +302,8 @@ def test_a_job_finishing_a_content_racing_its_item_delete_never_deadlocks(server
                 locked.set()
                 await asyncio.to_thread(finish.wait)
                 vector = [1.0] + [0.0] * 383
-                await index_content(s, content, "finishing", Chunks(["the finished text"], [vector]))
+                ready = lifecycle.advance(lifecycle.of_content("text", "processing"), lifecycle.Event.FINISHED)
+                await index_content(s, content, "finishing", Chunks(["the finished text"], [vector]), ready)
             outcome["job"] = "committed"
         except Exception as exc:
             outcome["job"] = type(exc).__name__
