@@ -218,7 +218,7 @@ def side(root: Path, name: str) -> dict[str, Any]:
     return out
 
 
-PHASES = ("quiet", "feed", "capture", "note", "OPML")
+PHASES = tuple(os.environ.get("LEV_BENCH_FAIR_PHASES", "quiet,feed,capture,note,OPML").split(","))
 
 
 def main() -> str:
@@ -238,7 +238,7 @@ def main() -> str:
                        f"{n['p50']:.0f} / {n['p99']:.0f} | {len(r['notes'])} ({r['notes_failed']}) | {r['rss']:.0f} | "
                        f"{'; '.join(r['answers']) or '-'} |")
     stops = "; ".join(f"{k} after {p}: {runs[(p, k)]['sigterm']:.1f} s" for p in ("capture", "note")
-                      for k in ("old", "new"))
+                      for k in ("old", "new") if (p, k) in runs)
     loads = "; ".join(f"{p} {k}: {runs[(p, k)]['load']}" for p in PHASES for k in ("old", "new"))
     out += ["", f"SIGTERM to exit, with the phase's work still running (grace 30 s): {stops}.", "",
             f"Load average (1/5/15 min) at the end of each phase: {loads}."]

@@ -79,7 +79,9 @@ async def record_new(s: AsyncSession, user_id: uuid.UUID, feed_id: uuid.UUID, fe
                                                   [e.url_key for e in feed.entries if e.url_key is not None])
     rows: list[dict[str, Any]] = []
     pending = 0
-    for entry in feed.entries:  # newest first
+    for n, entry in enumerate(feed.entries):  # newest first
+        if n and not n % 1000:
+            await asyncio.sleep(0)  # a 20,000-entry feed: the event loop gets a turn now and then
         guid_key, url_key = entry.guid_key, entry.url_key
         if guid_key in seen_guids or (url_key is not None and url_key in seen_urls):
             continue

@@ -9,7 +9,20 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, exists, func, select, text, update
+from sqlalchemy import (
+    ARRAY,
+    ColumnElement,
+    LargeBinary,
+    and_,
+    any_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -17,8 +30,8 @@ from lev.store.models import feed_entries, feeds, folders, item_folders
 from lev.store.scope import Scope
 
 # PostgreSQL's protocol carries at most 65,535 parameters a statement: an entry row binds 10, a key lookup 1
-ROWS_PER_INSERT = 500
-KEYS_PER_QUERY = 5000
+ROWS_PER_INSERT = 250
+KEYS_PER_QUERY = 2000
 
 
 def _row(row: Any) -> dict[str, Any]:
@@ -100,10 +113,11 @@ async def seen(session: AsyncSession, user_id: uuid.UUID, guid_keys: list[bytes]
     guids: set[bytes] = set()
     urls: set[bytes] = set()
     for column, keys in ((feed_entries.c.guid_key, guid_keys), (feed_entries.c.url_key, url_keys)):
-        for start in range(0, len(keys), KEYS_PER_QUERY):
+        for start in range(0, len(keys), KEYS_PER_QUERY):  # one array parameter a statement, a slice at a time
+            part = bindparam("keys", keys[start:start + KEYS_PER_QUERY], type_=ARRAY(LargeBinary))
             rows = (await session.execute(
                 select(feed_entries.c.guid_key, feed_entries.c.url_key)
-                .where(feed_entries.c.user_id == user_id, column.in_(keys[start:start + KEYS_PER_QUERY])))).all()
+                .where(feed_entries.c.user_id == user_id, column == any_(part)))).all()
             guids.update(r.guid_key for r in rows)
             urls.update(r.url_key for r in rows if r.url_key is not None)
     return guids, urls
