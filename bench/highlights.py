@@ -27,7 +27,7 @@ from bench.latency import db_url
 from bench.scifact import load_data
 
 OLD = os.environ.get("LEV_BENCH_OLD", "91ecd20")  # main before issue 42
-OLD_SEARCH = os.environ.get("LEV_BENCH_OLD_SEARCH", "92dd0ef")  # main before highlights joined search
+OLD_SEARCH = os.environ.get("LEV_BENCH_OLD_SEARCH", "5b36dcf")  # main before highlights joined search
 CHUNKS, HIGHLIGHTS, C1, PAGES = 20_000, 300, 150, 40
 LOG_LINE = "Ship's log, a calm day at sea with nothing to report but the wind and the gulls. " * 3
 
