@@ -81,7 +81,7 @@ def test_one_users_big_ingests_hold_their_share_and_another_users_note_goes_firs
     assert running, [item(big, i) for i in mine]
     doomed = running[0]
     content_id = stack.sql("SELECT content_id FROM user_items WHERE id = %(i)s", i=doomed)[0][0]
-    wait(lambda: (item(big, doomed)["progress"]["done"] or 0) >= 64, "a first batch of the doomed item")
+    wait(lambda: (item(big, doomed)["progress"]["done"] or 0) >= 32, "a first batch of the doomed item")
     assert big.delete(f"/api/v1/items/{doomed}").status_code == 200
     wait(lambda: any(f"content {content_id} stopped" in f.read_text() for f in stack.dir.glob("worker*.log")),
          "the deleted item's embedding to stop between two batches", timeout=120)
