@@ -29,7 +29,7 @@ from bench.quality import metrics, rest_run
 from bench.scifact import ingest_docs, load_data
 from tests.stack import LiveServer
 
-OLD = os.environ.get("LEV_BENCH_OLD", "d6c3bcd")  # main before issue 39
+OLD = os.environ.get("LEV_BENCH_OLD", "67b1f07")  # main before issue 39 landed
 busy.OLD = OLD
 SMOKE = bool(os.environ.get("LEV_BENCH_ANSWERS_SMOKE"))
 CHUNKS = 5_000 if SMOKE else 100_000
@@ -54,7 +54,7 @@ def shape_library(conn: Any, user_id: Any) -> dict[str, Any]:
     conn.execute("INSERT INTO chunk_locations (chunk_id, char_start, char_end) "
                  "SELECT id, 0, length(text) FROM chunks ON CONFLICT DO NOTHING")
     row = conn.execute("""
-        SELECT count(*) FILTER (WHERE host LIKE '%%site3.example.org'),
+        SELECT count(*) FILTER (WHERE lev_url_host(url) LIKE '%%site3.example.org'),
                count(*) FILTER (WHERE kind = 'pdf'),
                count(*) FILTER (WHERE created_at >= timestamptz '2026-05-01'),
                count(*)

@@ -20,7 +20,6 @@ from lev.core.errors import ApiError, invalid_body
 from lev.core.packagedata import packaged
 from lev.feeds import service as feed_service
 from lev.handlers import deps
-from lev.highlights import reader
 from lev.highlights import service as highlights
 from lev.imports import service as imports
 from lev.library import reads as library
@@ -212,10 +211,8 @@ async def item_page(request: Request) -> Response:
     similar = (await library.similar_items(deps(), p, uuid.UUID(item["id"]), SIMILAR_SHOWN))["results"] \
         if ready else []
     media = item["kind"] in lifecycle.RECORDINGS and bool(item["metadata"].get("mime"))
-    marks = await highlights.of_item(deps(), p, uuid.UUID(item["id"]))
     q = request.query_params
-    reading = reader.view(item["text"] or item["transcript"] or "", marks, _int(q.get("part"), 1),
-                          showing=q.get("highlight"))
+    marks, reading = await highlights.reading(deps(), p, item, _int(q.get("part"), 1), q.get("highlight"))
     saver = await sharing.saver(deps(), p, uuid.UUID(item["id"]))
     return _render("item.html", request, p, item=item, folders=folders, similar=similar, media=media,
                    names={f["id"]: f["name"] for f in folders}, marks=marks, reading=reading, saver=saver)

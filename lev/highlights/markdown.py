@@ -42,6 +42,7 @@ def render(item: dict[str, Any], highlights: list[dict[str, Any]]) -> str:
             if h.get("note"):
                 out += [h["note"].strip(), ""]
     body = item.get("text") or item.get("transcript") or ""
-    if body.strip():
-        out += ["## Transcript" if not item.get("text") else "## Text", "", body.strip(), ""]
+    if body.strip():  # each line of the text a paragraph (Markdown joins lines without a blank one between)
+        paragraphs = "\n\n".join(line.strip() for line in body.splitlines() if line.strip())
+        out += ["## Transcript" if not item.get("text") else "## Text", "", paragraphs, ""]
     return "\n".join(out)

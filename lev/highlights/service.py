@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from lev.auth.policy import Principal, folder_visible, require
 from lev.core import context
 from lev.core.errors import invalid_body, not_found
-from lev.highlights import markdown
+from lev.highlights import markdown, reader
 from lev.highlights.locate import locate, relocate
 from lev.plumbing.deps import Deps
 from lev.store import highlights as store
@@ -153,3 +153,14 @@ async def text_replaced(s: AsyncSession, item_id: uuid.UUID, body: str, title: s
     await store.delete_ids(s, [h["id"] for h in lost])
     for h in lost:
         await events.record(s, h["user_id"], "highlight.deleted", event_data(h, {"title": title, "url": url}))
+
+
+async def reading(deps: Deps, principal: Principal, item: dict[str, Any], part: int,
+                  showing: str | None) -> tuple[list[dict[str, Any]], reader.View]:
+    """The caller's highlights of a visible item (get_item's shape) and the part of its text the reader shows (the
+    part where highlight `showing` starts, else `part`), with a PDF's page starts and a recording's moments."""
+    async with deps.db.read_session() as s:
+        marks = await store.of_item(s, principal.user_id, uuid.UUID(item["id"]))
+        pages, moments = await store.reading_guides(s, uuid.UUID(item["content_id"]))
+    body = item["text"] or item["transcript"] or ""
+    return marks, reader.view(body, marks, part, showing=showing, pages=pages, moments=moments)

@@ -9,15 +9,23 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from lev.auth.policy import parse_uuid_field
 from lev.core.errors import ApiError, invalid_body
 from lev.store.filters import KINDS, Filters
 
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}:\d{2})?$")
-_LABEL = re.compile(r"^(?!-)[\w-]{1,63}(?<!-)$")
+# The exact forms the contract's schemas give (openapi.yaml, mcp_tools.json: tests compare them): a calendar date
+# or date-time (RFC 3339, the offset optional), and a host name. What matches is accepted, nothing else.
+_YEAR = r"(000[1-9]|00[1-9][0-9]|0[1-9][0-9][0-9]|[1-9][0-9]{3})"
+_MONTH_DAY = r"((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))"
+_LEAP_DAY = r"([0-9][0-9](0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29"
+_TIME = (r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,9})?)?"
+         r"([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?")
+WHEN_PATTERN = rf"^({_YEAR}-{_MONTH_DAY}|{_LEAP_DAY})([Tt ]{_TIME})?$"
+_LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+SITE_PATTERN = rf"^{_LABEL}(\.{_LABEL})*\.?$"
+_WHEN = re.compile(WHEN_PATTERN)
+_SITE = re.compile(SITE_PATTERN)
 WHEN_HELP = "an RFC 3339 date (2026-03-01) or date-time (2026-03-01T09:30:00Z)"
 
 
@@ -45,40 +53,32 @@ def parse_kinds(values: Iterable[str] | str | None) -> tuple[str, ...]:
 
 
 def parse_site(value: str | None) -> str | None:
-    """A host name, lower case, without a trailing dot (a URL is taken for its host), or 400."""
+    """A host name (`SITE_PATTERN`, at most 253 characters), lower case, without a trailing dot; else 400."""
     if value is None:
         return None
-    site = value.strip().lower()
-    if "://" in site:
-        site = urlsplit(site).hostname or ""
-    site = site.removeprefix("*.").strip(".")
-    if site.startswith("[") and site.endswith("]") and len(site) > 2:
-        return site
-    labels = site.split(".")
-    if not site or len(site) > 253 or not all(_LABEL.match(label) for label in labels):
+    if len(value) > 253 or not _SITE.match(value):
         raise _bad("site", "must be a host name such as example.org (it also matches its subdomains, "
                    "news.example.org).")
-    return site
+    return value.removesuffix("\n").lower().rstrip(".")  # `$` matches before a final newline, as JSON Schema reads it
 
 
 def parse_when(value: str | None, name: str) -> dt.datetime | None:
     """`after`/`before` as the instant it bounds: a date means its first moment (UTC) for `after`, the first moment
-    of the next day for `before` (the day counts); a date-time without an offset is UTC. 400 when it does not
-    parse."""
+    of the next day for `before` (the day counts); a date-time without an offset is UTC. 400 when it is not an
+    RFC 3339 date or date-time (`WHEN_PATTERN`)."""
     if value is None:
         return None
-    text = value.strip()
-    try:
-        if _DATE.match(text):
-            day = dt.date.fromisoformat(text)
-            start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
-            return start + dt.timedelta(days=1) if name == "before" else start
-        if _DATE_TIME.match(text):
-            when = dt.datetime.fromisoformat(text.upper().replace(" ", "T"))
-            return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
-    except (ValueError, OverflowError):
-        pass
-    raise _bad(name, f"must be {WHEN_HELP} (got {text[:40]!r}).")
+    if not _WHEN.match(value):
+        raise _bad(name, f"must be {WHEN_HELP} (got {value[:40]!r}).")
+    value = value.removesuffix("\n")  # `$` matches before a final newline, as JSON Schema's patterns read it
+    if len(value) == 10:
+        day = dt.date.fromisoformat(value)
+        start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
+        if name != "before":
+            return start
+        return start + dt.timedelta(days=1) if day < dt.date.max else dt.datetime.max.replace(tzinfo=dt.UTC)
+    when = dt.datetime.fromisoformat(value.upper().replace(" ", "T"))
+    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
 
 
 def parse_filters(*, folder_id: str | None = None, item_id: str | None = None,

@@ -13,12 +13,13 @@ from lev.auth.policy import Principal, folder_name, folder_visible, require_owne
 from lev.core import context
 from lev.core.errors import invalid_body, name_taken, not_found
 from lev.core.settings import Settings
+from lev.highlights import found
 from lev.ingest import progress
 from lev.plumbing.deps import Deps
 from lev.store import folders as folder_store
+from lev.store import highlight_search, lifecycle
 from lev.store import highlights as highlight_store
 from lev.store import items as item_store
-from lev.store import lifecycle
 from lev.store import members as member_store
 from lev.store import search as search_store
 from lev.store import similar as similar_store
@@ -57,8 +58,13 @@ async def search(deps: Deps, principal: Principal, *, query: str, mode: str = "h
                 raise not_found()
             if item_id is not None and not await item_store.is_visible(s, principal.scope, item_id):
                 raise not_found()
+            params = search_params(deps.settings)
             results = await search_store.search(s, principal.scope, query=query, query_vector=vector, mode=mode,
-                                                limit=limit, filters=filters, params=search_params(deps.settings))
+                                                limit=limit, filters=filters, params=params)
+            marked = await highlight_search.candidates(
+                s, principal.scope, query=query, query_vector=await vector if vector is not None else None,
+                mode=mode, limit=limit, k1=params.k1, b=params.b, filters=filters)
+        results = found.merge(results, marked, mode, limit, params.semantic_weight)
     finally:
         if vector is not None:
             if not vector.done():

@@ -59,15 +59,15 @@ def filter_where(f: Filters | None) -> list[Any]:
                 contents.c.id == user_items.c.content_id, contents.c.owner_id.isnot(None))))
         conds.append(or_(*either) if either else false())
     if f.site is not None:
-        host = func.lev_url_host(user_items.c.url)  # migration 0015: lower case, no user info, port or trailing dot
-        conds.append(or_(host == bindparam("f_site", f.site),
-                         host.like(bindparam("f_site_like", "%." + _like_escaped(f.site)))))
+        # lev_url_host (migration 0015): lower case, no user info, port or trailing dot. Reversed, in byte order,
+        # the site and its subdomains are one range ("gro.elpmaxe" and what starts "gro.elpmaxe."), read through
+        # the index user_items_rhost whatever the plan (no LIKE whose prefix only a custom plan could use).
+        rhost = func.reverse(func.lev_url_host(user_items.c.url)).collate("C")
+        rsite = f.site[::-1]
+        conds.append(or_(rhost == bindparam("f_rsite", rsite), and_(rhost >= bindparam("f_rsite_lo", rsite + "."),
+                                                                     rhost < bindparam("f_rsite_hi", rsite + "/"))))
     if f.after is not None:
         conds.append(user_items.c.created_at >= bindparam("f_after", f.after))
     if f.before is not None:
         conds.append(user_items.c.created_at < bindparam("f_before", f.before))
     return conds
-
-
-def _like_escaped(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -10,7 +10,8 @@ from sqlalchemy import ColumnElement, and_, delete, exists, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.store.items import visible
-from lev.store.models import contents, highlights, item_folders, user_items
+from lev.store.locations import Outline
+from lev.store.models import chunk_locations, chunks, contents, highlights, item_folders, user_items
 from lev.store.scope import Scope
 
 _COLS = (highlights.c.id, highlights.c.item_id, highlights.c.text, highlights.c.note, highlights.c.char_start,
@@ -136,3 +137,17 @@ async def move(session: AsyncSession, highlight_id: uuid.UUID, *, char_start: in
 async def delete_ids(session: AsyncSession, ids: list[str]) -> None:
     if ids:
         await session.execute(delete(highlights).where(highlights.c.id.in_([uuid.UUID(i) for i in ids])))
+
+
+async def reading_guides(session: AsyncSession, content_id: uuid.UUID) -> tuple[list[tuple[int, int]],
+                                                                              list[tuple[int, float]]]:
+    """What the reader view marks in a content's text: where a PDF's pages start ((offset, page number), from
+    its outline) and where a recording's passages start ((offset, second), from its chunks' locations)."""
+    outline = (await session.execute(select(contents.c.outline).where(contents.c.id == content_id))).scalar()
+    moments = await session.execute(
+        select(chunk_locations.c.char_start, chunks.c.start_sec)
+        .join(chunk_locations, chunk_locations.c.chunk_id == chunks.c.id)
+        .where(chunks.c.content_id == content_id, chunks.c.start_sec.isnot(None),
+               chunk_locations.c.char_start.isnot(None))
+        .order_by(chunk_locations.c.char_start))
+    return list(Outline.from_json(outline).pages), [(int(a), float(sec)) for a, sec in moments]

@@ -70,7 +70,7 @@ def test_offsets_slice_the_text_exactly_and_words_are_found_without_them(api, us
     # the live page's whitespace: the stored text is the item's own slice
     spaced = c.post(f"/api/v1/items/{item}/highlights",
                     json={"text": "At low tide the anemones\nclose;"}).json()
-    assert spaced["text"] == "At low tide the  anemones close;"
+    assert " ".join(spaced["text"].split()) == "At low tide the anemones close;"
     assert text[spaced["char_start"]:spaced["char_end"]] == spaced["text"]
     # offsets count characters (code points): the shell is one
     shell = c.post(f"/api/v1/items/{item}/highlights", json={"text": "🐚 Low"}).json()

@@ -68,5 +68,5 @@ def test_markdown_quotes_highlights_with_notes_below_and_names_the_file() -> Non
     md = render(item, [{"text": "The tide turns.\nTwice", "note": "Remember the moon."}])
     assert md.startswith('---\ntitle: "Tide pools"\nsource: "https://example.com/t"\n')
     assert "## Highlights\n\n> The tide turns.\n> Twice\n\nRemember the moon.\n" in md
-    assert md.rstrip().endswith("## Text\n\nThe tide turns.\nTwice a day.")
+    assert md.rstrip().endswith("## Text\n\nThe tide turns.\n\nTwice a day.")  # a paragraph a line
     assert filename("Tide: pools / rocks?", "x") == "Tide pools rocks.md" and filename(None, "abc") == "abc.md"

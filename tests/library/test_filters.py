@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from lev.core.errors import ApiError
 from tests.fixtures_answers import PDF_PAGES, Library, build_library
 from tests.mcp.test_mcp import rpc
 from tests.stack import Api, User, new_user
@@ -64,7 +65,8 @@ def test_site_matches_the_host_and_its_subdomains(lib) -> None:  # type: ignore[
         assert items(hits(c, site="example.org", mode=mode, limit=50)) == {guide, news}, mode
     assert items(hits(c, site="news.example.org", limit=50)) == {news}
     assert items(hits(c, site="EXAMPLE.org.", limit=50)) == {guide, news}  # case and a trailing dot
-    assert items(hits(c, site="https://example.org/anything", limit=50)) == {guide, news}  # a URL: its host
+    r = c.get("/api/v1/search", params={"q": "lighthouse", "site": "https://example.org/anything"})
+    assert r.status_code == 400 and "site" in r.json()["message"]  # a host name, not a URL
     assert items(hits(c, site="badexample.org", limit=50)) == {library.pages["https://badexample.org/fake"]}
     assert items(hits(c, site="ample.org", limit=50)) == set()
 
@@ -177,3 +179,30 @@ def test_filters_narrow_a_shared_folder_too(server, admin) -> None:  # type: ign
     assert items(hits(m, "harbour lighthouse", item_id=shared["https://other.org/b"])) == {shared["https://other.org/b"]}
     assert items(hits(m, "harbour lighthouse", folder_id=folder, kind="url")) == set(shared.values())
     assert items(hits(m, "harbour lighthouse", folder_id=folder, after="2999-01-01")) == set()
+
+
+def test_the_contract_states_exactly_what_the_filters_accept() -> None:
+    """The patterns in openapi.yaml and mcp_tools.json are lev.library.filters' own: what matches them is accepted,
+    so generated clients and fuzzers never meet a valid value refused."""
+    import yaml
+
+    from lev.core.contract import mcp_tools
+    from lev.library.filters import SITE_PATTERN, WHEN_PATTERN, parse_site, parse_when
+    from tests.stack import ROOT
+
+    rest = {p["name"]: p["schema"] for p in yaml.safe_load((ROOT / "openapi.yaml").read_text())["paths"][
+        "/api/v1/search"]["get"]["parameters"]}
+    mcp = next(t for t in mcp_tools()["tools"] if t["name"] == "search_knowledge_base")["inputSchema"]["properties"]
+    for schemas in (rest, mcp):
+        assert schemas["site"]["pattern"] == SITE_PATTERN
+        assert schemas["after"]["pattern"] == schemas["before"]["pattern"] == WHEN_PATTERN
+    for value in ("2024-02-29", "2000-02-29T23:59:59.123456789-23:59", "0001-01-01", "9999-12-31 00:00",
+                  "2026-03-01\n", "2026-03-01t09:30z"):
+        assert parse_when(value, "after") is not None and parse_when(value, "before") is not None
+    for value in ("2026-02-29", "1900-02-29", "0000-01-01", "2026-03-01T24:00", " 2026-03-01"):
+        with pytest.raises(ApiError):
+            parse_when(value, "after")
+    assert parse_site("News.Example.ORG.") == "news.example.org" and parse_site("0") == "0"
+    for value in ("-x.org", "a b", "https://example.org", "x" * 64 + ".org", "a..b"):
+        with pytest.raises(ApiError):
+            parse_site(value)

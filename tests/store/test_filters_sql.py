@@ -25,6 +25,7 @@ def test_every_part_binds_the_filters_alike(folder_scoped: bool) -> None:
                     after=when, before=when + dt.timedelta(days=30))
         parts = (scope_sql(scope, f), probe_sql(scope, f, "c.content_id"), item_sql(scope, f))
         values = bound_params(*parts)
-        assert values["f_site"] == "example.org" and values["f_site_like"] == "%.example.org"
+        assert (values["f_rsite"], values["f_rsite_lo"], values["f_rsite_hi"]) == (
+            "gro.elpmaxe", "gro.elpmaxe.", "gro.elpmaxe/")
         assert values["f_after"] == when and {values["f_kinds_1"], values["f_kinds_2"]} == {"pdf", "text"}
         assert (values.get("f_folder") == folder) if folder else "f_folder" not in values
