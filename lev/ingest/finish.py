@@ -23,7 +23,8 @@ from lev.store.locations import Outline
 from lev.webhooks import events
 
 log = logs.get_logger("lev.ingest")
-EMBED_BATCH = 64  # chunks the worker embeds between two progress reports
+EMBED_BATCH = 32  # chunks the worker embeds between two progress reports (and deletion checks): a request's
+# own embedding waits behind at most one such batch on the ingest threads
 
 
 async def finish_content(deps: Deps, content_id: uuid.UUID, title: str | None, body: str, *,

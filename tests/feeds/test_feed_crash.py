@@ -5,6 +5,7 @@ followed, a check adds at most LEV_FEED_MAX_ENTRIES, and LEV_FEED_MAX_PER_USER a
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -170,8 +171,6 @@ def test_one_users_slow_imports_take_their_share_and_end_by_the_deadline(stack: 
     healthy feed failed after 15 s (every feed fetch of the process shared one pool of 10 connections), and an
     import had no overall deadline. Now one user's fetches hold at most their share, and an import answers by
     LEV_OPML_DEADLINE_SEC (12 s here) with the feeds it did not reach refused as not checked."""
-    import threading
-
     slow = client(stack, "slow@example.com")
     names = [f"drip{n}" for n in range(24)]
     for n in names:
