@@ -156,9 +156,9 @@ class Settings(BaseSettings):
     feed_max_entries: int = 50
     """New entries one check of a feed adds at most (a first follow takes the newest ones, not the archive)."""
     feed_max_per_user: int = 200
+    """Feeds one user may follow (409 limit_reached above)."""
     opml_deadline_sec: float = 120.0
     """One OPML import in all: the feeds not followed by then are refused as not checked (import again for them)."""
-    """Feeds one user may follow (409 limit_reached above)."""
     webhook_max_per_user: int = 20
     """Webhook endpoints one user may add (409 limit_reached above)."""
 
