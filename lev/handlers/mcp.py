@@ -306,10 +306,10 @@ def _answer(request: Request, answer: Any, status: int) -> Response:
     accepts only those (a 200 answer); else JSON."""
     if answer is None:
         return Response(status_code=202)
-    out = budget.dumps(answer)
+    out = budget.wire(answer)
     accept = request.headers.get("accept", "")
     if status == 200 and "text/event-stream" in accept and "application/json" not in accept and "*/*" not in accept:
-        return Response(f"event: message\ndata: {out}\n\n", media_type="text/event-stream",
+        return Response(b"event: message\ndata: " + out + b"\n\n", media_type="text/event-stream",
                         headers={"Cache-Control": "no-cache"})
     return Response(out, status_code=status, media_type="application/json")
 

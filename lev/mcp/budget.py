@@ -19,6 +19,15 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
+def wire(obj: Any) -> bytes:
+    """The UTF-8 bytes of an answer; one holding a lone surrogate (a client's request id may) is written with
+    `\\u` escapes instead, which JSON allows and UTF-8 cannot carry."""
+    try:
+        return dumps(obj).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj, separators=(",", ":")).encode("ascii")
+
+
 def tool_result(obj: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """A successful tool result: the object as JSON text and as structured content."""
     result: dict[str, Any] = {"content": [{"type": "text", "text": dumps(obj)}], "structuredContent": obj,
