@@ -27,8 +27,10 @@ from tests.transcribe_stub import TranscribeStub
 def cluster(transcribe_stub: TranscribeStub) -> Iterator[Cluster]:
     base = Path(tempfile.mkdtemp(prefix="levc-", dir="/tmp"))
     # Test timings (documented settings): a worker is declared dead after 5 missed beats of 0.5 s, a failed job
-    # is tried again after 1 s times its try number, a job is abandoned on its third pick-up.
+    # is tried again after 1 s times its try number, a job is abandoned on its third pick-up. One user's three jobs
+    # may run at once (the crash tests kill a worker holding all three; fairness is tests/ingest/test_fair_share.py).
     c = Cluster(base, extra_env={
+        "LEV_JOBS_PER_USER": "4",
         "LEV_ALLOW_PRIVATE_URLS": "true", "LEV_TRANSCRIBE_URL": transcribe_stub.url, "LEV_JOB_MAX_TRIES": "2",
         "LEV_WORKER_HEARTBEAT_SEC": "0.5", "LEV_JOB_RETRY_DELAY_SEC": "1", "LEV_SHUTDOWN_GRACE_SEC": "10",
         "LEV_LOG_LEVEL": "info",
