@@ -60,7 +60,12 @@ def old_tree() -> Path:
     return dest
 
 
-def load() -> float:
+def load(settle_sec: float = 180) -> float:
+    """The 1-minute load average once it is under QUIET_LOAD (waiting up to `settle_sec` for the last part's
+    processes to be forgotten), else as it is then."""
+    deadline = time.monotonic() + settle_sec
+    while os.getloadavg()[0] > QUIET_LOAD and time.monotonic() < deadline:
+        time.sleep(5)
     return os.getloadavg()[0]
 
 
