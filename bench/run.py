@@ -18,7 +18,7 @@ from bench.common import commit, machine
 
 HERE = Path(__file__).resolve().parent
 PARTS = ("quality", "latency", "ingest", "load", "busy", "hostile", "cluster", "automation", "light", "sharing",
-         "answers", "highlights")
+         "answers", "highlights", "unfair")
 
 
 def write_results() -> Path:
