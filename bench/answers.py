@@ -8,6 +8,9 @@ the work), in one run on one machine:
 - SciFact test nDCG@10 through the API, each side ingesting SciFact on a fresh stack of its own.
 
 `LEV_BENCH_OLD` names the old commit; `LEV_BENCH_ANSWERS_SMOKE=1` is a short dry run whose figures mean nothing.
+`LEV_BENCH_ANSWERS_PARTS=search` runs only the 100k search part (about 8 minutes instead of 38): the old server is
+then asked with every filter too (`LEV_BENCH_OLD` must be a commit that has filters), and the nDCG table is the one
+of the last full run (`LAST_NDCG`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,13 @@ C1 = 20 if SMOKE else 200
 SCIFACT_DOCS = 300 if SMOKE else None  # None: all 5,183
 SITES = 20
 MODES = ("hybrid", "semantic", "keyword")
+SEARCH_ONLY = os.environ.get("LEV_BENCH_ANSWERS_PARTS", "all") == "search"
+# The last full run's SciFact nDCG@10 (old 67b1f07, new 421d86d), shown by a search-only run.
+LAST_NDCG = ("421d86d", {"old": {"hybrid": 0.7336, "semantic": 0.6788, "keyword": 0.6911},
+                         "new": {"hybrid": 0.7336, "semantic": 0.6789, "keyword": 0.6911}})
+# Since issue 39 a stored text is whitespace-normalised, so some chunk texts (and so their vectors) differ slightly
+# from the old side's: semantic nDCG moves in the 4th decimal. "Unchanged" allows that much.
+NDCG_TOLERANCE = 0.001
 
 
 def shape_library(conn: Any, user_id: Any) -> dict[str, Any]:
@@ -150,14 +160,17 @@ def search_100k(claims: list[str]) -> dict[str, Any]:
         for k, root in (("old", old_tree()), ("new", ROOT)):  # old first, on the schema it knows
             with schema_seen_by(lev.admin, root):
                 servers[k] = LiveServer(lev.data_dir, QUIET, log_name=f"answers-{k}", root=root).start(timeout=600)
-        variants: dict[str, tuple[str, dict[str, Any]]] = {
-            "old, no filter": ("old", {}),
-            "new, no filter": ("new", {}),
-            "new, site=site3.example.org": ("new", {"site": "site3.example.org"}),
-            "new, kind=pdf": ("new", {"kind": "pdf"}),
-            "new, after=2026-05-01": ("new", {"after": "2026-05-01"}),
-            f"new, item_id (its {shape['item_chunks']} chunks)": ("new", {"item_id": shape["item_id"]}),
+        filters: dict[str, dict[str, Any]] = {
+            "site=site3.example.org": {"site": "site3.example.org"},
+            "kind=pdf": {"kind": "pdf"},
+            "after=2026-05-01": {"after": "2026-05-01"},
+            f"item_id (its {shape['item_chunks']} chunks)": {"item_id": shape["item_id"]},
         }
+        variants: dict[str, tuple[str, dict[str, Any]]] = {"old, no filter": ("old", {})}
+        if SEARCH_ONLY:
+            variants.update({f"old, {k}": ("old", v) for k, v in filters.items()})
+        variants["new, no filter"] = ("new", {})
+        variants.update({f"new, {k}": ("new", v) for k, v in filters.items()})
         wire = wire_sizes(servers, lev.token, claims[0])
         before, gauge = loadavg(), cpu_gauge()
         result = filtered_alternating(servers, lev.token, claims, variants)
@@ -189,8 +202,8 @@ def main() -> str:
     search = search_100k([queries[q] for q in test][:C1])
     if SCIFACT_DOCS:
         corpus = dict(list(corpus.items())[:SCIFACT_DOCS])
-    quality = {k: scifact_ndcg(root, corpus, queries, qrels["test"], test)
-               for k, root in (("old", old_tree()), ("new", ROOT))}
+    quality = LAST_NDCG[1] if SEARCH_ONLY else {k: scifact_ndcg(root, corpus, queries, qrels["test"], test)
+                                                for k, root in (("old", old_tree()), ("new", ROOT))}
 
     out: list[str] = []
     lines = out.append
@@ -217,6 +230,10 @@ def main() -> str:
         goal = "≤ 65,536 (64 KB)" if what.startswith("get_item") else "≤ 32,768 (32 KB)"
         lines(f"| {what} | {search['wire']['old'][what]:,} | {search['wire']['new'][what]:,} | {goal} |")
     lines("")
+    if SEARCH_ONLY:
+        lines(f"SciFact nDCG@10 not measured in this run (`LEV_BENCH_ANSWERS_PARTS=search`): the figures of the last "
+              f"full run, {LAST_NDCG[0]} vs 67b1f07.")
+        lines("")
     lines("| SciFact test nDCG@10 through the API | old | new |")
     lines("| --- | --- | --- |")
     for mode in MODES:
@@ -224,7 +241,11 @@ def main() -> str:
     lines("")
     lines("#### Targets")
     lines("")
+    old_base = res["old, no filter"]
     for name, r in res.items():
+        if SEARCH_ONLY and name.startswith("old, ") and name != "old, no filter":
+            lines(f"- ({name}: p50 {r['p50'] / old_base['p50']:.2f}, p95 {r['p95'] / old_base['p95']:.2f} of the old "
+                  "unfiltered search, for comparison)")
         if name.startswith("new, ") and name != "new, no filter":
             ok = r["p50"] <= 1.2 * base["p50"] and r["p95"] <= 1.2 * base["p95"]
             lines(f"- {name}: p50 {r['p50'] / base['p50']:.2f}, p95 {r['p95'] / base['p95']:.2f} of the unfiltered "
@@ -234,8 +255,9 @@ def main() -> str:
         lines(f"- MCP {what}: {size:,} bytes (≤ {cap:,}) — {'**holds**' if size <= cap else '**missed**'}")
     old_p95, new_p95 = res["old, no filter"]["p95"], base["p95"]
     lines(f"- unfiltered hybrid p95 new/old: {new_p95 / old_p95:.2f}")
-    same = all(abs(quality["old"][m] - quality["new"][m]) < 1e-9 for m in MODES)
-    lines(f"- SciFact nDCG@10 unchanged in every mode — {'**holds**' if same else '**missed**'}")
+    same = all(abs(quality["old"][m] - quality["new"][m]) <= NDCG_TOLERANCE + 1e-9 for m in MODES)
+    lines(f"- SciFact nDCG@10 unchanged in every mode (within {NDCG_TOLERANCE}: stored texts are "
+          f"whitespace-normalised since issue 39) — {'**holds**' if same else '**missed**'}")
     lines("")
     lines(f"Runtime {time.perf_counter() - t0:.0f} s; load average at the end {loadavg()}.")
     return "\n".join(out)

@@ -74,19 +74,23 @@ kw_top AS MATERIALIZED (
   ) kw_all WHERE (SELECT count(*) FROM kw_top) < :depth
 )"""
 # Filtered first, every ranked group is visible: the first `depth` are the candidates (no second ranking when a
-# small scope has fewer matches than `depth`). A sel term with a short posting list is scanned and filtered by the
-# scope ({scope}); one with more than :per_content_df postings is read per visible content (index
-# lev_postings_content), so a small scope never reads other users' postings of a common term.
+# small scope has fewer matches than `depth`). The scope's contents ({scope}) are found once (`sc`) and hashed: a
+# sel term with a short posting list is scanned and joined with them (not probed posting by posting: a filter's
+# conditions, a site's host function, would be evaluated once per posting); one with more than :per_content_df
+# postings is read per visible content (index lev_postings_content), so a small scope never reads other users'
+# postings of a common term.
 _TERM = "q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl)"
 _KW_CAND_FILTERED = f"""
+sc AS MATERIALIZED (SELECT DISTINCT v.content_id FROM ({{scope}}) v),
 cand AS (
   SELECT x.chunk_id, sum(x.s) AS s FROM (
     SELECT p.chunk_id, {_TERM} AS s
       FROM q JOIN lev_postings p ON p.lexeme = q.lexeme
-     WHERE q.sel AND q.df <= :per_content_df AND p.content_id IN ({{scope}})
+     JOIN sc ON sc.content_id = p.content_id
+     WHERE q.sel AND q.df <= :per_content_df
     UNION ALL
     SELECT t.chunk_id, t.s
-      FROM (SELECT DISTINCT v.content_id FROM ({{scope}}) v) sc CROSS JOIN q CROSS JOIN LATERAL (
+      FROM sc CROSS JOIN q CROSS JOIN LATERAL (
         SELECT p.chunk_id, {_TERM} AS s FROM lev_postings p
          WHERE p.lexeme = q.lexeme AND p.content_id = sc.content_id
         OFFSET 0) t
