@@ -77,7 +77,7 @@ typecheck: $(DEV_STAMP)
 test: $(DEV_STAMP) cluster-deps browser-deps node-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest -q -n 3 --dist loadfile tests contract_tests -p no:cacheprovider
+	$(BIN)/pytest -q -n 3 --dist loadfile --durations=15 tests contract_tests -p no:cacheprovider
 
 contract: $(DEV_STAMP)
 	$(BIN)/pytest -q contract_tests -p no:cacheprovider

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import select
+import socket
 import threading
 import time
 import wave
@@ -90,7 +92,10 @@ class FeedSite:
                         for n in range(pieces):
                             self.wfile.write(body[n * step:(n + 1) * step])
                             self.wfile.flush()
-                            time.sleep(float(seconds) / pieces)
+                            # wait for the next piece, or notice at once that the client hung up
+                            if select.select([self.connection], [], [], float(seconds) / pieces)[0] and \
+                                    not self.connection.recv(1, socket.MSG_PEEK):
+                                break
                     except (BrokenPipeError, ConnectionResetError):
                         pass
                     finally:

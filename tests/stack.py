@@ -147,11 +147,13 @@ class Admin:
             from arq.connections import RedisSettings
             from redis.asyncio import Redis
 
+            from lev.runtime import QUEUE
+
             assert self.redis_url is not None
             url = self.redis_url
 
             async def pools() -> tuple[Any, Any]:
-                return await create_pool(RedisSettings.from_dsn(url)), Redis.from_url(url)
+                return await create_pool(RedisSettings.from_dsn(url), default_queue_name=QUEUE), Redis.from_url(url)
 
             self._pools = self.run_coro(pools())
             self._embedder = build_embedder(get_settings())  # batches computed in this process

@@ -12,6 +12,7 @@ from lev.core.errors import ApiError
 from lev.imports.service import slice_job_id
 from lev.ingest.documents import page_texts
 from lev.ingest.finish import to_finish
+from lev.ingest.followups import transforms
 from lev.ingest.uploads import UPLOAD_EXPIRY
 from lev.ops import logs
 from lev.plumbing.deps import Deps
@@ -28,6 +29,7 @@ from lev.store.objects import InvalidObjectPath, ObjectStore
 log = logs.get_logger("lev.worker")
 
 RECONCILE_GRACE_SEC = 5  # work younger than this may still be between its commit and its enqueue
+TRANSFORM_WINDOW = timedelta(days=1)  # a transform that keeps failing is tried again for a day, no longer
 
 
 async def drain_object_deletions(ctx: dict[str, Any]) -> int:
@@ -69,13 +71,15 @@ async def expire_uploads(ctx: dict[str, Any]) -> int:
 async def reconcile_unfinished(ctx: dict[str, Any]) -> int:
     """Re-queue the unfinished work whose job is gone (lost with Redis, or never queued because the process
     died between commit and enqueue): the database, not the queue, is the record of acknowledged work. That is
-    contents still processing and imports still running."""
+    contents still processing, imports still running, and the transforms of the last day's ready items that have
+    none (their job was queued when the item became ready: Redis may have lost it since)."""
     deps: Deps = ctx["deps"]
     settled = datetime.now(UTC) - timedelta(seconds=RECONCILE_GRACE_SEC)
     async with deps.db.read_session() as s:
         contents = await content_store.unfinished(s, settled)
         running = await import_store.running(s, settled_before=settled)
-    work = [(f.job, f.args, f.job_id) for f in map(to_finish, contents)]
+        untransformed = await content_store.untransformed(s, settled, settled - TRANSFORM_WINDOW)
+    work = [(f.job, f.args, f.job_id) for f in [*map(to_finish, contents), *transforms(untransformed)]]
     work += [("run_import", (str(r["id"]), r["slice"]), slice_job_id(r["id"], r["slice"])) for r in running]
     queued = 0
     for job, args, jid in work:

@@ -83,8 +83,9 @@ def test_one_users_big_ingests_hold_their_share_and_another_users_note_goes_firs
     queued = [i for i, it in states.items() if stage(it) == "queued"]
     assert len(queued) >= 2, states  # two of the big ones had not even started: their user's share was full
 
-    running = [i for i in mine if stage(item(big, i)) == "embedding"]
-    assert running, [item(big, i) for i in mine]
+    running: list[str] = []
+    wait(lambda: running.extend(i for i in mine if stage(item(big, i)) == "embedding") or running,
+         "one of the big items to be embedding")
     doomed = running[0]
     content_id = stack.sql("SELECT content_id FROM user_items WHERE id = %(i)s", i=doomed)[0][0]
     wait(lambda: ((item(big, doomed).get("progress") or {}).get("done") or 0) >= 32, "a first batch of the doomed item")
@@ -143,7 +144,9 @@ def test_sigterm_under_load_stops_within_the_grace_period_and_the_work_resumes(s
         r = c.post("/api/v1/ingest", json={"kind": "text", "title": f"Stop {n}", "text": prose(5000 + n, 200_000)})
         assert r.status_code == 200 and r.json()["status"] == "processing", r.text
         ids.append(r.json()["user_item_id"])
-    wait(lambda: all(stage(item(c, i)) == "embedding" for i in ids), "both to be embedding")
+    # both jobs under way (a slot of another user's may hold one of them queued on a busy machine)
+    wait(lambda: any(stage(item(c, i)) == "embedding" for i in ids), "one to be embedding")
+    assert all(item(c, i)["status"] == "processing" for i in ids)
     assert stack.worker is not None
     asked = time.monotonic()
     stack.worker.send_signal(signal.SIGTERM)
