@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -234,10 +235,12 @@ def hnsw_recall(lev: Lev, queries: list[str], limit: int) -> dict[str, Any]:
         params = {"qvec": vec, "limit": limit, **plan.bound(found)}
         t = time.perf_counter()
         h = [r.chunk_id for r in await s.execute(
-            ss.with_vector(ss.SEMANTIC_SQL.format(filter=plan.vec_filter, exact="", item=item)), params)]
+            ss.with_vector(ss.SEMANTIC_SQL.format(nearest=replace(plan, fallback=None).nearest(":limit"),
+                                                  item=item)), params)]
         t1 = time.perf_counter()
         e = [r.chunk_id for r in await s.execute(
-            ss.with_vector(ss.SEMANTIC_SQL.format(filter=plan.vec_filter, exact="+ 0", item=item)), params)]
+            ss.with_vector(ss.SEMANTIC_SQL.format(nearest=replace(plan, exact="+ 0", fallback=None).nearest(":limit"),
+                                                  item=item)), params)]
         t2 = time.perf_counter()
         return h, e, ef, (t1 - t) * 1000, (t2 - t1) * 1000
 

@@ -70,8 +70,8 @@ def main() -> None:
                 **plan.bound(found)}
         cand = (await s.execute(text(ss._KW_CAND_SQL.format(cand=plan.kw_cand)), bm25)).all()
         t2 = time.perf_counter()
-        sql = ss._HYBRID_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=found.sql)
-        await s.execute(ss.with_vector(sql), {**bm25, "qvec": vec, "w": p.semantic_weight, "limit": 10,
+        sql = ss._HYBRID_SQL.format(nearest=plan.nearest(":depth"), item=found.sql)
+        await s.execute(ss.with_vector(sql), {**bm25, "qvec": vec, "w": p.semantic_weight, "limit": 10, "vec_min": 10,
                                               "kw_ids": [r.chunk_id for r in cand], "kw_s": [float(r.s) for r in cand],
                                               "kw_complete": len(cand) < depth})
         t3 = time.perf_counter()

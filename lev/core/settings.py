@@ -191,7 +191,7 @@ class Settings(BaseSettings):
     """Terms in more than this share of chunks score but do not generate keyword candidates."""
     hnsw_ef_search: int = 40
     """pgvector HNSW ef_search floor."""
-    search_exact_scan_max_chunks: int = 5000
+    search_exact_scan_max_chunks: int = 2000
     """Scopes with at most this many chunks are searched exactly instead of through HNSW."""
 
     @property

@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, exists, false, func, literal_column, or_
+from sqlalchemy import and_, bindparam, exists, false, literal_column, or_
 
 from lev.store.lifecycle import MEDIA_KINDS
 from lev.store.models import contents, item_folders, user_items
@@ -59,10 +59,11 @@ def filter_where(f: Filters | None) -> list[Any]:
                 contents.c.id == user_items.c.content_id, contents.c.owner_id.isnot(None))))
         conds.append(or_(*either) if either else false())
     if f.site is not None:
-        # lev_url_host (migration 0015): lower case, no user info, port or trailing dot. Reversed, in byte order,
-        # the site and its subdomains are one range ("gro.elpmaxe" and what starts "gro.elpmaxe."), read through
-        # the index user_items_rhost whatever the plan (no LIKE whose prefix only a custom plan could use).
-        rhost = func.reverse(func.lev_url_host(user_items.c.url)).collate("C")
+        # url_rhost (migration 0020): the host as lev_url_host gives it (lower case, no user info, port or trailing
+        # dot), reversed, in byte order, stored with the item. The site and its subdomains are one range
+        # ("gro.elpmaxe" and what starts "gro.elpmaxe."), read through the index user_items_url_rhost whatever the
+        # plan (no LIKE whose prefix only a custom plan could use), and checked per row without parsing the URL.
+        rhost = user_items.c.url_rhost
         rsite = f.site[::-1]
         conds.append(or_(rhost == bindparam("f_rsite", rsite), and_(rhost >= bindparam("f_rsite_lo", rsite + "."),
                                                                      rhost < bindparam("f_rsite_hi", rsite + "/"))))

@@ -148,7 +148,7 @@ async def hand_over(session: AsyncSession, folder_id: uuid.UUID, member_id: uuid
         if mine is None:
             mine = uuid.uuid4()
             await session.execute(insert(user_items).values(
-                {**{k: v for k, v in item.items() if k not in ("id", "user_id", "created_by_token")},
+                {**{k: v for k, v in item.items() if k not in ("id", "user_id", "created_by_token", "url_rhost")},
                  "id": mine, "user_id": owner_id, "created_by_token": None, "auto_transform": False}))
             await session.execute(insert(outputs).from_select(
                 ["id", "item_id", "kind", "content", "generator", "created_at"],

@@ -8,6 +8,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Computed,
     DateTime,
     Float,
     ForeignKey,
@@ -80,6 +81,8 @@ user_items = Table(
     Column("metadata", JSONB, nullable=False),  # the user's own (an import's tags), over the content's
     Column("created_at", DateTime(timezone=True)),
     Column("updated_at", DateTime(timezone=True)),
+    # The URL's host reversed, in byte order (the `site` filter, `store.filters`): computed by PostgreSQL.
+    Column("url_rhost", Text(collation="C"), Computed("reverse(lev_url_host(url))", persisted=True)),
 )
 
 item_folders = Table(

@@ -24,6 +24,10 @@ from lev.store.scope import Scope
 from lev.store.scoped_sql import Bound, bound_params, item_sql, probe_sql, scope_sql
 
 MODES = ("hybrid", "semantic", "keyword")
+PGVECTOR_EF_MAX = 1000  # the largest hnsw.ef_search pgvector accepts
+# A narrowed HNSW walk aims to leave this many rows beyond those needed (and at least half as many again): a
+# scope's chunks are not spread evenly over the graph, and a walk that leaves too few costs the exact scan on top.
+WALK_SLACK = 30
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,11 @@ class SearchParams:
     # content by content (its postings in the scope only) instead of scanning its whole posting list: one index
     # probe costs about as much as reading 5-15 postings (bench/TUNING.md §9).
     per_content_factor: float = 8.0
+    # The deepest HNSW walk a narrowed scope may ask for: the walk's cost grows faster than ef_search (at 100k
+    # chunks ef 400 costs a statement about 1 ms more than the unfiltered ef 150, ef 1,000 about 8 ms more), while
+    # a filtered search's top 10 at ef 400 still agree with an exact vector side's more than an unfiltered one's do
+    # (docs/decisions.md, issue 39). Never above PGVECTOR_EF_MAX.
+    ef_max: int = 400
 
 
 _Q = "q AS MATERIALIZED (SELECT * FROM lev_bm25_query(:q, :k1, :b, :prune, :keep))"
@@ -131,13 +140,22 @@ WITH {_Q}, {{cand}}, ranked AS (
 
 _KW_CAND_SQL = f"WITH {_Q}, {{cand}} SELECT chunk_id, s FROM cand"
 
+# The nearest {n} visible chunks and their cosine distance `d`, computed once per row. `{exact}` "+ 0" defeats the
+# HNSW index (an exact scan of the rows {filter} lets through).
+_NEAREST = """SELECT c.id AS chunk_id, (c.embedding <=> CAST(:qvec AS vector)) {exact} AS d
+  FROM chunks c WHERE {filter} ORDER BY d LIMIT {n}"""
+# An index scan that left fewer than :vec_min visible rows (pgvector filters after the walk, which is at most
+# `ef_max` deep) is replaced by the exact scan of the scope: a narrowed search never comes back short.
+_NEAREST_OR_EXACT = """WITH ann AS MATERIALIZED ({ann})
+SELECT * FROM ann WHERE (SELECT count(*) FROM ann) >= :vec_min
+UNION ALL
+SELECT * FROM ({exact}) e WHERE (SELECT count(*) FROM ann) < :vec_min"""
+
 SEMANTIC_SQL = """
 WITH ranked AS (
-  SELECT c.id AS chunk_id, 1 - (c.embedding <=> CAST(:qvec AS vector)) AS cos, NULL::float8 AS bm25,
-         1 - (c.embedding <=> CAST(:qvec AS vector)) / 2 AS score
-    FROM chunks c
-   WHERE {filter}
-   ORDER BY (c.embedding <=> CAST(:qvec AS vector)) {exact}
+  SELECT n.chunk_id, 1 - n.d AS cos, NULL::float8 AS bm25, 1 - n.d / 2 AS score
+    FROM ({nearest}) n
+   ORDER BY n.d
    LIMIT :limit
 )""" + _DETAILS
 
@@ -151,11 +169,7 @@ _HYBRID_SQL = f"""
 WITH {_Q}, kw AS (
   SELECT * FROM unnest(CAST(:kw_ids AS uuid[]), CAST(:kw_s AS float8[])) AS k(chunk_id, s)
 ), vec AS MATERIALIZED (
-  SELECT c.id AS chunk_id, 1 - (c.embedding <=> CAST(:qvec AS vector)) AS cos
-    FROM chunks c
-   WHERE {{filter}}
-   ORDER BY (c.embedding <=> CAST(:qvec AS vector)) {{exact}}
-   LIMIT :depth
+  SELECT n.chunk_id, 1 - n.d AS cos FROM ({{nearest}}) n
 ), scored AS MATERIALIZED (
   SELECT coalesce(kw.chunk_id, vec.chunk_id) AS chunk_id,
          coalesce(vec.cos, (SELECT 1 - (c.embedding <=> CAST(:qvec AS vector)) FROM chunks c
@@ -220,20 +234,31 @@ class Plan:
     ef: int | None = None  # hnsw.ef_search for the index scan (None: exact scan, no index)
     per_content_df: int = 0  # sel terms with more postings are read per visible content (_KW_CAND_FILTERED)
     params: dict[str, Any] = field(default_factory=dict)  # the scope's values for the parts above
+    fallback: str | None = None  # an index scan's exact-scan filter, used when it leaves too few rows
 
     def bound(self, *parts: Bound) -> dict[str, Any]:
         """The plan's scope values together with those of other embedded parts (`bound_params`)."""
         return bound_params(Bound("", self.params), *parts)
 
+    def nearest(self, n: str) -> str:
+        """The nearest `n` (a literal or a `:name`) visible chunks as (chunk_id, d); with an index scan, the exact
+        scan when it leaves fewer than `:vec_min`."""
+        near = _NEAREST.format(exact=self.exact, filter=self.vec_filter, n=n)
+        if self.fallback is None:
+            return near
+        return _NEAREST_OR_EXACT.format(ann=near, exact=_NEAREST.format(exact="+ 0", filter=self.fallback, n=n))
+
 
 async def plan_scope(session: AsyncSession, scope: Scope, filters: Filters | None, depth: int, mode: str,
-                     p: SearchParams) -> Plan:
+                     p: SearchParams, least: int | None = None) -> Plan:
     """How to apply the scope, from the share of the corpus it covers.
 
     A scope covering a large share is probed per candidate (a few hundred index probes); a small one is
-    applied as an IN list first. Small scopes get an exact vector scan; larger ones HNSW with ef_search raised
-    for the scope's selectivity, since pgvector filters after the index scan (set on the session here,
-    `use_plan_ef`).
+    applied as an IN list first. Small scopes get an exact vector scan (their contents found once, as an
+    array); larger ones HNSW with ef_search raised for the scope's selectivity up to `ef_max`, since pgvector
+    filters after the index scan (set on the session here, `use_plan_ef`), and the exact scan if it leaves too few.
+    A scope whose share of the corpus would leave fewer than `least` rows of the walk (default: what the walk
+    aims for) is scanned exactly straight away.
     """
     size = await _scope_size(session, scope, filters)
     scope_in = scope_sql(scope, filters)
@@ -247,12 +272,13 @@ async def plan_scope(session: AsyncSession, scope: Scope, filters: Filters | Non
         kw = (_KW_CAND_FILTERED.format(scope=scope_in.sql), depth)
         kw_part = scope_in
         per_content_df = min(2**31 - 1, math.ceil(p.per_content_factor * size.contents))
-    if mode == "keyword" or size.chunks <= p.exact_scan_max_chunks:
-        return Plan(*kw, f"c.content_id IN ({scope_in.sql})", "+ 0", per_content_df=per_content_df,
-                    params=bound_params(kw_part, scope_in))
-    ef = min(1000, max(p.ef_search, depth, math.ceil(1.5 * depth / share)))
+    exact = f"c.content_id = ANY(ARRAY({scope_in.sql}))"
+    want = max(math.ceil(1.5 * depth), depth + WALK_SLACK)
+    ef = min(p.ef_max, PGVECTOR_EF_MAX, max(p.ef_search, depth, math.ceil(want / share)))
+    if mode == "keyword" or size.chunks <= p.exact_scan_max_chunks or ef * share < (want if least is None else least):
+        return Plan(*kw, exact, "+ 0", per_content_df=per_content_df, params=bound_params(kw_part, scope_in))
     probe = probe_sql(scope, filters, "c.content_id")
-    plan = Plan(*kw, probe.sql, "", ef, per_content_df, bound_params(kw_part, probe))
+    plan = Plan(*kw, probe.sql, "", ef, per_content_df, bound_params(kw_part, probe, scope_in), exact)
     await use_plan_ef(session, plan)
     return plan
 
@@ -311,7 +337,10 @@ async def search(
     p = params
     depth = max(p.candidates, limit)
     filters = None if filters is None or filters.empty else filters
-    plan = await plan_scope(session, scope, filters, limit if mode == "semantic" else depth, mode, p)
+    # A semantic answer is the walk's rows: it must be expected to leave `limit` and some; a hybrid one has its
+    # keyword side too, and the exact scan when both are short.
+    least = limit + WALK_SLACK if mode == "semantic" else limit
+    plan = await plan_scope(session, scope, filters, limit if mode == "semantic" else depth, mode, p, least=least)
     found = item_sql(scope, filters)
     scoped = plan.bound(found)
     bm25 = {"q": query, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,
@@ -321,14 +350,15 @@ async def search(
         rows = (await session.execute(text(_KEYWORD_SQL.format(cand=plan.kw_cand, item=item)),
                                       {**bm25, "limit": limit})).all()
     elif mode == "semantic":
-        sql = SEMANTIC_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=item)
+        sql = SEMANTIC_SQL.format(nearest=plan.nearest(":limit"), item=item)
         rows = (await session.execute(with_vector(sql), {"qvec": await _resolve(query_vector), "limit": limit,
-                                                         **scoped})).all()
+                                                         "vec_min": limit, **scoped})).all()
     else:
         cand = (await session.execute(text(_KW_CAND_SQL.format(cand=plan.kw_cand)),
                                       bm25)).all()
-        sql = _HYBRID_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=item)
+        sql = _HYBRID_SQL.format(nearest=plan.nearest(":depth"), item=item)
         values = {**bm25, "qvec": await _resolve(query_vector), "w": p.semantic_weight, "limit": limit,
+                  "vec_min": 0 if len(cand) >= limit else limit,  # enough keyword hits: the result is not short
                   "kw_ids": [r.chunk_id for r in cand], "kw_s": [float(r.s) for r in cand],
                   "kw_complete": len(cand) < depth}
         rows = (await session.execute(with_vector(sql), values)).all()

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
-import httpx
 import pytest
-
-from tests.stack import LiveServer
 
 CHECK = """
 SELECT
@@ -40,26 +36,115 @@ def test_bm25_statistics_exact_after_ingest_and_delete(server, api, user, admin)
     assert all(s > 0 for s in scores) and scores == sorted(scores, reverse=True)
 
 
-def test_hnsw_path_respects_scope(data_dir: Path, user) -> None:
-    srv = LiveServer(data_dir, {"LEV_SEARCH_EXACT_SCAN_MAX_CHUNKS": "0", "LEV_RATE_LIMITS": "off"},
-                     log_name="hnsw").start()
-    try:
-        f = user.folder("Birds")
-        tok = user.token(write=True, folders=[f])
-        scoped = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {tok}"}, timeout=60)
-        whole = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {user.token(write=True)}"},
-                             timeout=60)
-        mine = scoped.post("/api/v1/ingest", json={"kind": "text", "text": "Puffins nest in burrows on sea cliffs.",
-                                                   "auto_transform": False}).json()["user_item_id"]
-        outside = whole.post("/api/v1/ingest", json={"kind": "text", "text": "Puffins dive for sand eels at sea.",
-                                                     "auto_transform": False}).json()["user_item_id"]
-        for mode in ("semantic", "hybrid"):
-            got = scoped.get("/api/v1/search", params={"q": "puffins", "mode": mode}).json()["results"]
-            assert [r["item_id"] for r in got] == [mine], mode
-            got = whole.get("/api/v1/search", params={"q": "puffin burrows", "mode": mode, "limit": 50}).json()
-            assert {mine, outside} <= {r["item_id"] for r in got["results"]}, mode
-    finally:
-        srv.stop()
+async def _nearest(s, scope, plan, vec: list[float], limit: int, vec_min: int,  # type: ignore[no-untyped-def]
+                   ef: int | None = None) -> list[tuple[str, float]]:
+    """The semantic statement of `plan` (its walk at `ef` if given): (item, cosine) of its rows."""
+    from dataclasses import replace
+
+    from lev.store import scoped_sql
+    from lev.store import search as search_store
+
+    await search_store.use_plan_ef(s, plan if ef is None else replace(plan, ef=ef))
+    found = scoped_sql.item_sql(scope, None)
+    sql = search_store.SEMANTIC_SQL.format(nearest=plan.nearest(":limit"), item=found.sql)
+    rows = await s.execute(search_store.with_vector(sql), {"qvec": vec, "limit": limit, "vec_min": vec_min,
+                                                            **plan.bound(found)})
+    return [(str(r.item_id), round(float(r.cos), 6)) for r in rows]
+
+
+def _walk_params():  # type: ignore[no-untyped-def]
+    """Search parameters under which every scope is walked (HNSW) as deep as pgvector allows."""
+    from dataclasses import replace
+
+    from lev.core.settings import get_settings
+    from lev.library.reads import search_params
+
+    return replace(search_params(get_settings()), exact_scan_max_chunks=0, ef_max=10**12)
+
+
+def test_hnsw_path_respects_scope(server, api, user, admin) -> None:
+    """The index scan (HNSW; pgvector filters after the walk) keeps to the scope: the walk alone (no exact scan
+    behind it) finds a folder token's item only, and a whole-library search's both."""
+    from lev.auth.policy import Scope
+    from lev.embedding.embedder import LocalEmbedder
+    from lev.store import search as search_store
+
+    f = user.folder("Birds")
+    scoped = api(user.token(write=True, folders=[f]))
+    mine = scoped.post("/api/v1/ingest", json={"kind": "text", "text": "Puffins nest in burrows on sea cliffs.",
+                                               "auto_transform": False}).json()["user_item_id"]
+    outside = api(user.token(write=True)).post("/api/v1/ingest", json={
+        "kind": "text", "text": "Puffins dive for sand eels at sea.", "auto_transform": False}).json()["user_item_id"]
+    emb = LocalEmbedder()
+
+    async def walk(s, scope: Scope, q: str, limit: int) -> list[str]:  # type: ignore[no-untyped-def]
+        plan = await search_store.plan_scope(s, scope, None, limit, "semantic", _walk_params(), least=0)
+        assert plan.ef is not None and plan.fallback is not None  # the HNSW path
+        return [i for i, _ in await _nearest(s, scope, plan, emb.embed_query(q), limit, vec_min=0)]
+
+    assert admin.run(lambda s: walk(s, Scope(user.id, frozenset({uuid.UUID(f)}), kb_only=True), "puffins", 10)) \
+        == [mine]
+    assert {mine, outside} <= set(admin.run(lambda s: walk(s, Scope(user.id, None, kb_only=True), "puffin burrows",
+                                                           50)))
+
+
+def test_a_short_index_scan_gives_way_to_the_exact_scan(server, api, user, admin) -> None:
+    """pgvector filters after the HNSW walk, so a walk can leave fewer visible chunks than asked for; the statement
+    then answers with the exact scan of the scope (the same rows an exact plan gives), never a short list."""
+    from dataclasses import replace
+
+    from lev.auth.policy import Scope
+    from lev.embedding.embedder import LocalEmbedder
+    from lev.store import search as search_store
+
+    c = api(user.token(write=True))
+    texts = [f"Field note {i}: the lighthouse keeper counted {i * 7} gannets and a lone skua." for i in range(6)]
+    ids = {c.post("/api/v1/ingest", json={"kind": "text", "text": t, "auto_transform": False}).json()["user_item_id"]
+           for t in texts}
+    scope = Scope(user.id, None, kb_only=True)
+    p = _walk_params()
+    vec = LocalEmbedder().embed_query("gannets counted at the lighthouse")
+
+    async def go(s):  # type: ignore[no-untyped-def]
+        walk = await search_store.plan_scope(s, scope, None, 5, "semantic", p, least=0)
+        exact = await search_store.plan_scope(s, scope, None, 5, "semantic", replace(p, exact_scan_max_chunks=10**9))
+        assert walk.fallback is not None and walk.ef is not None and exact.ef is None and exact.fallback is None
+        # a walk one node deep leaves at most one chunk, seldom this user's: alone it would come back short
+        alone = await _nearest(s, scope, walk, vec, 5, vec_min=0, ef=1)
+        short = await _nearest(s, scope, walk, vec, 5, vec_min=5, ef=1)
+        return alone, short, await _nearest(s, scope, exact, vec, 5, vec_min=0)
+
+    alone, short, exact = admin.run(go)
+    assert len(alone) <= 1
+    assert len(exact) == 5 and {i for i, _ in exact} <= ids
+    assert short == exact
+
+
+def test_a_narrow_scope_is_scanned_exactly_when_a_walk_would_leave_too_few(server, api, user, admin) -> None:
+    """A scope too small a share of the corpus for the deepest walk allowed to be expected to leave the rows needed
+    is scanned exactly at once (not walked, then scanned)."""
+    from dataclasses import replace
+
+    from lev.auth.policy import Scope
+    from lev.store import search as search_store
+
+    api(user.token(write=True)).post("/api/v1/ingest", json={"kind": "text", "text": "A lone note on storm petrels.",
+                                                             "auto_transform": False})
+    scope = Scope(user.id, None, kb_only=True)
+    p = replace(_walk_params(), ef_max=10)  # a walk 10 deep expects fewer than 10 rows of a scope under all chunks
+
+    from sqlalchemy import text
+
+    async def go(s):  # type: ignore[no-untyped-def]
+        total = int((await s.execute(text("SELECT n_chunks FROM lev_bm25_stats"))).scalar_one())
+        narrow = await search_store.plan_scope(s, scope, None, 10, "semantic", p, least=10)
+        walked = await search_store.plan_scope(s, scope, None, 10, "semantic", p, least=0)
+        return total, narrow, walked
+
+    total, narrow, walked = admin.run(go)
+    assert total > 1  # the user's one chunk is not all of the corpus
+    assert narrow.ef is None and narrow.exact == "+ 0"
+    assert walked.ef is not None
 
 
 def test_scope_strategies_agree(server, api, user, admin) -> None:
