@@ -337,10 +337,8 @@ async def search(
     p = params
     depth = max(p.candidates, limit)
     filters = None if filters is None or filters.empty else filters
-    # A semantic answer is the walk's rows: it must be expected to leave `limit` and some; a hybrid one has its
-    # keyword side too, and the exact scan when both are short.
-    least = limit + WALK_SLACK if mode == "semantic" else limit
-    plan = await plan_scope(session, scope, filters, limit if mode == "semantic" else depth, mode, p, least=least)
+    # A walk must be expected to leave at least the answer's rows; the exact scan follows one that did not.
+    plan = await plan_scope(session, scope, filters, limit if mode == "semantic" else depth, mode, p, least=limit)
     found = item_sql(scope, filters)
     scoped = plan.bound(found)
     bm25 = {"q": query, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,
