@@ -56,10 +56,11 @@ async def create_owned(session: AsyncSession, *, user_id: uuid.UUID, owner_url: 
 
 
 async def repoint_item(session: AsyncSession, item_id: uuid.UUID, content_id: uuid.UUID, **values: Any) -> None:
-    """Move the user's item onto the new capture, dropping the outputs of the old text."""
+    """Move the user's item onto the new capture, dropping the outputs of the old text (its transform is due
+    again)."""
     await session.execute(delete(outputs).where(outputs.c.item_id == item_id))
     await session.execute(update(user_items).where(user_items.c.id == item_id)
-                          .values(content_id=content_id, updated_at=func.now(), **values))
+                          .values(content_id=content_id, updated_at=func.now(), transformed_at=None, **values))
 
 
 async def delete_unreferenced(session: AsyncSession, content_id: uuid.UUID) -> None:

@@ -6,7 +6,7 @@ import uuid
 from typing import Any
 
 import numpy as np
-from sqlalchemy import cast, exists, func, insert, select, text, update
+from sqlalchemy import cast, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -139,16 +139,20 @@ async def unfinished(session: AsyncSession, settled_before: Any) -> list[dict[st
 
 
 async def untransformed(session: AsyncSession, settled_before: Any, since: Any) -> list[uuid.UUID]:
-    """Items saved between `since` and `settled_before` that asked for transforms, are ready with text, and have
-    no outputs: their transform job was lost (Redis lost its data after the item became ready)."""
+    """Items saved between `since` and `settled_before` that asked for transforms, are ready with text, and whose
+    transform never ran: its job was lost (Redis lost its data after the item became ready)."""
     rows = await session.execute(
         select(user_items.c.id).join(contents, contents.c.id == user_items.c.content_id)
-        .where(user_items.c.auto_transform, user_items.c.created_at >= since,
+        .where(user_items.c.auto_transform, user_items.c.transformed_at.is_(None), user_items.c.created_at >= since,
                user_items.c.created_at < settled_before, contents.c.status == Status.READY.value,
-               func.octet_length(func.coalesce(contents.c.transcript, contents.c.text)) > 0,
-               ~exists().where(outputs.c.item_id == user_items.c.id))
+               func.octet_length(func.coalesce(contents.c.transcript, contents.c.text)) > 0)
         .order_by(user_items.c.created_at).limit(500))
     return [r[0] for r in rows]
+
+
+async def mark_transformed(session: AsyncSession, item_id: uuid.UUID) -> None:
+    """The item's transform ran (whatever it produced): the reconciler leaves it alone."""
+    await session.execute(update(user_items).where(user_items.c.id == item_id).values(transformed_at=func.now()))
 
 
 async def item_for_transform(session: AsyncSession, item_id: uuid.UUID, *,

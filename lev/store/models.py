@@ -81,6 +81,7 @@ user_items = Table(
     Column("metadata", JSONB, nullable=False),  # the user's own (an import's tags), over the content's
     Column("created_at", DateTime(timezone=True)),
     Column("updated_at", DateTime(timezone=True)),
+    Column("transformed_at", DateTime(timezone=True)),  # its transform ran (outputs or none): not re-queued
     # The URL's host reversed, in byte order (the `site` filter, `store.filters`): computed by PostgreSQL.
     Column("url_rhost", Text(collation="C"), Computed("reverse(lev_url_host(url))", persisted=True)),
 )

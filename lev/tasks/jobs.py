@@ -45,13 +45,12 @@ async def transform_item(ctx: dict[str, Any], item_id: str) -> int:
     if item is None:
         return 0
     text = item["transcript"] or item["text"] or ""
-    if not text.strip():
-        return 0
-    produced = await ctx["transformer"].transform(item["title"], text)
+    produced = await ctx["transformer"].transform(item["title"], text) if text.strip() else []
     async with db.transaction() as s:
         if await content_store.item_for_transform(s, iid, lock=True) is None:
             return 0
         if await content_store.has_outputs(s, iid):
             return 0  # an earlier run of this job stored them
         await content_store.add_outputs(s, iid, [asdict(o) for o in produced])
+        await content_store.mark_transformed(s, iid)  # outputs or none: done, not to be queued again
     return len(produced)

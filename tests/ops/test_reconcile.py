@@ -1,5 +1,5 @@
 """The reconciler finds acknowledged work whose job is gone: here a ready item's transform, queued when the item
-became ready and lost with Redis's data since (the item has no outputs)."""
+became ready and lost with Redis's data since (it never ran: `transformed_at` is null)."""
 
 from __future__ import annotations
 
@@ -43,9 +43,10 @@ def test_a_ready_items_lost_transform_is_queued_again_within_a_day(api, user, ad
     kinds = sorted(o["kind"] for o in wait_outputs(c, item))
     assert item not in untransformed(admin)  # transformed: nothing to do
 
-    # as if Redis lost the queued transform: no outputs, the item saved a minute ago
+    # as if Redis lost the queued transform: it never ran, the item saved a minute ago
     admin.sql("DELETE FROM outputs WHERE item_id = :i", i=item)
-    admin.sql("UPDATE user_items SET created_at = now() - interval '1 minute' WHERE id = :i", i=item)
+    admin.sql("UPDATE user_items SET created_at = now() - interval '1 minute', transformed_at = NULL WHERE id = :i",
+              i=item)
     assert item in untransformed(admin)
     assert admin.run_coro(housekeeping.reconcile_unfinished(admin.job_ctx())) >= 1
     assert sorted(o["kind"] for o in wait_outputs(c, item)) == kinds  # the server's worker ran it, once
@@ -54,8 +55,25 @@ def test_a_ready_items_lost_transform_is_queued_again_within_a_day(api, user, ad
     # an item saved more than a day ago is left alone (a transform failing for good is not tried forever), and so
     # is one that did not ask for transforms
     admin.sql("DELETE FROM outputs WHERE item_id = :i", i=item)
-    admin.sql("UPDATE user_items SET created_at = now() - interval '2 days' WHERE id = :i", i=item)
+    admin.sql("UPDATE user_items SET created_at = now() - interval '2 days', transformed_at = NULL WHERE id = :i",
+              i=item)
     assert item not in untransformed(admin)
     admin.sql("UPDATE user_items SET created_at = now() - interval '1 minute', auto_transform = false WHERE id = :i",
               i=item)
+    assert item not in untransformed(admin)
+
+
+def test_a_transform_that_produced_nothing_is_not_queued_again(api, user, admin: Admin) -> None:  # type: ignore[no-untyped-def]
+    """A text too short for a summary gets no outputs; its transform ran all the same, so the reconciler does not
+    run it again every minute (nor log that it did)."""
+    c = api(user.token(write=True))
+    r = c.post("/api/v1/ingest", json={"kind": "text", "title": "Scrap", "text": "Hm.", "auto_transform": True})
+    assert r.status_code == 200 and r.json()["status"] == "ready", r.text
+    item = r.json()["user_item_id"]
+    deadline = time.monotonic() + 300
+    while not admin.sql("SELECT transformed_at FROM user_items WHERE id = :i", i=item)[0][0]:
+        assert time.monotonic() < deadline, "the transform did not run"
+        time.sleep(0.3)
+    assert outputs(c, item) == []
+    admin.sql("UPDATE user_items SET created_at = now() - interval '1 minute' WHERE id = :i", i=item)
     assert item not in untransformed(admin)
