@@ -141,7 +141,21 @@ NON_BLANK = rf"^[^\x00]*[^\x00{_WS}][^\x00]*$"
 NO_NUL = r"^[^\x00]*$"
 EMAIL = rf"^[^@{_WS}]+@[^@{_WS}]+$"
 HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x20\x7f/?#][^\x00-\x1f\x7f]*$"
+# A search filter's forms as the contract's schemas give them (openapi.yaml, mcp_tools.json: tests compare them;
+# `lev.library.filters` checks with them): a calendar date or date-time (RFC 3339, the offset optional), and a host
+# name. What matches is accepted, nothing else.
+_YEAR = r"(000[1-9]|00[1-9][0-9]|0[1-9][0-9][0-9]|[1-9][0-9]{3})"
+_MONTH_DAY = r"((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))"
+_LEAP_DAY = r"([0-9][0-9](0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29"
+_TIME = (r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,9})?)?"
+         r"([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?")
+WHEN_PATTERN = rf"^({_YEAR}-{_MONTH_DAY}|{_LEAP_DAY})([Tt ]{_TIME})?$"
+_LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+SITE_PATTERN = rf"^{_LABEL}(\.{_LABEL})*\.?$"
+WHEN_HELP = "an RFC 3339 date (2026-03-01) or date-time (2026-03-01T09:30:00Z)"
 _PATTERN_SAYS = {
+    WHEN_PATTERN: f"is not {WHEN_HELP}",
+    SITE_PATTERN: "is not a host name (example.org: letters, digits, hyphens and dots; no scheme, port or path)",
     HTTP_URL: "must be an http or https URL with a host (no white space around it, no control characters)",
     NON_BLANK: "needs a character that is not white space, and no NUL",
     NO_NUL: "must not contain NUL characters",

@@ -11,22 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from lev.auth.policy import parse_uuid_field
+from lev.core.contract import SITE_PATTERN, WHEN_HELP, WHEN_PATTERN
 from lev.core.errors import ApiError, invalid_body
 from lev.store.filters import KINDS, Filters
 
-# The exact forms the contract's schemas give (openapi.yaml, mcp_tools.json: tests compare them): a calendar date
-# or date-time (RFC 3339, the offset optional), and a host name. What matches is accepted, nothing else.
-_YEAR = r"(000[1-9]|00[1-9][0-9]|0[1-9][0-9][0-9]|[1-9][0-9]{3})"
-_MONTH_DAY = r"((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))"
-_LEAP_DAY = r"([0-9][0-9](0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29"
-_TIME = (r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,9})?)?"
-         r"([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?")
-WHEN_PATTERN = rf"^({_YEAR}-{_MONTH_DAY}|{_LEAP_DAY})([Tt ]{_TIME})?$"
-_LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
-SITE_PATTERN = rf"^{_LABEL}(\.{_LABEL})*\.?$"
 _WHEN = re.compile(WHEN_PATTERN)
 _SITE = re.compile(SITE_PATTERN)
-WHEN_HELP = "an RFC 3339 date (2026-03-01) or date-time (2026-03-01T09:30:00Z)"
 
 
 def _bad(name: str, message: str, **extra: Any) -> ApiError:

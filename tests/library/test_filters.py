@@ -116,6 +116,10 @@ def test_bad_filters_are_400_naming_the_parameter(lib, params: dict[str, str], n
     assert body["error"] == "invalid_body" and name in body["message"], body
     if name == "kind":
         assert "url" in body["message"] and "youtube" in body["message"] and "pdf" in body["message"]
+    if name in ("after", "before") and "later" not in body["message"]:  # the form asked for, not a regular expression
+        assert "RFC 3339 date (2026-03-01) or date-time" in body["message"] and "[0-9]" not in body["message"], body
+    if name == "site":
+        assert "is not a host name (example.org" in body["message"] and "[A-Z" not in body["message"], body
 
 
 def mcp_search(server, token: str, **args: Any) -> dict[str, Any]:  # type: ignore[no-untyped-def]
@@ -143,6 +147,7 @@ def test_mcp_search_takes_the_same_filters(lib, server) -> None:  # type: ignore
         body = mcp_search(server, tok, **args)
         assert body["error"]["code"] == -32602, (args, body)
         assert body["error"]["data"]["error"] == "invalid_body"
+        assert "[0-9]" not in body["error"]["message"] and "[A-Z" not in body["error"]["message"], body
     out = mcp_search(server, user.token(folders=[user.folder(f"Empty {uuid.uuid4().hex[:6]}")]),
                      item_id=library.pdf)
     assert out["result"]["isError"] is True and "not_found" in out["result"]["content"][0]["text"]
