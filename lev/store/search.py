@@ -337,8 +337,10 @@ async def search(
     p = params
     depth = max(p.candidates, limit)
     filters = None if filters is None or filters.empty else filters
-    # A walk must be expected to leave at least the answer's rows; the exact scan follows one that did not.
-    plan = await plan_scope(session, scope, filters, limit if mode == "semantic" else depth, mode, p, least=limit)
+    # A walk must be expected to leave at least the answer's rows (the exact scan follows one that did not); twice
+    # as many for a semantic answer, which is the walk's rows alone, or the exact scan would follow it too often.
+    least = 2 * limit if mode == "semantic" else limit
+    plan = await plan_scope(session, scope, filters, limit if mode == "semantic" else depth, mode, p, least=least)
     found = item_sql(scope, filters)
     scoped = plan.bound(found)
     bm25 = {"q": query, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,
