@@ -306,9 +306,12 @@ defaults
     retries 2
     retry-on conn-failure
     option redispatch
-    # a fresh server connection per request: a request never lands on an idle connection to a dead API
-    # (which would fail it), and a refused connection is retried on the other API
+    # a fresh server connection per request, closed after its response: a request never lands on an idle
+    # connection to an API that is gone or shutting down (which would fail it), and a refused connection is
+    # retried on the other API. `http-reuse never` alone only stops sharing a connection between clients: one
+    # client's next request still went down its kept connection, which a stopping API closes.
     http-reuse never
+    option http-server-close
     errorfile 503 {errorfile}
 
 frontend lev
