@@ -130,6 +130,9 @@ async def remove_member(session: AsyncSession, folder_id: uuid.UUID, user_id: uu
     return bool(res.rowcount)  # type: ignore[attr-defined]
 
 
+_COMPUTED = tuple(c.name for c in user_items.c if c.computed is not None)  # PostgreSQL writes these
+
+
 async def hand_over(session: AsyncSession, folder_id: uuid.UUID, member_id: uuid.UUID, owner_id: uuid.UUID) -> int:
     """The items a leaving member filed into the folder stay in it as the folder owner's: the owner's own item on
     the same content (a new one when they have none: same text, chunks and vectors, outputs copied) takes the
@@ -148,7 +151,7 @@ async def hand_over(session: AsyncSession, folder_id: uuid.UUID, member_id: uuid
         if mine is None:
             mine = uuid.uuid4()
             await session.execute(insert(user_items).values(
-                {**{k: v for k, v in item.items() if k not in ("id", "user_id", "created_by_token", "url_rhost")},
+                {**{k: v for k, v in item.items() if k not in ("id", "user_id", "created_by_token", *_COMPUTED)},
                  "id": mine, "user_id": owner_id, "created_by_token": None, "auto_transform": False}))
             await session.execute(insert(outputs).from_select(
                 ["id", "item_id", "kind", "content", "generator", "created_at"],

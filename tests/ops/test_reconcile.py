@@ -4,6 +4,7 @@ became ready and lost with Redis's data since (it never ran: `transformed_at` is
 from __future__ import annotations
 
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -77,3 +78,15 @@ def test_a_transform_that_produced_nothing_is_not_queued_again(api, user, admin:
     assert outputs(c, item) == []
     admin.sql("UPDATE user_items SET created_at = now() - interval '1 minute' WHERE id = :i", i=item)
     assert item not in untransformed(admin)
+
+
+def test_a_recapture_makes_the_items_transform_due_again(api, user, admin: Admin) -> None:  # type: ignore[no-untyped-def]
+    """A re-capture drops the outputs of the old text: the item's transform has not run on the new one."""
+    from lev.store import captures
+
+    c = api(user.token(write=True))
+    item = c.post("/api/v1/ingest", json={"kind": "text", "text": TEXT, "auto_transform": False}).json()
+    admin.sql("UPDATE user_items SET transformed_at = now() WHERE id = :i", i=item["user_item_id"])
+    content = admin.sql("SELECT content_id FROM user_items WHERE id = :i", i=item["user_item_id"])[0][0]
+    admin.run(lambda s: captures.repoint_item(s, uuid.UUID(item["user_item_id"]), content))
+    assert admin.sql("SELECT transformed_at FROM user_items WHERE id = :i", i=item["user_item_id"])[0][0] is None
