@@ -164,6 +164,8 @@ async def record_check(deps: Deps, feed: dict[str, Any], parsed: Feed | None, va
     failures = 0 if error is None else int(feed["failures"]) + 1
     pending = 0
     async with deps.db.transaction() as s:
+        if not await feed_store.lock(s, feed["id"]):
+            return 0  # unfollowed while it was checked
         if parsed is not None:
             pending = await record_new(s, feed["user_id"], feed["id"], parsed, deps.settings.feed_max_entries)
         now_failing = await feed_store.checked(s, feed["id"], error=error, next_poll_at=next_poll(deps.settings,

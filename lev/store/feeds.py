@@ -98,6 +98,13 @@ async def delete_feed(session: AsyncSession, feed_id: uuid.UUID) -> None:
     await session.execute(delete(feeds).where(feeds.c.id == feed_id))
 
 
+async def lock(session: AsyncSession, feed_id: uuid.UUID) -> bool:
+    """Lock the feed's row for a change to it or its entries, before them (unfollowing locks the feed, then its
+    entries go with it: the same order, so the two never deadlock); False once it is unfollowed."""
+    q = select(feeds.c.id).where(feeds.c.id == feed_id).with_for_update(key_share=True)
+    return (await session.execute(q)).first() is not None
+
+
 async def row(session: AsyncSession, feed_id: uuid.UUID) -> dict[str, Any] | None:
     """The feed as its poll sees it, or None once it is unfollowed."""
     found = (await session.execute(select(feeds).where(feeds.c.id == feed_id))).first()
@@ -152,6 +159,8 @@ async def finish_entry(session: AsyncSession, entry: dict[str, Any], *, status: 
         if live is not None:
             await session.execute(pg_insert(item_folders).values(item_id=item_id, folder_id=folder_id)
                                   .on_conflict_do_nothing())
+    if not await lock(session, entry["feed_id"]):
+        return
     done = (await session.execute(
         update(feed_entries).where(feed_entries.c.id == entry["id"], feed_entries.c.status == "pending")
         .values(status=status, item_id=item_id, error=error[:1000] if error else None)

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
+from lev.feeds.poll import poll_job_id
 from tests.fixtures_browser import StrictPage, browser, needs_chromium, sign_up  # noqa: F401 (fixture)
 from tests.fixtures_feeds import FeedEntry, FeedSite
 from tests.stack import Admin
@@ -35,6 +37,15 @@ def strict(browser: Any, server) -> Iterator[StrictPage]:  # type: ignore[no-unt
 
 def row_text(page: Any) -> str:
     return str(page.locator("#feeds tbody tr").first.inner_text())
+
+
+def polls_idle(admin: Admin, url: str) -> bool:
+    """No poll of the feed queued or running, and none due."""
+    feed_id, due = admin.sql("SELECT id, next_poll_at <= now() FROM feeds WHERE url = :u", u=url)[0]
+    job = poll_job_id(feed_id)
+    with redis.Redis.from_url(str(admin.redis_url)) as r:
+        busy = r.exists(f"arq:job:{job}", f"arq:in-progress:{job}")
+    return not due and not busy
 
 
 def reload_until(page: Any, pred: Any, timeout: float = 90) -> None:
@@ -76,8 +87,10 @@ def test_following_a_feed_from_the_folder_page(strict: StrictPage, site: FeedSit
     with page.expect_navigation():
         page.get_by_role("button", name="Refresh A tidy blog now").click()
     assert "active" in row_text(page)
-    deadline = time.monotonic() + 60  # the refresh's poll ends before the failures are set by hand below
-    while checked() == before:
+    # the refresh's check (or the resume's, when the refresh came while it ran) is recorded, and no poll is queued,
+    # running or due, before the failures are set by hand below
+    deadline = time.monotonic() + 60
+    while checked() == before or not polls_idle(admin, f"{site.url}/feeds/blog"):
         assert time.monotonic() < deadline, "the refresh never polled the feed"
         time.sleep(0.2)
 
