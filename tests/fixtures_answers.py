@@ -62,11 +62,12 @@ def pdf_page(n: int) -> str:
 PDF_PAGES = [pdf_page(n) for n in range(1, 6)]
 
 NEEDLE = "The quartermaster counted exactly seventeen albatross feathers in the brass chest."
+NEEDLE_CHAPTER = 27
 
 
-def long_note(chapters: int = 120) -> str:
-    """A long markdown note (about 180,000 characters): chapters with headings, every paragraph about
-    lighthouses, and one unique sentence (NEEDLE) in chapter 77."""
+def long_note(chapters: int = 40) -> str:
+    """A long markdown note (about 60,000 characters, four of get_item's default pages): chapters with headings,
+    every paragraph about lighthouses, and one unique sentence (NEEDLE) in chapter NEEDLE_CHAPTER."""
     parts: list[str] = ["# The long logbook"]
     for n in range(1, chapters + 1):
         parts.append(f"## Chapter {n}: watch {n}")
@@ -74,7 +75,7 @@ def long_note(chapters: int = 120) -> str:
             parts.append(f"Watch {n}.{k}: the lighthouse lamp burned steadily through the night while the keeper "
                          f"recorded wind, swell and passing ships in the logbook, entry {n * 10 + k}, and noted "
                          f"how the beam swept the reef at intervals of exactly {5 + (n + k) % 7} seconds.")
-        if n == 77:
+        if n == NEEDLE_CHAPTER:
             parts.append(NEEDLE)
     return "\n\n".join(parts)
 
