@@ -72,7 +72,8 @@ def test_pdf_hits_name_their_pages(lib) -> None:  # type: ignore[no-untyped-def]
 def test_hits_name_the_heading_above_them(lib) -> None:  # type: ignore[no-untyped-def]
     _user, c, library = lib
     needle = search(c, "quartermaster albatross feathers brass chest", item_id=library.long, mode="keyword")[0]
-    assert NEEDLE in needle["text"] and needle["location"]["heading"] == f"Chapter {NEEDLE_CHAPTER}: watch {NEEDLE_CHAPTER}"
+    assert NEEDLE in needle["text"]
+    assert needle["location"]["heading"] == f"Chapter {NEEDLE_CHAPTER}: watch {NEEDLE_CHAPTER}"
     guide = library.pages["https://example.org/guide"]
     text = item_text(c, guide)
     heads = [(text.index(f"{h}\n"), h) for h in ("Lighthouse guide", "Visiting hours", "The lens")]

@@ -63,6 +63,7 @@ def test_an_agent_narrows_cites_and_pages(server, admin, tmp_path: Path) -> None
     assert {h["item_id"] for h in out["site_hits"]} == {library.pages["https://example.org/guide"],
                                                         library.pages["https://news.example.org/story"]}
     needle = out["needle"]
-    assert NEEDLE in needle["text"] and needle["location"]["heading"] == f"Chapter {NEEDLE_CHAPTER}: watch {NEEDLE_CHAPTER}"
+    assert NEEDLE in needle["text"]
+    assert needle["location"]["heading"] == f"Chapter {NEEDLE_CHAPTER}: watch {NEEDLE_CHAPTER}"
     assert NEEDLE in out["around"]["text"] and len(out["around"]["text"]) == 6000
     assert "".join(out["pages"]) == library.long_text and len(out["pages"]) >= 3
