@@ -11,6 +11,7 @@ import atexit
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -104,6 +105,31 @@ def _pg_dir(data_dir: Path) -> Path:
     return data_dir.resolve() / "pg"
 
 
+HANDLE_LIST = ".handle_pids.json"  # pgserver's list of the processes using its server (the last one stops it)
+
+
+def repair_handle_list(data_dir: Path) -> bool:
+    """pgserver rewrites its handle list in place, so a process ended in the middle (kill -9, the shutdown
+    watchdog's exit) leaves it empty or cut, and every later start of a Lev process on the data directory failed
+    reading it. A list that does not read is written again with the `lev serve` of the data directory, if one runs
+    (the other processes add themselves as they start). Returns whether it was repaired."""
+    from pgserver.postgres_server import PostgresServer
+
+    path = _pg_dir(data_dir) / HANDLE_LIST
+    with PostgresServer._lock:
+        try:
+            pids = json.loads(path.read_text())
+        except FileNotFoundError:
+            return False
+        except ValueError:
+            pids = None
+        if isinstance(pids, list) and all(isinstance(p, int) for p in pids):
+            return False
+        serving = data_dir_server(data_dir)
+        path.write_text(json.dumps([serving] if serving else []))
+        return True
+
+
 def ensure_postgres(data_dir: Path) -> str:
     """Start (or join) the embedded PostgreSQL and return a SQLAlchemy psycopg URL for database `lev`."""
     warnings.filterwarnings("ignore", module="platformdirs")
@@ -111,6 +137,7 @@ def ensure_postgres(data_dir: Path) -> str:
 
     pg_dir = _pg_dir(data_dir)
     pg_dir.mkdir(parents=True, exist_ok=True)
+    repair_handle_list(data_dir)
     server = pgserver.get_server(pg_dir, cleanup_mode="stop")
     exists = server.psql("SELECT 1 FROM pg_database WHERE datname = 'lev';")
     if "(1 row)" not in exists:
@@ -139,6 +166,7 @@ def restart_postgres(data_dir: Path) -> None:
     import pgserver
     from pgserver.postgres_server import PostgresServer
 
+    repair_handle_list(data_dir)
     server = pgserver.get_server(_pg_dir(data_dir), cleanup_mode="stop")  # this process's handle
     with PostgresServer._lock:
         server.ensure_postgres_running()

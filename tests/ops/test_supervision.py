@@ -20,7 +20,7 @@ import httpx
 import psutil
 import pytest
 
-from lev.embedded import postgres_running, redis_running
+from lev.embedded import HANDLE_LIST, postgres_running, redis_running
 from tests import fixtures_media as fm
 from tests.ingest.test_uploads import upload
 from tests.ops.test_crash import Stack, big_text, wait_ready
@@ -188,3 +188,24 @@ def test_sigterm_stops_lev_and_its_servers_within_the_grace_period_while_redis_i
         assert time.monotonic() < deadline, _pids_of_data_dir(stack.dir)
         time.sleep(0.2)
     stack.server = None
+
+
+def test_a_cut_handle_list_of_the_embedded_postgres_is_repaired_at_start(tmp_path: Path) -> None:
+    """pgserver's list of the processes using its server is rewritten in place: a worker ended by the shutdown
+    watchdog in the middle left it empty, and the next worker on the data directory failed at start (JSONDecodeError)
+    instead of doing the durable jobs it was started for."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LEV_DATABASE_URL", "LEV_REDIS_URL")}
+    env["LEV_DATA_DIR"] = str(tmp_path)
+
+    def migrate() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "lev.cli", "migrate"], env=env, cwd=ROOT, capture_output=True,
+                              text=True, timeout=180)
+
+    assert migrate().returncode == 0
+    handles = tmp_path / "pg" / HANDLE_LIST
+    assert handles.read_text() == "[]" and not postgres_running(tmp_path)  # the last process out stopped it
+    for cut in ("", "[12"):
+        handles.write_text(cut)
+        again = migrate()
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert handles.read_text() == "[]" and not postgres_running(tmp_path)
