@@ -194,7 +194,11 @@ async def ingest_pending(deps: Deps, feed: dict[str, Any], tier: str) -> int:
 
 
 async def _run_entry(deps: Deps, principal: Principal, feed: dict[str, Any], entry: dict[str, Any]) -> int:
-    """Ingest one entry; anything but an outage of the database or Redis ends as the entry's failure."""
+    """Ingest one entry (unless its feed was unfollowed meanwhile); anything but an outage of the database or Redis
+    ends as the entry's failure."""
+    async with deps.db.read_session() as s:
+        if not await feed_store.still_pending(s, entry["id"]):
+            return 0
     try:
         async with asyncio.timeout(ENTRY_TIMEOUT_SEC):
             return await _ingest_entry(deps, principal, feed, entry)

@@ -150,6 +150,12 @@ async def pending(session: AsyncSession, feed_id: uuid.UUID, limit: int) -> list
     return [_row(r) for r in rows]
 
 
+async def still_pending(session: AsyncSession, entry_id: uuid.UUID) -> bool:
+    """Whether the entry still waits for its item (False once its feed is unfollowed: the entries go with it)."""
+    q = select(feed_entries.c.id).where(feed_entries.c.id == entry_id, feed_entries.c.status == "pending")
+    return (await session.execute(q)).first() is not None
+
+
 async def finish_entry(session: AsyncSession, entry: dict[str, Any], *, status: str, item_id: uuid.UUID | None,
                        error: str | None, brought: bool, folder_id: uuid.UUID | None) -> None:
     """An entry done (or failed): its item filed into the feed's folder, counted when the feed brought it."""
