@@ -69,14 +69,14 @@ def test_a_check_recorded_after_the_unfollow_records_nothing(admin: Admin, user:
 
 def test_a_poll_under_way_brings_nothing_more_once_unfollowed(server, api, admin: Admin, site: FeedSite) -> None:  # type: ignore[no-untyped-def]
     c: Api = api(new_user(admin).token(write=True))
-    url = site.add("unfollowed", "rss", [FeedEntry(n, slow=1.0) for n in range(906, 900, -1)])  # six, a second each
+    url = site.add("unfollowed", "rss", [FeedEntry(n, slow=1.5) for n in range(906, 900, -1)])  # six, 1.5 s each
     feed = c.post("/api/v1/feeds", json={"url": url}).json()
     deadline = time.monotonic() + 120
     while not any("/a/902" in a for a in site.arrived):  # the second entry is being fetched
         assert time.monotonic() < deadline, site.arrived
         time.sleep(0.1)
     assert c.delete(f"/api/v1/feeds/{feed['id']}").status_code == 200
-    time.sleep(6)  # the rest of the six would have arrived by now
+    time.sleep(7)  # the rest of the six would have arrived by now (all of them, before the fix)
     fetched = [a for a in site.arrived if "/a/90" in a]
     assert len(fetched) <= 3, fetched  # the one under way (and one about to be) at most, never the rest
     titles = [i["url"] for i in c.get("/api/v1/items", params={"per_page": 100}).json()["items"]]
