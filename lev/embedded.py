@@ -108,25 +108,40 @@ def _pg_dir(data_dir: Path) -> Path:
 HANDLE_LIST = ".handle_pids.json"  # pgserver's list of the processes using its server (the last one stops it)
 
 
+def _handle_list(data_dir: Path) -> Path:
+    return _pg_dir(data_dir) / HANDLE_LIST
+
+
+def _read_users(path: Path) -> list[int] | None:
+    """pgserver's list of the server's users: [] when there is none yet, None when it does not read."""
+    try:
+        pids = json.loads(path.read_text())
+    except FileNotFoundError:
+        return []
+    except ValueError:
+        return None
+    return pids if isinstance(pids, list) and all(isinstance(p, int) for p in pids) else None
+
+
+def _write_users(path: Path, pids: list[int]) -> None:
+    """Replace the list whole (pgserver rewrites it in place, so a process ended in the middle left it cut)."""
+    part = path.with_name(f"{path.name}.{os.getpid()}")
+    part.write_text(json.dumps(pids))
+    os.replace(part, path)
+
+
 def repair_handle_list(data_dir: Path) -> bool:
-    """pgserver rewrites its handle list in place, so a process ended in the middle (kill -9, the shutdown
-    watchdog's exit) leaves it empty or cut, and every later start of a Lev process on the data directory failed
-    reading it. A list that does not read is written again with the `lev serve` of the data directory, if one runs
-    (the other processes add themselves as they start). Returns whether it was repaired."""
+    """A list cut by a process ended in the middle of pgserver's rewrite (kill -9) made every later start of a Lev
+    process on the data directory fail reading it: such a list is written again with the `lev serve` of the data
+    directory, if one runs (the other processes add themselves as they start). Returns whether it was repaired."""
     from pgserver.postgres_server import PostgresServer
 
-    path = _pg_dir(data_dir) / HANDLE_LIST
+    path = _handle_list(data_dir)
     with PostgresServer._lock:
-        try:
-            pids = json.loads(path.read_text())
-        except FileNotFoundError:
-            return False
-        except ValueError:
-            pids = None
-        if isinstance(pids, list) and all(isinstance(p, int) for p in pids):
+        if _read_users(path) is not None:
             return False
         serving = data_dir_server(data_dir)
-        path.write_text(json.dumps([serving] if serving else []))
+        _write_users(path, [serving] if serving else [])
         return True
 
 
@@ -310,15 +325,16 @@ def release_postgres(data_dir: Path, lock_wait_sec: float = 2.0) -> None:
     # (this process's pid stays in it, and is dropped as dead by the next one to leave)
     locked = PostgresServer._lock.acquire(timeout=max(0.05, lock_wait_sec))
     try:
-        users = server.global_process_id_list
-        left = [pid for pid in users.get() if pid != os.getpid() and psutil.pid_exists(pid)]
-        if locked:
-            users.put(left)
+        path = _handle_list(data_dir)
+        users = _read_users(path)  # None: a cut list, left for the next start to repair, and the server running
+        left = None if users is None else [pid for pid in users if pid != os.getpid() and psutil.pid_exists(pid)]
+        if locked and left is not None:
+            _write_users(path, left)
         PostgresServer._instances.pop(pg_dir, None)
     finally:
         if locked:
             PostgresServer._lock.release()
-    if not left and postgres_running(data_dir):
+    if left == [] and postgres_running(data_dir):
         with contextlib.suppress(OSError, ValueError):
             os.kill(int((pg_dir / "postmaster.pid").read_text().split("\n", 1)[0]), signal.SIGINT)
 
