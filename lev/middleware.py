@@ -43,6 +43,7 @@ def error_response(err: ApiError) -> ConnexionResponse:
                              content_type="application/json")
 
 PUBLIC_PREFIX, PUBLIC_PAGE, PUBLIC_FEED = "/p/", "/p/{slug}", "/p/{slug}/feed.atom"
+SECRET_PAGES = {"/invite/": "/invite/{code}", "/verify-email/": "/verify-email/{code}"}  # links that are secrets
 _ROUTES: list[tuple[re.Pattern[str], str]] = []
 _TEMPLATES: set[str] = set()
 
@@ -60,6 +61,9 @@ def route_template(path: str) -> str:
             return template
     if path.startswith(PUBLIC_PREFIX):  # a published folder's slug is its secret URL: never logged
         return PUBLIC_FEED if path.endswith("/feed.atom") else PUBLIC_PAGE
+    for prefix, secret in SECRET_PAGES.items():
+        if path.startswith(prefix):
+            return secret
     return path[:200]
 
 
@@ -73,7 +77,7 @@ def metric_route(method: str, path: str) -> str:
     """A bounded route label for metrics: the documented template, the MCP or ops path, else `other`."""
     if path in OPS_PATHS or path in OAUTH_PATHS or path == "/api/mcp":
         return f"{method} {path}"
-    if path.startswith(PUBLIC_PREFIX):
+    if path.startswith((PUBLIC_PREFIX, *SECRET_PAGES)):
         return f"{method} {route_template(path)}"
     if path.startswith(UPLOAD_PUT_PREFIX):
         return f"{method} {UPLOAD_PUT_PREFIX}{{path}}"

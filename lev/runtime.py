@@ -26,6 +26,7 @@ from lev.ops import logs
 from lev.ops.activity import ActivityWriter
 from lev.plumbing import offload
 from lev.plumbing.deps import Deps
+from lev.providers.mailer import mailer_from
 from lev.providers.transcriber import transcriber_from
 from lev.store import db
 from lev.store.objects import LocalObjectStore, ObjectStore, S3ObjectStore, load_or_create_secret
@@ -128,7 +129,7 @@ async def start(settings: Settings | None = None, *, migrate: bool = True, inges
     rt.deps = Deps(settings=settings, db=database, queue=rt.arq, redis=redis, objects=get_object_store(),
                    embedder=emb, queries=QueryBatcher(emb.embed_queries, max(1, settings.query_batch_max),
                                                       QUERY_THREADS),
-                   transcriber=transcriber_from(settings))
+                   transcriber=transcriber_from(settings), mailer=mailer_from(settings))
     _runtime = rt
     return rt
 

@@ -207,7 +207,7 @@ def new_user(admin: Admin, tier: str = "pro") -> User:
     from lev.store import users
 
     email = f"u{uuid.uuid4().hex[:10]}@example.com"
-    uid = admin.run(lambda s: users.create_user(s, email, tier))
+    uid = admin.run(lambda s: users.create_user(s, email, tier, verified=True))  # as `lev user create` does
     return User(uid, email, admin, tier)
 
 
@@ -228,7 +228,7 @@ def mint_token(database_url: str, email: str, *, name: str = "test", write: bool
             async with AsyncSession(engine) as s, s.begin():
                 user = await users.by_email(s, email)
                 if user is None:
-                    await users.create_user(s, email, tier)
+                    await users.create_user(s, email, tier, verified=True)
                     user = await users.by_email(s, email)
                 assert user is not None
                 folders = [uuid.UUID(f) for f in folder_ids or []]

@@ -45,6 +45,10 @@ class Settings(BaseSettings):
     """Transcription model name."""
     transcribe_timeout_sec: float = 300.0
     """Read timeout for one transcription request, in seconds."""
+    smtp_url: str | None = None
+    """Mail server for invitations and address checks (smtp://user:pass@host:587, STARTTLS if offered; smtps://...:465)."""
+    smtp_from: str = "Lev <lev@localhost>"
+    """The From address of Lev's mails."""
     llm_url: str | None = None
     """OpenAI-compatible chat completions base URL for summaries and key phrases; unset: built-in extractive ones."""
     llm_api_key: str | None = None
@@ -205,7 +209,7 @@ def get_settings() -> Settings:
     return Settings()
 
 
-SECRET_SETTINGS = frozenset({"transcribe_api_key", "llm_api_key", "embed_api_key", "upload_secret",
+SECRET_SETTINGS = frozenset({"smtp_url", "transcribe_api_key", "llm_api_key", "embed_api_key", "upload_secret",
                              "s3_access_key", "s3_secret_key"})
 
 

@@ -115,8 +115,31 @@ async def login_page(request: Request) -> Response:
 async def signup_page(request: Request) -> Response:
     if await _principal(request) is not None:
         return RedirectResponse("/", status_code=303)
+    return _render("login.html", request, mode="signup", next=accounts.safe_next(request.query_params.get("next")),
+                   signup_open=_signup_open())
 
-    return _render("login.html", request, mode="signup", next="/", signup_open=_signup_open())
+
+async def invite_page(request: Request) -> Response:
+    """An invitation's secret link: who invites whom to which folder, with Accept and Decline; signed out, the way
+    to sign in or create an account and come back."""
+    p = await _principal(request)
+    code = str(request.path_params.get("code", ""))
+    if p is None:
+        return _render("invite.html", request, code=code, invitation=None, next=request.url.path,
+                       signup_open=_signup_open())
+    try:
+        invitation = await sharing.by_link(deps(), p, code)
+    except ApiError as err:
+        return _render("invite.html", request, p, status=err.status, code=code, invitation=None, dead=err.message)
+    return _render("invite.html", request, p, code=code, invitation=invitation)
+
+
+async def verify_email_page(request: Request) -> Response:
+    """A verification mail's link: one button confirms the address (a mail client's preview fetches nothing)."""
+    p = await _principal(request)
+    if p is None:
+        return _to_login(request)
+    return _render("verify_email.html", request, p, code=str(request.path_params.get("code", "")))
 
 
 async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | None) -> dict[str, Any]:
@@ -157,7 +180,8 @@ async def _library(request: Request, p: Principal, folder: dict[str, Any] | None
     share = await sharing.page_view(deps(), p, folder_id) if folder_id else None
     invitations = [] if folder_id else (await sharing.invitations(deps(), p, note=False))["invitations"]
     return _render("library.html", request, p, folder=folder, search=search, q=q, mode=mode, feeds=feeds,
-                   poll_minutes=deps().settings.feed_poll_minutes, share=share, invitations=invitations, **view)
+                   poll_minutes=deps().settings.feed_poll_minutes, share=share, invitations=invitations,
+                   mail=deps().mailer is not None, **view)
 
 
 def _folder_named(folders: list[dict[str, Any]], name: str) -> str:
@@ -314,7 +338,8 @@ async def account_page(request: Request) -> Response:
         account = await accounts.account_view(s, deps().settings, p)
         tokens = await accounts.list_tokens(s, p.user_id)
     active = [t for t in tokens if t["revoked_at"] is None]
-    return _render("account.html", request, p, account=account, tokens=tokens, active=active)
+    return _render("account.html", request, p, account=account, tokens=tokens, active=active,
+                   mail=deps().mailer is not None)
 
 
 async def static_file(request: Request) -> Response:
@@ -335,6 +360,7 @@ def add_routes(app: Any) -> None:
         ("/settings/integrations", "integrations", integrations_page), ("/activity", "activity", activity_page),
         ("/settings/account", "account", account_page), ("/static/{name}", "static", static_file),
         ("/import", "import", import_page), ("/partials/imports", "imports_partial", imports_partial),
-        ("/highlights", "highlights", highlights_page),
+        ("/highlights", "highlights", highlights_page), ("/invite/{code}", "invite", invite_page),
+        ("/verify-email/{code}", "verify_email", verify_email_page),
     ):
         app.add_url_rule(path, f"page_{name}", fn, methods=["GET"])

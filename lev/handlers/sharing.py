@@ -1,5 +1,5 @@
-"""Sharing operations: invitations (send, list, accept, decline, withdraw), members (list, change a role, remove or
-leave) and a folder's publication (turn on, read, turn off)."""
+"""Sharing operations: invitations (send, a new link, read and answer by link, list, accept, decline, withdraw),
+members (list, change a role, remove or leave) and a folder's publication (turn on, read, turn off)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,19 @@ from lev.sharing import service as sharing
 
 async def create_invitation(id_: str, body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
     return await sharing.invite(deps(), principal(token_info), parse_uuid(id_), body), 201
+
+
+async def create_invitation_link(id_: str, invitation_id: str,
+                                 token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    return await sharing.new_link(deps(), principal(token_info), parse_uuid(id_), parse_uuid(invitation_id)), 201
+
+
+async def get_invitation_link(code: str, token_info: dict[str, Any]) -> dict[str, Any]:
+    return await sharing.by_link(deps(), principal(token_info), code)
+
+
+async def answer_invitation_link(code: str, body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
+    return await sharing.answer_link(deps(), principal(token_info), code, body)
 
 
 async def list_invitations(token_info: dict[str, Any]) -> dict[str, Any]:

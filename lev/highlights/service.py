@@ -72,7 +72,8 @@ async def create(deps: Deps, principal: Principal, item_id: uuid.UUID, body: dic
         raise not_found()
     if not item["text"]:
         raise invalid_body("This item has no text to highlight (yet): wait until it is ready.")
-    start, end = await asyncio.to_thread(locate, item["text"], text, start, end)  # 40 ms on a 1,000,000 characters
+    found: tuple[int, int] = await asyncio.to_thread(locate, item["text"], text, start, end)  # 40 ms at 1M characters
+    start, end = found
     passage = item["text"][start:end]
     vector = await _vector(deps, item["title"], passage, note)
     async with deps.db.transaction() as s:

@@ -77,9 +77,9 @@ async def _link_capture(s: AsyncSession, r: Resolved) -> Saved | None:
     user's browser saw."""
     assert r.canonical is not None
     folder_id = r.principal.new_item_folder
-    if folder_id is not None and not await item_store.lock_folder(s, r.principal.user_id, folder_id):
+    if folder_id is not None and not await item_store.lock_writable_folder(s, r.principal.user_id, folder_id):
         raise not_found()
-    found = await capture_store.lock_owned(s, r.principal.scope, r.canonical)
+    found = await capture_store.lock_own_capture_item(s, r.principal.scope, r.canonical)
     if found is None:
         return None
     if folder_id is not None:
@@ -94,7 +94,7 @@ async def _link(s: AsyncSession, r: Resolved, title: str | None) -> Saved | None
     or when it failed (it then gives up the URL for a fresh attempt)."""
     assert r.canonical is not None
     folder_id = r.principal.new_item_folder  # locked before the content: folders come first in every writer
-    if folder_id is not None and not await item_store.lock_folder(s, r.principal.user_id, folder_id):
+    if folder_id is not None and not await item_store.lock_writable_folder(s, r.principal.user_id, folder_id):
         raise not_found()
     row = await content_store.by_canonical_url(s, r.canonical)
     if row is None:
@@ -183,9 +183,9 @@ async def _save_capture(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> 
     folder_id = principal.new_item_folder
     async with deps.db.transaction() as s:
         await capture_store.lock_url(s, principal.user_id, source.owner_url)  # before any row lock
-        if folder_id is not None and not await item_store.lock_folder(s, principal.user_id, folder_id):
+        if folder_id is not None and not await item_store.lock_writable_folder(s, principal.user_id, folder_id):
             raise not_found()  # folders are locked before items and contents in every writer
-        earlier = await capture_store.lock_owned(s, principal.scope, source.owner_url)
+        earlier = await capture_store.lock_own_capture_item(s, principal.scope, source.owner_url)
         content_id = await capture_store.create_owned(
             s, user_id=principal.user_id, owner_url=source.owner_url, url=source.url, title=plan.title,
             text=plan.text or "", metadata=plan.metadata, status=plan.state.status.value,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lev.core.settings import Settings
-from lev.plumbing.ports import Embedder, JobQueue, Outbound, QueryEmbedder, Redis, Transcriber
+from lev.plumbing.ports import Embedder, JobQueue, Mailer, Outbound, QueryEmbedder, Redis, Transcriber
 from lev.store.db import Database
 from lev.store.objects import ObjectStore
 
@@ -21,6 +21,7 @@ class Deps:
     embedder: Embedder  # owns its low-priority ingest processes, if any
     queries: QueryEmbedder  # search queries' embeddings (the embedder's), batched on their own thread
     transcriber: Transcriber | None
+    mailer: Mailer | None = None  # LEV_SMTP_URL's server; None: Lev sends no mail
 
     @property
     def outbound(self) -> Outbound:

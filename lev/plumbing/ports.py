@@ -83,6 +83,16 @@ class Transcriber(Protocol):
     async def transcribe(self, path: Path, mime: str, filename: str) -> Transcript: ...
 
 
+class Mailer(Protocol):
+    """Anything that sends a plain-text e-mail (raises `MailError` when it could not)."""
+
+    async def send(self, to: str, subject: str, body: str) -> None: ...
+
+
+class MailError(RuntimeError):
+    """The mail server refused the message or could not be reached."""
+
+
 @dataclass(frozen=True)
 class Outbound:
     """What the SSRF guard (`lev.net.guard`) lets through besides public addresses: every private address

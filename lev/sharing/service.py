@@ -1,15 +1,21 @@
 """Sharing a folder: invitations by email (sent, listed, accepted, declined, withdrawn), members and their roles, a
 member leaving or removed (their items handed over), and publishing the folder's public page.
 
+An invitation reaches only the owner of its address: it is answered through its secret link (mailed when Lev has a
+mail server, else copied by the inviter), or by an account whose address Lev has verified; an account that merely
+signed up with the address sees nothing.
+
 Every change to who reaches a folder ends every process's cached principals when it commits
 (`lev.auth.principal_cache.changing_auth`): a removed member's next request, on any surface, sees nothing of it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -18,13 +24,21 @@ from lev.auth.policy import Principal, folder_visible, require, require_manager,
 from lev.auth.principal_cache import changing_auth
 from lev.core import context
 from lev.core.errors import invalid_body, not_found
+from lev.ops import logs
 from lev.plumbing.deps import Deps
+from lev.plumbing.ports import MailError
 from lev.store import members as member_store
 from lev.store import publications as publication_store
 from lev.store import tokens as token_store
 from lev.store import users as user_store
 
 SLUG_BYTES = 24  # 192 bits of randomness (at least 128 asked)
+LINK_BYTES = 32
+LINK_DAYS = 30  # an invitation's link works once, for this long; its owner can make a new one
+LINK_PATH = "/invite/"
+DEAD_LINK = ("This invitation link does not work: it was answered, withdrawn or replaced by a newer one, or it "
+             "expired. Ask the person who invited you for a new one.")
+log = logs.get_logger("lev.sharing")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
 
 
@@ -58,48 +72,149 @@ async def _reach(s: AsyncSession, p: Principal, folder_id: uuid.UUID, *, lock: b
     return role
 
 
+def digest(code: str) -> bytes:
+    """What Lev keeps of a secret link's code."""
+    return hashlib.sha256(code.encode()).digest()
+
+
+def _new_link() -> tuple[str, bytes, datetime]:
+    code = secrets.token_urlsafe(LINK_BYTES)
+    return code, digest(code), datetime.now(UTC) + timedelta(days=LINK_DAYS)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())[:200]
+
+
+async def _hand_out(deps: Deps, invitation: dict[str, Any], code: str, expires: datetime, folder_name: str,
+                    inviter: str) -> dict[str, Any]:
+    """The invitation with its link (shown to the inviter once), mailed to the address when Lev has a mail server."""
+    url = f"{context.base_url()}{LINK_PATH}{code}"
+    emailed = False
+    if deps.mailer is not None:
+        role = "an editor" if invitation["role"] == member_store.EDITOR else "a viewer"
+        body = (f"{_one_line(inviter)} invites you to the folder “{_one_line(folder_name)}” on Lev, as {role}.\n\n"
+                f"Open this link to accept or decline (it works once, until {expires:%Y-%m-%d}):\n{url}\n\n"
+                "If you did not expect this invitation, ignore this mail.\n")
+        try:
+            await deps.mailer.send(invitation["email"], f"{_one_line(inviter)} invites you to "
+                                   f"“{_one_line(folder_name)}” on Lev", body)
+            emailed = True
+        except MailError as exc:
+            log.warning("invitation mail not sent", error=str(exc), invitation=invitation["id"])
+    return {**invitation, "accept_url": url, "link_expires_at": expires.isoformat(), "emailed": emailed}
+
+
 async def invite(deps: Deps, p: Principal, folder_id: uuid.UUID, body: dict[str, Any]) -> dict[str, Any]:
-    """Invite a person by email as an editor or a viewer (the owner's, with a whole-library write credential)."""
+    """Invite a person by email as an editor or a viewer (the owner's, with a whole-library write credential): the
+    invitation with its secret link, mailed to them when Lev has a mail server."""
     require_manager(p, "share folders")
     email, role = _email(body.get("email")), _role(body.get("role"))
+    code, code_digest, expires = _new_link()
     async with deps.db.transaction() as s:
         require_owner(await _reach(s, p, folder_id, lock=True), "invite people")
-        await member_store.lock_folder(s, folder_id)
-        if email.lower() == (await _email_of(s, p)).lower():
+        await member_store.lock_folder_members(s, folder_id)
+        inviter = await _email_of(s, p)
+        if email.lower() == inviter.lower():
             raise invalid_body("You cannot invite yourself: you own this folder already.")
         if await member_store.is_member_email(s, folder_id, email):
             raise invalid_body(f"{email} is a member of this folder already; change their role instead.")
-        created = await member_store.create_invitation(s, folder_id, email, role, p.user_id)
+        created = await member_store.create_invitation(s, folder_id, email, role, p.user_id, code_digest, expires)
         if created is None:
             raise invalid_body(f"{email} has been invited to this folder already; withdraw that invitation to send "
-                               "another.")
-    return created
+                               "another, or make a new link for it.")
+        folder = await member_store.folder(s, folder_id)
+    return await _hand_out(deps, created, code, expires, folder["name"] if folder else "", inviter)
+
+
+async def new_link(deps: Deps, p: Principal, folder_id: uuid.UUID, invitation_id: uuid.UUID) -> dict[str, Any]:
+    """A new secret link for a pending invitation (the folder's owner; the old link stops working), mailed again
+    when Lev has a mail server."""
+    require_manager(p, "share folders")
+    code, code_digest, expires = _new_link()
+    async with deps.db.transaction() as s:
+        require_owner(await _reach(s, p, folder_id), "make invitation links")
+        changed = await member_store.set_invitation_code(s, folder_id, invitation_id, code_digest, expires)
+        if changed is None:
+            raise not_found("This folder has no pending invitation with this id.")
+        folder = await member_store.folder(s, folder_id)
+        inviter = await _email_of(s, p)
+    return await _hand_out(deps, changed, code, expires, folder["name"] if folder else "", inviter)
+
+
+async def _verified_email(s: AsyncSession, p: Principal) -> str | None:
+    """The caller's address when Lev has verified it is theirs, else None."""
+    user = await user_store.by_id(s, p.user_id)
+    return str(user["email"]) if user and user.get("email_verified_at") else None
 
 
 async def invitations(deps: Deps, p: Principal, *, note: bool = True) -> dict[str, Any]:
-    """The pending invitations addressed to the caller's email (`note`: counted in the request's activity entry)."""
+    """The pending invitations addressed to the caller's verified address (`note`: counted in the request's activity
+    entry); none while the address is unverified (`email_verified` says so)."""
     require_whole_library(p, "see invitations")
     async with deps.db.read_session() as s:
-        found = await member_store.invitations_for(s, await _email_of(s, p))
+        email = await _verified_email(s, p)
+        found = await member_store.invitations_for(s, email) if email else []
     if note:
         context.note_results(len(found))
-    return {"invitations": [{k: v for k, v in i.items() if k != "email"} for i in found]}
+    return {"invitations": [_received(i) for i in found], "email_verified": email is not None}
+
+
+def _received(i: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in i.items() if k != "email"}
+
+
+async def _join(s: AsyncSession, p: Principal, invitation: dict[str, Any], accept: bool) -> dict[str, Any]:
+    folder = await member_store.folder(s, invitation["folder_id"])
+    role = invitation["role"]
+    if accept and folder is not None and folder["user_id"] != p.user_id:
+        await member_store.lock_folder_members(s, folder["id"])
+        await member_store.add_member(s, folder["id"], p.user_id, role)
+    await member_store.answer_invitation(s, invitation["id"], "accepted" if accept else "declined")
+    return {"folder_id": str(invitation["folder_id"]), "role": role}
 
 
 async def answer(deps: Deps, p: Principal, invitation_id: uuid.UUID, accept: bool) -> dict[str, Any]:
-    """Accept (join the folder with the invitation's role) or decline an invitation addressed to the caller."""
+    """Accept (join the folder with the invitation's role) or decline an invitation addressed to the caller's
+    verified address."""
     require_manager(p, "answer invitations")
     async with changing_auth(deps.db) as s:
-        invitation = await member_store.take_invitation(s, invitation_id, await _email_of(s, p))
+        email = await _verified_email(s, p)
+        invitation = await member_store.take_invitation(s, invitation_id, email) if email else None
         if invitation is None:
-            raise not_found("There is no pending invitation with this id for you.")
-        folder = await member_store.folder(s, invitation["folder_id"])
-        role = invitation["role"]
-        if accept and folder is not None and folder["user_id"] != p.user_id:
-            await member_store.lock_folder(s, folder["id"])
-            await member_store.add_member(s, folder["id"], p.user_id, role)
-        await member_store.answer_invitation(s, invitation_id, "accepted" if accept else "declined")
-    return {"folder_id": str(invitation["folder_id"]), "role": role}
+            raise not_found("There is no pending invitation with this id for you. An invitation to an address Lev "
+                            "has not verified as yours is answered through the link sent with it.")
+        return await _join(s, p, invitation, accept)
+
+
+async def by_link(deps: Deps, p: Principal, code: str) -> dict[str, Any]:
+    """The pending invitation a secret link stands for, as its invitee sees it (the page that answers it)."""
+    require_manager(p, "answer invitations")
+    async with deps.db.read_session() as s:
+        found = await member_store.invitation_by_code(s, digest(code))
+    if found is None:
+        raise not_found(DEAD_LINK)
+    return {"id": str(found["id"]), "folder_id": str(found["folder_id"]), "folder_name": found["folder_name"],
+            "role": found["role"], "email": found["email"], "invited_by": found["invited_by_email"],
+            "status": found["status"], "created_at": found["created_at"].isoformat(),
+            "link_expires_at": found["code_expires_at"].isoformat(), "own": found["owner_id"] == p.user_id}
+
+
+async def answer_link(deps: Deps, p: Principal, code: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Accept or decline (`{"accept": false}`) the invitation a secret link stands for: holding the link proves the
+    inbox it was sent to, so the caller's address, when it is the invited one, counts as verified from then on."""
+    require_manager(p, "answer invitations")
+    accept = body.get("accept", True)
+    if not isinstance(accept, bool):
+        raise invalid_body("accept must be true (join the folder) or false (decline the invitation).")
+    async with changing_auth(deps.db) as s:
+        invitation = await member_store.invitation_by_code(s, digest(code), lock=True)
+        if invitation is None:
+            raise not_found(DEAD_LINK)
+        if invitation["owner_id"] == p.user_id:
+            raise invalid_body("This invitation is to your own folder: send its link to the person you invited.")
+        await user_store.verify_email(s, p.user_id, invitation["email"])
+        return await _join(s, p, invitation, accept)
 
 
 async def withdraw(deps: Deps, p: Principal, folder_id: uuid.UUID, invitation_id: uuid.UUID) -> None:
@@ -134,7 +249,7 @@ async def set_role(deps: Deps, p: Principal, folder_id: uuid.UUID, user_id: uuid
         require_owner(await _reach(s, p, folder_id, lock=True), "change roles")
         if user_id == p.user_id:
             raise invalid_body("The owner's role cannot change: an owner stays the owner of their folder.")
-        await member_store.lock_folder(s, folder_id)
+        await member_store.lock_folder_members(s, folder_id)
         if not await member_store.set_role(s, folder_id, user_id, role):
             raise not_found("This user is not a member of this folder.")
         if role == member_store.VIEWER:
@@ -157,7 +272,7 @@ async def remove(deps: Deps, p: Principal, folder_id: uuid.UUID, user_id: uuid.U
             raise invalid_body("The owner cannot leave their own folder; delete the folder instead.")
         folder = await member_store.folder(s, folder_id)
         assert folder is not None
-        await member_store.lock_folder(s, folder_id)
+        await member_store.lock_folder_members(s, folder_id)
         if not await member_store.remove_member(s, folder_id, user_id):
             raise not_found("This user is not a member of this folder.")
         await member_store.hand_over(s, folder_id, user_id, folder["user_id"])

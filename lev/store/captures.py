@@ -26,14 +26,15 @@ async def has_owned(session: AsyncSession, user_id: uuid.UUID, owner_url: str) -
         contents.c.owner_id == user_id, contents.c.owner_url == owner_url).limit(1))).first() is not None
 
 
-async def lock_owned(session: AsyncSession, scope: Scope, owner_url: str) -> dict[str, Any] | None:
-    """The caller's captured item of this URL that its scope can see (`item_id`, `content_id`, `status`,
-    `transcription_status`), the item
-    and then its content locked (the order every writer takes); None when there is none."""
+async def lock_own_capture_item(session: AsyncSession, scope: Scope, owner_url: str) -> dict[str, Any] | None:
+    """The caller's own item (never another user's, even one on the caller's capture in a shared folder) of the
+    caller's capture of this URL, within its scope (`item_id`, `content_id`, `status`, `transcription_status`): the
+    item and then its content locked (the order every writer takes); None when there is none."""
     owned = select(contents.c.id).where(contents.c.owner_id == scope.user_id, contents.c.owner_url == owner_url)
     item = (await session.execute(
         select(user_items.c.id, user_items.c.content_id, user_items.c.status, user_items.c.transcription_status)
-        .where(user_items.c.content_id.in_(owned.scalar_subquery()), visible(scope))
+        .where(user_items.c.content_id.in_(owned.scalar_subquery()), user_items.c.user_id == scope.user_id,
+               visible(scope))
         .order_by(user_items.c.created_at, user_items.c.id).limit(1).with_for_update(of=user_items)
     )).first()
     if item is None:

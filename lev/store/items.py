@@ -34,7 +34,7 @@ async def create_item(
     created_by: uuid.UUID | None = None,
 ) -> uuid.UUID | None:
     """A new user item (filed into `folder_id`); None when that folder was deleted while the request ran."""
-    if folder_id is not None and not await lock_folder(session, user_id, folder_id):
+    if folder_id is not None and not await lock_writable_folder(session, user_id, folder_id):
         return None
     item_id = uuid.uuid4()
     await session.execute(insert(user_items).values(
@@ -46,7 +46,7 @@ async def create_item(
     return item_id
 
 
-async def lock_folder(session: AsyncSession, user_id: uuid.UUID, folder_id: uuid.UUID) -> bool:
+async def lock_writable_folder(session: AsyncSession, user_id: uuid.UUID, folder_id: uuid.UUID) -> bool:
     """Whether the user may file into the folder (their own, or shared with them as an editor); the folder and the
     membership then last until the transaction ends."""
     return await members.lock_writable(session, user_id, folder_id)

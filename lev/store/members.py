@@ -4,6 +4,7 @@ over of a leaving member's items, and the invitations sent by email."""
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, delete, func, insert, literal, select, update
@@ -92,8 +93,9 @@ async def folder(session: AsyncSession, folder_id: uuid.UUID) -> dict[str, Any] 
     return dict(row._mapping) if row else None
 
 
-async def lock_folder(session: AsyncSession, folder_id: uuid.UUID) -> None:
-    """Serialise changes to the folder's members (never blocks the readers and filers, who share-lock it)."""
+async def lock_folder_members(session: AsyncSession, folder_id: uuid.UUID) -> None:
+    """Serialise changes to the folder's members (any folder: the caller has checked its right to change them); never
+    blocks the readers and filers, who share-lock it."""
     await session.execute(select(folders.c.id).where(folders.c.id == folder_id)
                           .with_for_update(key_share=True))  # FOR NO KEY UPDATE
 
@@ -182,17 +184,30 @@ def _invitation(row: Any) -> dict[str, Any]:
 
 
 async def create_invitation(session: AsyncSession, folder_id: uuid.UUID, email: str, role: str,
-                            invited_by: uuid.UUID) -> dict[str, Any] | None:
-    """A pending invitation; None when one is already pending for that email."""
+                            invited_by: uuid.UUID, code_digest: bytes,
+                            code_expires_at: datetime) -> dict[str, Any] | None:
+    """A pending invitation accepted by the link whose digest is `code_digest`; None when one is already pending
+    for that email."""
     exists_q = select(folder_invitations.c.id).where(
         folder_invitations.c.folder_id == folder_id, func.lower(folder_invitations.c.email) == email.lower(),
         folder_invitations.c.status == "pending")
     if (await session.execute(exists_q)).first() is not None:
         return None
     row = (await session.execute(insert(folder_invitations).values(
-        id=uuid.uuid4(), folder_id=folder_id, email=email, role=role, invited_by=invited_by, status="pending")
+        id=uuid.uuid4(), folder_id=folder_id, email=email, role=role, invited_by=invited_by, status="pending",
+        code_digest=code_digest, code_expires_at=code_expires_at)
         .returning(folder_invitations))).one()
     return _invitation(row)
+
+
+async def set_invitation_code(session: AsyncSession, folder_id: uuid.UUID, invitation_id: uuid.UUID,
+                              code_digest: bytes, code_expires_at: datetime) -> dict[str, Any] | None:
+    """A new link for a pending invitation of the folder (the old one stops working); None when there is none."""
+    row = (await session.execute(update(folder_invitations).where(
+        folder_invitations.c.id == invitation_id, folder_invitations.c.folder_id == folder_id,
+        folder_invitations.c.status == "pending").values(code_digest=code_digest, code_expires_at=code_expires_at)
+        .returning(folder_invitations))).first()
+    return _invitation(row) if row else None
 
 
 async def is_member_email(session: AsyncSession, folder_id: uuid.UUID, email: str) -> bool:
@@ -232,9 +247,25 @@ async def take_invitation(session: AsyncSession, invitation_id: uuid.UUID, email
     return dict(row._mapping) if row else None
 
 
+async def invitation_by_code(session: AsyncSession, code_digest: bytes, *, lock: bool = False) -> dict[str, Any] | None:
+    """The pending invitation whose unexpired link has this digest, with its folder's name and inviter (locked with
+    `lock`: one answer wins); None otherwise."""
+    inviter = users.alias("inviter")
+    q = (select(folder_invitations, folders.c.name.label("folder_name"), inviter.c.email.label("invited_by_email"),
+                folders.c.user_id.label("owner_id"))
+         .join(folders, folders.c.id == folder_invitations.c.folder_id)
+         .join(inviter, inviter.c.id == folder_invitations.c.invited_by)
+         .where(folder_invitations.c.code_digest == code_digest, folder_invitations.c.status == "pending",
+                folder_invitations.c.code_expires_at > func.now()))
+    if lock:
+        q = q.with_for_update(of=folder_invitations)
+    row = (await session.execute(q)).first()
+    return dict(row._mapping) if row else None
+
+
 async def answer_invitation(session: AsyncSession, invitation_id: uuid.UUID, status: str) -> None:
     await session.execute(update(folder_invitations).where(folder_invitations.c.id == invitation_id)
-                          .values(status=status, responded_at=func.now()))
+                          .values(status=status, responded_at=func.now(), code_digest=None))
 
 
 async def delete_invitation(session: AsyncSession, folder_id: uuid.UUID, invitation_id: uuid.UUID) -> bool:

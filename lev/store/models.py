@@ -31,6 +31,7 @@ users = Table(
     Column("password_hash", Text),
     Column("tier", Text, nullable=False),
     Column("created_at", DateTime(timezone=True)),
+    Column("email_verified_at", DateTime(timezone=True)),  # null: the address is not known to be the account's
 )
 
 folders = Table(

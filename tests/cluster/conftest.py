@@ -85,7 +85,7 @@ class Ops:
         async def go() -> str:
             async with AsyncSession(self.engine) as s, s.begin():
                 email = f"c{uuid.uuid4().hex[:10]}@example.com"
-                await users.create_user(s, email, "pro")
+                await users.create_user(s, email, "pro", verified=True)
                 user = await users.by_email(s, email)
                 assert user is not None
                 secret, _ = await mint(s, user, "cluster-test", write=write, folder_ids=[], kb_only=True,

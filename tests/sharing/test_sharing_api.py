@@ -55,14 +55,15 @@ def test_invitation_roles_and_what_each_member_sees(api, admin: Admin, server) -
 
     inv = ok(o.post(f"/api/v1/folders/{folder}/invitations", json={"email": editor.email.upper(), "role": "editor"}),
              201)
-    assert set(inv) == {"id", "folder_id", "email", "role", "status", "created_at"}
+    assert set(inv) == {"id", "folder_id", "email", "role", "status", "created_at", "accept_url", "link_expires_at",
+                        "emailed"} and inv["emailed"] is False
     listed = ok(e.get("/api/v1/invitations"))["invitations"]
     assert listed == [{"id": inv["id"], "folder_id": folder, "folder_name": "Reading group", "role": "editor",
                        "invited_by": owner.email, "status": "pending", "created_at": inv["created_at"]}]
-    assert ok(x.get("/api/v1/invitations")) == {"invitations": []}
+    assert ok(x.get("/api/v1/invitations")) == {"invitations": [], "email_verified": True}
     err(x.post(f"/api/v1/invitations/{inv['id']}/accept"), 404, "not_found")  # not addressed to them
     assert ok(e.post(f"/api/v1/invitations/{inv['id']}/accept")) == {"folder_id": folder, "role": "editor"}
-    assert ok(e.get("/api/v1/invitations")) == {"invitations": []}
+    assert ok(e.get("/api/v1/invitations")) == {"invitations": [], "email_verified": True}
     err(e.post(f"/api/v1/invitations/{inv['id']}/accept"), 404, "not_found")  # answered already
     share(o, folder, viewer, v, "viewer")
 
@@ -203,7 +204,7 @@ def test_bad_input_is_refused_in_words_and_changes_nothing(api, admin: Admin) ->
     err(api(owner.token()).post(path, json={"email": "y@example.com", "role": "viewer"}), 403, "capability_denied")
     err(api(owner.token(write=True, folders=[folder])).post(path, json={"email": "y@example.com", "role": "viewer"}),
         403, "forbidden_scope")
-    # a withdrawn invitation disappears; an account created later with that email sees a new one
+    # a withdrawn invitation disappears; an account the operator makes later with that email sees a new one
     inv = ok(o.get(f"/api/v1/folders/{folder}/members"))["invitations"][0]
     assert ok(o.delete(f"{path}/{inv['id']}"), 204) is None
     assert ok(o.get(f"/api/v1/folders/{folder}/members"))["invitations"] == []
@@ -214,7 +215,7 @@ def test_bad_input_is_refused_in_words_and_changes_nothing(api, admin: Admin) ->
     lc = api(late.token(write=True))
     assert [i["id"] for i in ok(lc.get("/api/v1/invitations"))["invitations"]] == [sent["id"]]
     assert ok(lc.post(f"/api/v1/invitations/{sent['id']}/decline"), 204) is None
-    assert ok(lc.get("/api/v1/invitations")) == {"invitations": []}
+    assert ok(lc.get("/api/v1/invitations")) == {"invitations": [], "email_verified": True}
     assert ok(lc.get("/api/v1/folders")) == {"folders": []}
 
 

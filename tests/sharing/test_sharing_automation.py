@@ -104,3 +104,34 @@ def test_a_capture_stays_private_until_filed_into_the_shared_folder(api, admin: 
     assert found(o, "kestrels") == set()  # out of the folder: private again
     note(m, "unrelated", "unrelated")  # the member's other items never show
     assert {i["title"] for i in ok(o.get("/api/v1/items"))["items"]} == set()
+
+
+def test_a_viewers_capture_never_overwrites_the_owners_item(api, admin: Admin) -> None:
+    """Issue 47 item 3, the exact sequence: Bob (editor) captures U into Alice's folder; Alice removes Bob (the
+    hand-over gives her an item on Bob's capture); Bob deletes his own item; Alice re-invites him as a viewer; Bob
+    captures U again. It used to answer with Alice's item id, her title and text replaced, her highlight gone."""
+    alice, bob = new_user(admin), new_user(admin)
+    folder = alice.folder("Birds")
+    a, b = api(alice.token(write=True, kb_only=False)), api(bob.token(write=True, kb_only=False))
+    share(a, folder, bob, b, "editor")
+    url = "https://paywalled.example/owls"
+    first = article_html("Owls at dusk", ["Tawny owls call at dusk from the old oak by the river."]).decode()
+    bobs = ok(b.post("/api/v1/ingest", json={"kind": "page", "url": url, "html": first, "folder_id": folder,
+                                             "auto_transform": False}))["user_item_id"]
+    ok(a.delete(f"/api/v1/folders/{folder}/members/{bob.id}"), 204)
+    alices = [i for i in ok(a.get("/api/v1/items", params={"folder_id": folder}))["items"]]
+    assert len(alices) == 1 and alices[0]["id"] != bobs
+    alices_id = alices[0]["id"]
+    mark = ok(a.post(f"/api/v1/items/{alices_id}/highlights", json={"text": "Tawny owls call at dusk"}), 201)
+    assert ok(b.delete(f"/api/v1/items/{bobs}"))["deleted"] is True
+    share(a, folder, bob, b, "viewer")
+
+    second = article_html("Rewritten", ["Something else entirely replaced the owls."]).decode()
+    again = ok(b.post("/api/v1/ingest", json={"kind": "page", "url": url, "html": second, "auto_transform": False}))
+    assert again["user_item_id"] != alices_id  # Bob's own new item
+    kept = ok(a.get(f"/api/v1/items/{alices_id}"))
+    assert kept["title"] == "Owls at dusk" and "Tawny owls call at dusk" in kept["text"]
+    assert [h["id"] for h in ok(a.get(f"/api/v1/items/{alices_id}/highlights"))["highlights"]] == [mark["id"]]
+    mine = ok(b.get(f"/api/v1/items/{again['user_item_id']}"))
+    assert "replaced the owls" in mine["text"] and mine["folder_ids"] == []  # a viewer files nothing into it
+    assert admin.sql("SELECT user_id FROM user_items WHERE id = :i", i=again["user_item_id"])[0][0] == bob.id

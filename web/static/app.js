@@ -82,6 +82,20 @@
       box.setAttribute("tabindex", "-1");
       box.focus();
       box.scrollIntoView();
+    } else if (how === "invite-link") { // an invitation's secret link, shown once
+      const box = document.getElementById("invite-link");
+      document.getElementById("invite-url").textContent = d.accept_url;
+      box.querySelector("[data-invite-said]").textContent = d.emailed
+        ? `Invitation sent: Lev mailed this link to ${d.email}.`
+        : `Invitation ready: send this link to ${d.email} yourself.`;
+      box.hidden = false;
+      box.setAttribute("tabindex", "-1");
+      box.focus();
+      if (scope.tagName === "FORM") scope.reset();
+    } else if (how === "verify-sent") {
+      const ok = scope.querySelector('[role="status"]');
+      ok.textContent = d.sent ? `Mail sent to ${d.email}: open its link while signed in.` : "Your address is verified.";
+      ok.hidden = false;
     } else if (how === "secret") { // a webhook endpoint's signing secret, shown once
       const box = document.getElementById("hook-secret");
       document.getElementById("new-secret").textContent = d.secret;
