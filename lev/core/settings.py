@@ -137,7 +137,7 @@ class Settings(BaseSettings):
     limit_client_registration_ip: str = "20/hour"
     """OAuth dynamic client registrations (POST /oauth/register) allowed per source address."""
     limit_public_page: str = "300/minute"
-    """Views of one published folder (its public page and its feed together), from anyone."""
+    """Views of one published folder (its public page and its feed together) by one visitor address."""
 
     activity_retention_days: int = 90
     """Days activity log entries are kept."""

@@ -11,6 +11,7 @@ from xml.parsers import expat
 
 from lev.core import clock
 from lev.core.errors import invalid_body
+from lev.core.xmltext import xml_text
 from lev.feeds.xmlguard import EntitiesForbidden, forbid_entities
 
 MAX_FEEDS = 1000
@@ -84,15 +85,15 @@ def render(feeds: list[dict[str, Any]], folder_names: dict[str, str]) -> bytes:
     groups: dict[str, ET.Element] = {}
     for feed in feeds:
         parent = body
-        name = folder_names.get(feed["folder_id"] or "")
+        name = xml_text(folder_names.get(feed["folder_id"] or "", ""))
         if name:
             if name not in groups:
                 groups[name] = ET.SubElement(body, "outline", text=name, title=name)
             parent = groups[name]
-        title = feed["title"] or feed["url"]
-        attrs = {"type": "rss", "text": title, "title": title, "xmlUrl": feed["url"]}
+        title = xml_text(feed["title"] or feed["url"])
+        attrs = {"type": "rss", "text": title, "title": title, "xmlUrl": xml_text(feed["url"])}
         if feed.get("site_url"):
-            attrs["htmlUrl"] = feed["site_url"]
+            attrs["htmlUrl"] = xml_text(feed["site_url"])
         ET.SubElement(parent, "outline", attrs)
     ET.indent(opml)
     return ET.tostring(opml, encoding="utf-8", xml_declaration=True) + b"\n"

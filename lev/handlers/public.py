@@ -1,6 +1,6 @@
 """The public face of a published folder: its page `/p/{slug}` and its Atom feed `/p/{slug}/feed.atom`. No account
-needed; both send `X-Robots-Tag: noindex`, count against the folder's own rate limit, and answer 404 as soon as the
-page is turned off (nothing is cached)."""
+needed; both send `X-Robots-Tag: noindex`, count against each visitor address's own rate limit for the folder,
+and answer 404 as soon as the page is turned off (its entries are cached a few seconds, never the publication)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ async def _published(request: Request) -> public.Published | Response:
         page.headers.update(NOINDEX)
         return page
     try:
-        await runtime.get_runtime().limiter.check_public_page(pub.slug)
+        info = context.current()
+        await runtime.get_runtime().limiter.check_public_page(pub.slug, info.ip if info else None)
     except ApiError as err:
         info = context.current()
         return JSONResponse(rest_body(err, info.request_id if info else None), status_code=err.status,

@@ -194,19 +194,21 @@ class Limiter:
                                f"{window_text(item)}); try again in {retry} s.", {"Retry-After": str(retry)},
                                retry_after_sec=retry, limit="client_registration_ip")
 
-    async def check_public_page(self, slug: str) -> None:
-        """Consume one view of a published folder (page or feed); 429 rate_limited past its budget. Fails open while
-        Redis is down, like the hourly limits."""
+    async def check_public_page(self, slug: str, visitor: str | None) -> None:
+        """Consume one view of a published folder (page or feed) by one visitor address; 429 rate_limited past that
+        visitor's budget (another visitor's views are their own). Fails open while Redis is down, like the hourly
+        limits."""
         item = self.public_page_item
         try:
-            allowed = await self.strategy.hit(item, "public_page", slug)
-            stats = await self.strategy.get_window_stats(item, "public_page", slug)
+            allowed = await self.strategy.hit(item, "public_page", slug, visitor or "unknown")
+            stats = await self.strategy.get_window_stats(item, "public_page", slug, visitor or "unknown")
         except (RedisError, OSError, StorageError) as exc:
             log.warning("rate limiter unavailable; serving a public page without its limit", error=type(exc).__name__)
             return
         if not allowed:
             retry = max(1, math.ceil(stats.reset_time - time.time()))
-            raise rate_limited(f"This public page is asked for too often ({item.amount} per {window_text(item)}); "
+            raise rate_limited(f"This public page is asked for too often from your address ({item.amount} per "
+                               f"{window_text(item)}); "
                                f"try again in {retry} s.", {"Retry-After": str(retry)}, retry_after_sec=retry,
                                limit="public_page")
 

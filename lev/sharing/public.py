@@ -4,16 +4,21 @@ dates and a short excerpt only: never an item's full text, never a note beyond i
 from __future__ import annotations
 
 import re
+import time
+import uuid
 import xml.etree.ElementTree as ET
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from lev.core import context
+from lev.core.xmltext import xml_text
 from lev.plumbing.deps import Deps
 from lev.store import publications as publication_store
 
 MAX_ENTRIES = 100
+CACHE_SEC = 5.0  # how long a process serves a published folder's entries before reading them again
 EXCERPT_CHARS = 280
 ATOM = "http://www.w3.org/2005/Atom"
 _SLUG = re.compile(r"[A-Za-z0-9_-]{22,64}")
@@ -53,18 +58,46 @@ def excerpt(text: str | None, limit: int = EXCERPT_CHARS) -> str:
     return (cut[:space] if space > limit // 2 else cut).rstrip(" ,.;:") + "…"
 
 
+class _Recent:
+    """A process's recently read entries of published folders (at most `size`, each for `seconds`): a crowd of
+    visitors costs one read of the entries every few seconds. The publication itself is read on every request, so
+    a page turned off answers 404 at once."""
+
+    def __init__(self, seconds: float = CACHE_SEC, size: int = 256) -> None:
+        self.seconds, self.size = seconds, size
+        self._held: OrderedDict[uuid.UUID, tuple[float, list[Entry]]] = OrderedDict()
+
+    def get(self, folder_id: uuid.UUID) -> list[Entry] | None:
+        held = self._held.get(folder_id)
+        return held[1] if held and time.monotonic() - held[0] < self.seconds else None
+
+    def put(self, folder_id: uuid.UUID, entries: list[Entry]) -> None:
+        self._held[folder_id] = (time.monotonic(), entries)
+        self._held.move_to_end(folder_id)
+        while len(self._held) > self.size:
+            self._held.popitem(last=False)
+
+
+_recent = _Recent()
+
+
 async def published(deps: Deps, slug: str) -> Published | None:
-    """The folder published under `slug` with its newest entries, or None (never published, or turned off)."""
+    """The folder published under `slug` with its newest entries (read at most every few seconds), or None (never
+    published, or turned off)."""
     if not _SLUG.fullmatch(slug):
         return None
     async with deps.db.read_session() as s:
         folder = await publication_store.by_slug(s, slug)
         if folder is None:
             return None
-        rows = await publication_store.shown_items(s, folder["folder_id"], MAX_ENTRIES)
+        entries = _recent.get(folder["folder_id"])
+        if entries is None:
+            rows = await publication_store.shown_items(s, folder["folder_id"], MAX_ENTRIES)
+            entries = [Entry(id=str(r["id"]), title=r["title"] or r["url"] or "Untitled", link=_http(r["url"]),
+                             kind=r["kind"], saved_at=r["saved_at"], filed_at=r["filed_at"], excerpt=excerpt(r["text"]))
+                       for r in rows]
+            _recent.put(folder["folder_id"], entries)
     page = f"{context.base_url()}/p/{slug}"
-    entries = [Entry(id=str(r["id"]), title=r["title"] or r["url"] or "Untitled", link=_http(r["url"]), kind=r["kind"],
-                     saved_at=r["saved_at"], filed_at=r["filed_at"], excerpt=excerpt(r["text"])) for r in rows]
     return Published(slug, folder["name"], page, f"{page}/feed.atom", entries)
 
 
@@ -77,9 +110,9 @@ def atom(pub: Published, generated_at: datetime) -> bytes:
     ET.register_namespace("", ATOM)
 
     def sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: Any) -> ET.Element:
-        el = ET.SubElement(parent, f"{{{ATOM}}}{tag}", {k: str(v) for k, v in attrs.items()})
+        el = ET.SubElement(parent, f"{{{ATOM}}}{tag}", {k: xml_text(str(v)) for k, v in attrs.items()})
         if text is not None:
-            el.text = text
+            el.text = xml_text(text)
         return el
 
     feed = ET.Element(f"{{{ATOM}}}feed")

@@ -117,22 +117,63 @@ def test_at_most_100_entries(api, admin: Admin, server) -> None:
 
 @pytest.fixture(scope="module")
 def limited(data_dir: Path, admin: Admin) -> Iterator[LiveServer]:
-    srv = LiveServer(data_dir, {"LEV_LIMIT_PUBLIC_PAGE": "3/hour", "LEV_RATE_LIMITS": "off"},
-                     log_name="public-limit").start()
+    srv = LiveServer(data_dir, {"LEV_LIMIT_PUBLIC_PAGE": "3/hour", "LEV_RATE_LIMITS": "off",
+                                "LEV_TRUSTED_PROXIES": '["127.0.0.1/32"]'}, log_name="public-limit").start()
     yield srv
     srv.stop()
 
 
-def test_each_page_has_its_own_rate_limit(limited: LiveServer, admin: Admin) -> None:
+def test_each_visitor_has_their_own_rate_limit_per_page(limited: LiveServer, admin: Admin) -> None:
+    """Issue 47 item 6: the budget was the page's, shared by every visitor: one client's burst made it 429 for all."""
     owner = new_user(admin)
     urls = []
     for name in ("One", "Two"):
         folder = owner.folder(name)
         c = httpx.Client(base_url=limited.url, headers={"Authorization": f"Bearer {owner.token(write=True)}"})
         urls.append(ok(c.put(f"/api/v1/folders/{folder}/publication"))["url"])
-    anon = httpx.Client(timeout=60)
-    assert [anon.get(u).status_code for u in (urls[0], urls[0] + "/feed.atom", urls[0])] == [200, 200, 200]
-    refused = anon.get(urls[0] + "/feed.atom")
+    greedy = httpx.Client(timeout=60, headers={"X-Forwarded-For": "203.0.113.7"})  # named by the trusted proxy
+    assert [greedy.get(u).status_code for u in (urls[0], urls[0] + "/feed.atom", urls[0])] == [200, 200, 200]
+    refused = greedy.get(urls[0] + "/feed.atom")
     assert refused.status_code == 429 and refused.json()["error"] == "rate_limited"
     assert int(refused.headers["retry-after"]) > 0 and "noindex" in refused.headers["x-robots-tag"]
-    assert anon.get(urls[1]).status_code == 200  # another page's budget is its own
+    assert greedy.get(urls[1]).status_code == 200  # another page's budget is its own
+    other = httpx.Client(timeout=60, headers={"X-Forwarded-For": "203.0.113.8"})
+    assert [other.get(u).status_code for u in (urls[0], urls[0] + "/feed.atom")] == [200, 200]  # theirs is theirs
+
+
+def test_names_and_titles_with_control_characters_make_valid_xml() -> None:
+    """Issue 47 item 5: a folder name or title holding \x01 or \x0b made the feed invalid XML for every reader."""
+    import xml.etree.ElementTree as ET
+
+    from lev.feeds import opml
+
+    controls = "".join(chr(c) for c in range(32)) + "\ufffe\uffff"
+    now = datetime(2026, 11, 1, tzinfo=UTC)
+    entries = [public.Entry(str(uuid.uuid4()), f"Title{controls}end", "https://example.com/a", "text", now, now,
+                            f"excerpt{controls}")]
+    pub = public.Published("s" * 32, f"Folder{controls}name", "http://h/p/s", "http://h/p/s/feed.atom", entries)
+    root = ET.fromstring(public.atom(pub, now))  # a strict XML parser
+    atom = "{http://www.w3.org/2005/Atom}"
+    assert root.find(f"{atom}title").text == "Folder\t\n\nname"  # type: ignore[union-attr]  # \r read as \n
+    parsed = feedparser.parse(public.atom(pub, now))
+    assert not parsed.bozo and parsed.entries[0].title.startswith("Title") and parsed.entries[0].title.endswith("end")
+    doc = opml.render([{"title": f"Feed{controls}", "url": "https://example.com/feed", "folder_id": "f",
+                        "site_url": "https://example.com/"}], {"f": f"Folder{controls}"})
+    outlines = ET.fromstring(doc).findall(".//outline")
+    assert [o.get("text") for o in outlines] == ["Folder\t\n\r", "Feed\t\n\r"]
+
+
+def test_a_published_folder_named_with_control_characters_serves_a_valid_feed(api, admin: Admin, server) -> None:  # type: ignore[no-untyped-def]
+    import xml.etree.ElementTree as ET
+
+    owner = new_user(admin)
+    folder = owner.folder("Odd\x01name\x0b")
+    o = api(owner.token(write=True, kb_only=False))
+    note(o, "A note in an oddly named folder.", "Title\x01with\x1fcontrols", folder)
+    url = ok(o.put(f"/api/v1/folders/{folder}/publication"))["feed_url"]
+    feed = httpx.get(url, timeout=60)
+    assert feed.status_code == 200
+    root = ET.fromstring(feed.content)
+    atom = "{http://www.w3.org/2005/Atom}"
+    assert root.find(f"{atom}title").text == "Oddname"  # type: ignore[union-attr]
+    assert [e.find(f"{atom}title").text for e in root.findall(f"{atom}entry")] == ["Titlewithcontrols"]  # type: ignore[union-attr]
