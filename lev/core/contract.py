@@ -137,7 +137,7 @@ def ecma_pattern(pattern: str) -> re.Pattern[str]:
 
 
 _WS = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-NON_BLANK = rf"^[^\x00]*[^\x00{_WS}][^\x00]*$"
+NON_BLANK = rf"^[{_WS}]*[^\x00{_WS}][^\x00]*$"  # linear: its parts never overlap
 NO_NUL = r"^[^\x00]*$"
 EMAIL = rf"^[^@{_WS}]+@[^@{_WS}]+$"
 HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x20\x7f/?#][^\x00-\x1f\x7f]*$"

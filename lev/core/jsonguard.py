@@ -17,14 +17,14 @@ import math
 import re
 from typing import Any
 
+import numpy as np
+
 MAX_DEPTH = 32
 MAX_VALUES = 10_000
 INT_LIMIT = 2**63
 OFF_LOOP_BYTES = 64 * 1024  # bodies above this are parsed in a worker thread
 _BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
 _BAD_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
-# A JSON string, or an unterminated one up to the end: never backtracks, so stripping strings is linear.
-_STRING = re.compile(r'"[^"\\]*(?:\\[\s\S]?[^"\\]*)*(?:"|\Z)')
 
 
 class BadJson(ValueError):
@@ -71,32 +71,25 @@ def value_count(text: str) -> int:
     quotes, backslashes = text.count('"'), text.count("\\")
     if (quotes - backslashes) // 2 > MAX_VALUES:  # at least this many strings (keys included)
         return (quotes - backslashes) // 2
-    if quotes + backslashes <= 4 * MAX_VALUES:  # few strings (a long text): skip them with str.find
-        return _count_between_strings(text) + 1
-    bare = _STRING.sub("", text)  # commas and brackets inside strings are no values: count again without them
-    return bare.count(",") + bare.count("[") + bare.count("{") + 1
+    return _count_outside_strings(text.encode("utf-8", "surrogatepass")) + 1
 
 
-def _count_between_strings(text: str) -> int:
-    """Commas, `[` and `{` outside strings; a step per quote or backslash of the text (few, by the caller)."""
-    total = pos = 0
-    while True:
-        start = text.find('"', pos)
-        stop = len(text) if start < 0 else start
-        total += text.count(",", pos, stop) + text.count("[", pos, stop) + text.count("{", pos, stop)
-        if start < 0:
-            return total
-        end = start
-        while True:  # the closing quote: one not preceded by an odd run of backslashes
-            end = text.find('"', end + 1)
-            if end < 0:
-                return total
-            before = end - 1
-            while before > start and text[before] == "\\":
-                before -= 1
-            if (end - 1 - before) % 2 == 0:
-                break
-        pos = end + 1
+def _count_outside_strings(data: bytes) -> int:
+    """Commas, `[` and `{` outside strings, in a few vector passes over the bytes (NumPy lets other threads run:
+    one regular expression over a 10 MB body held the event loop 1.8 s). A quote ends or starts a string unless an
+    odd run of backslashes stands before it; UTF-8 never hides these ASCII bytes inside another character."""
+    b = np.frombuffer(data, dtype=np.uint8)
+    n = len(b)
+    at = np.arange(n)
+    slash = b == ord("\\")
+    last_other = np.maximum.accumulate(np.where(slash, -1, at))  # the last position at or before i that is no "\\"
+    run_before = np.empty(n, dtype=np.int64)  # backslashes right before i
+    run_before[:1] = 0
+    run_before[1:] = at[:-1] - last_other[:-1]
+    quote = (b == ord('"')) & (run_before % 2 == 0)
+    outside = np.cumsum(quote) % 2 == 0  # a comma or bracket is never a quote: the count up to it decides
+    wanted = (b == ord(",")) | (b == ord("[")) | (b == ord("{"))
+    return int(np.count_nonzero(wanted & outside))
 
 
 def loads(raw: bytes | str, *, max_values: int = MAX_VALUES) -> Any:

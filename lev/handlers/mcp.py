@@ -254,15 +254,18 @@ async def endpoint(request: Request) -> Response:
         info.principal = principal
     logs.bind(user_id=principal.user_id, token_id=principal.token_id)
     body = await request.body()
-    refused = oauth.transport_scope_refusal(principal, request.headers, body, base)
-    if refused is not None:  # 403 insufficient_scope for an OAuth grant naming a tool it may not call
-        return _json(refused[0], 403, refused[1])
+    bad: jsonguard.BadJson | None = None
     try:
         document = await jsonguard.loads_off_loop(body)
-    except jsonguard.BadJson as exc:
+    except jsonguard.BadJson as refused_json:
+        document, bad = None, refused_json
+    refused = oauth.transport_scope_refusal(principal, request.headers, document, base)
+    if refused is not None:  # 403 insufficient_scope for an OAuth grant naming a tool it may not call
+        return _json(refused[0], 403, refused[1])
+    if bad is not None:
         if info is not None and not info.method:
-            info.method = _method_name(exc.document) if exc.parsed else "invalid-json"
-        return _answer(request, _refusal(exc), 400 if version == revision.MODERN else 200)
+            info.method = _method_name(bad.document) if bad.parsed else "invalid-json"
+        return _answer(request, _refusal(bad), 400 if version == revision.MODERN else 200)
     if info is not None and not info.method:
         info.method = _method_name(document)
     text = body.decode("utf-8")

@@ -42,10 +42,11 @@ def scored(rows: list[dict[str, Any]], results: list[dict[str, Any]], mode: str,
     return out
 
 
-def as_result(score: float, r: dict[str, Any], mode: str) -> dict[str, Any]:
+def as_result(score: float, r: dict[str, Any], mode: str, outline: locations.Outline) -> dict[str, Any]:
     """A highlight as a search result: the fields of a chunk's result (its location the passage's own: characters,
-    pages, heading; the seconds of the chunk it starts in), plus `highlight_id` and `note`."""
-    where = locations.location((r["char_start"], r["char_end"]), locations.Outline.from_json(r["outline"]))
+    pages, heading, from its text's `outline`; the seconds of the chunk it starts in), plus `highlight_id` and
+    `note`."""
+    where = locations.location((r["char_start"], r["char_end"]), outline)
     return {
         "chunk_id": str(r["chunk_id"]), "item_id": str(r["item_id"]), "title": r["title"], "url": r["url"],
         "text": r["text"], "score": score,
@@ -62,8 +63,13 @@ def merge(results: list[dict[str, Any]], rows: list[dict[str, Any]], mode: str, 
           semantic_weight: float) -> list[dict[str, Any]]:
     """The best `limit` of the chunk results and the matching highlights, best first (a highlight before a chunk
     of equal score)."""
-    marked = [(s, 0, as_result(s, r, mode)) for s, r in scored(rows, results, mode, limit, semantic_weight)
-              if r["chunk_id"] is not None]
+    outlines: dict[Any, locations.Outline] = {}  # read once per content, however many of its highlights match
+    marked = []
+    for s, r in scored(rows, results, mode, limit, semantic_weight):
+        if r["chunk_id"] is not None:
+            if r["content_id"] not in outlines:
+                outlines[r["content_id"]] = locations.Outline.from_json(r["outline"])
+            marked.append((s, 0, as_result(s, r, mode, outlines[r["content_id"]])))
     both = marked + [(float(x["score"]), 1, x) for x in results]
     both.sort(key=lambda t: (-t[0], t[1]))
     return [x for _, _, x in both[:limit]]

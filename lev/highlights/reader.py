@@ -6,11 +6,15 @@ back into offsets."""
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 PART_CHARS = 30_000  # about ten pages of a book: instant to render, few parts for a long article
+PART_LINES = 2_000  # and at most this many lines (a PDF of one-letter lines made 15,000 paragraphs of a part)
+MARKS_PER_RUN = 32  # the oldest highlights covering a run that it names (the page marks the first)
+_LINES = re.compile(rf"(?:[^\n]*\n){{{PART_LINES}}}")
 
 
 @dataclass
@@ -44,14 +48,19 @@ def boundaries(text: str, size: int = PART_CHARS) -> list[int]:
     """Where each part starts: every `size` characters or a little before, at a line break (else a space)."""
     starts = [0]
     n = len(text)
-    while starts[-1] + size < n:
+    while True:
         start = starts[-1]
+        lines = _LINES.match(text, start, min(n, start + size))
+        if lines is not None and lines.end() < n:  # many short lines: the part ends after PART_LINES of them
+            starts.append(lines.end())
+            continue
+        if start + size >= n:
+            return starts
         low, high = start + size // 2, start + size
         cut = text.rfind("\n", low, high)
         if cut == -1:
             cut = text.rfind(" ", low, high)
         starts.append(cut + 1 if cut != -1 else high)
-    return starts
 
 
 def part_of(starts: list[int], offset: int) -> int:
@@ -74,25 +83,58 @@ def view(text: str, highlights: list[dict[str, Any]], part: int = 1, size: int =
     end = starts[part] if part < len(starts) else len(text)
     inside = [h for h in highlights if h["char_start"] < end and h["char_end"] > start]
     cuts = sorted({c for h in inside for c in (h["char_start"], h["char_end"]) if start < c < end})
+    marks = _Marks(inside)
+    page_at, moment_at = [at for at, _ in pages], [at for at, _ in moments]
     paragraphs: list[Paragraph] = []
     pos = start
     for line in text[start:end].split("\n"):
         line_end = pos + len(line)
         if line.strip():
-            paragraphs.append(Paragraph(pos, _runs(text, pos, line_end, cuts, inside),
-                                        next((n for at, n in pages if pos <= at <= line_end), None),
-                                        next((sec for at, sec in moments if pos <= at <= line_end), None)))
+            page = bisect.bisect_left(page_at, pos)
+            moment = bisect.bisect_left(moment_at, pos)
+            paragraphs.append(Paragraph(pos, _runs(text, pos, line_end, cuts, marks),
+                                        pages[page][1] if page < len(pages) and page_at[page] <= line_end else None,
+                                        moments[moment][1] if moment < len(moments) and moment_at[moment] <= line_end
+                                        else None))
         pos = line_end + 1
     return View(part, len(starts), start, end, paragraphs, len(text), starts)
 
 
-def _runs(text: str, start: int, end: int, cuts: list[int], inside: list[dict[str, Any]]) -> list[Run]:
+class _Marks:
+    """The highlights covering each run, runs taken in the text's order: a sweep that adds a highlight where it
+    starts and drops it where it ends (its list kept oldest first), not a look at every highlight for every run."""
+
+    def __init__(self, inside: list[dict[str, Any]]) -> None:
+        self.inside = inside
+        self.by_start = sorted(range(len(inside)), key=lambda i: inside[i]["char_start"])
+        self.by_end = sorted(range(len(inside)), key=lambda i: inside[i]["char_end"])
+        self.added = self.dropped = 0
+        self.active: list[int] = []  # indices into `inside`: oldest first
+        self.starting: dict[int, list[int]] = {}
+        for i, h in enumerate(inside):
+            self.starting.setdefault(h["char_start"], []).append(i)
+
+    def covering(self, a: int, b: int) -> list[int]:
+        """The highlights covering [a, b), for a and b never smaller than the last call's."""
+        while self.added < len(self.by_start) and self.inside[self.by_start[self.added]]["char_start"] < b:
+            bisect.insort(self.active, self.by_start[self.added])
+            self.added += 1
+        while self.dropped < len(self.by_end) and self.inside[self.by_end[self.dropped]]["char_end"] <= a:
+            gone = self.by_end[self.dropped]
+            at = bisect.bisect_left(self.active, gone)
+            if at < len(self.active) and self.active[at] == gone:
+                del self.active[at]
+            self.dropped += 1
+        return self.active
+
+
+def _runs(text: str, start: int, end: int, cuts: list[int], marks: _Marks) -> list[Run]:
     edges = [start, *cuts[bisect.bisect_right(cuts, start):bisect.bisect_left(cuts, end)], end]
     runs = []
     for a, b in zip(edges, edges[1:], strict=False):
         if a == b:
             continue
-        covering = [h for h in inside if h["char_start"] < b and h["char_end"] > a]
-        anchors = [h["id"] for h in covering if h["char_start"] == a]
-        runs.append(Run(a, text[a:b], [h["id"] for h in covering], anchors))
+        covering = marks.covering(a, b)
+        anchors = [marks.inside[i]["id"] for i in marks.starting.get(a, ())]
+        runs.append(Run(a, text[a:b], [marks.inside[i]["id"] for i in covering[:MARKS_PER_RUN]], anchors))
     return runs

@@ -55,22 +55,62 @@ def fit_page(paged: Callable[[int], dict[str, Any]], budget: int = GET_ITEM_BYTE
     return answer
 
 
+KEPT_CHARS = 200  # a passage or note is never cut shorter
+
+
+def _water_level(lengths: list[int], total: int) -> int:
+    """The largest cap C with sum(min(n, C)) <= total: cutting only what is longer than C, longest first."""
+    if sum(lengths) <= total:
+        return max(lengths, default=0)
+    lo, hi = 0, max(lengths)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sum(min(n, mid) for n in lengths) <= total:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _cut_to(results: list[dict[str, Any]], cap: int) -> None:
+    """Every passage and note longer than `cap` characters (never below KEPT_CHARS) cut from its end;
+    `location.char_end` follows a passage, so the item's text sliced with the location is still the passage."""
+    cap = max(cap, KEPT_CHARS)
+    for r in results:
+        for field in ("text", "note"):
+            value = r.get(field)
+            if not isinstance(value, str) or len(value) <= cap:
+                continue
+            r[field] = value[:cap].rstrip() or value[:cap]
+            r["truncated"] = True
+            where = r.get("location")
+            if field == "text" and isinstance(where, dict) and where.get("char_start") is not None:
+                r["location"] = {**where, "char_end": where["char_start"] + len(r["text"])}
+
+
 def fit_search(answer: dict[str, Any], limit: int) -> dict[str, Any]:
-    """A search answer whose longest passages are shortened (from their end; `location.char_end` follows, so the
-    item's text sliced with the location is still the passage) until it fits the budget of `limit` passages."""
+    """A search answer whose longest passages and notes are shortened (longest first, to one common length) until it
+    fits the budget of `limit` passages. A few serialisations in all, whatever the answer's size: the length is
+    found from the bytes the long fields weigh, then checked."""
     budget = SEARCH_BYTES * max(1, -(-limit // 10))
     results = [dict(r) for r in answer["results"]]
     shaped = {**answer, "results": results}
     size = wire_bytes(shaped)
-    while size > budget:
-        longest = max(results, key=lambda r: len(r["text"]), default=None)
-        if longest is None or len(longest["text"]) <= 200:
+    for _ in range(6):
+        if size <= budget:
             break
-        keep = max(200, int(len(longest["text"]) * 0.8))
-        longest["text"] = longest["text"][:keep].rstrip() or longest["text"][:keep]
-        where = longest.get("location")
-        if isinstance(where, dict) and where.get("char_start") is not None:
-            longest["location"] = {**where, "char_end": where["char_start"] + len(longest["text"])}
-        longest["truncated"] = True
+        lengths = [len(r[f]) for r in results for f in ("text", "note") if isinstance(r.get(f), str)]
+        longest = max(lengths, default=0)
+        if longest <= KEPT_CHARS:
+            break
+        floor = {**shaped, "results": [dict(r) for r in results]}
+        _cut_to(floor["results"], KEPT_CHARS)
+        fixed = wire_bytes(floor)  # the answer with every long field at its shortest
+        if fixed >= budget:
+            _cut_to(results, KEPT_CHARS)
+            break
+        spare = [n - KEPT_CHARS for n in lengths if n > KEPT_CHARS]
+        keep = int(sum(spare) * (budget - fixed) / (size - fixed) * 0.97)
+        _cut_to(results, KEPT_CHARS + _water_level(spare, keep))
         size = wire_bytes(shaped)
     return shaped

@@ -19,7 +19,7 @@ from urllib.parse import urlencode, urlsplit
 
 from lev.auth import principal_cache as principals
 from lev.auth.policy import Principal, hash_token, parse_bearer
-from lev.core import clock, context, jsonguard
+from lev.core import clock, context
 from lev.core.contract import mcp_tools
 from lev.core.errors import ApiError, capability_denied, invalid_body, jsonrpc_response, not_signed_in
 from lev.core.settings import Settings
@@ -111,12 +111,12 @@ def _tool_capabilities() -> dict[str, str]:
     return {t["name"]: t["capability"] for t in mcp_tools()["tools"]}
 
 
-def transport_scope_refusal(principal: Principal, headers: Any, body: bytes, base: str
+def transport_scope_refusal(principal: Principal, headers: Any, document: Any, base: str
                             ) -> tuple[dict[str, Any], dict[str, str]] | None:
     """For an OAuth grant calling a tool its scope does not cover, when the request names the tool in its HTTP
     headers (`Mcp-Method: tools/call`, `Mcp-Name`, revision 2026-07-28): the HTTP 403 insufficient_scope answer
-    (JSON-RPC body with the contract's -32605 capability_denied, and the challenge). Otherwise None: the tool call
-    is refused inside JSON-RPC as for every token."""
+    (JSON-RPC body with the contract's -32605 capability_denied, and the challenge; `document` is the parsed body,
+    None when it was no JSON). Otherwise None: the tool call is refused inside JSON-RPC as for every token."""
     if "oauth_client" not in principal.extra or headers.get("mcp-method") != "tools/call":
         return None
     needed = _tool_capabilities().get(headers.get("mcp-name") or "", "read")
@@ -125,11 +125,7 @@ def transport_scope_refusal(principal: Principal, headers: Any, body: bytes, bas
     have = sorted(principal.capabilities)
     err = capability_denied(f"This grant cannot {needed}: it was allowed {', '.join(have)}.", required=needed,
                             have=have)
-    try:
-        document = jsonguard.loads(body)
-        req_id = document.get("id") if isinstance(document, dict) else None
-    except jsonguard.BadJson:
-        req_id = None
+    req_id = document.get("id") if isinstance(document, dict) else None
     if not isinstance(req_id, (str, int)) or isinstance(req_id, bool):
         req_id = None
     return jsonrpc_response(err, req_id), {"WWW-Authenticate": challenge(base, insufficient=True)}

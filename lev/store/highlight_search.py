@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import literal_column, select, text
 
 from lev.store.filters import Filters
-from lev.store.models import user_items
+from lev.store.models import contents, user_items
 from lev.store.scope import Scope
 from lev.store.scoped_sql import Bound, sql_text, visible_where
 from lev.store.search import with_vector
@@ -36,7 +36,7 @@ q AS MATERIALIZED (
   SELECT h.*, row_number() OVER (ORDER BY h.cos DESC NULLS LAST, h.id) AS near FROM h
 )
 SELECT r.id, r.item_id, r.text, r.note, r.char_start, r.char_end, r.cos, r.bm25, r.title, r.url, r.kind,
-       r.created_at, ct.object_path IS NOT NULL AS stored_media, ct.outline, coalesce(at.id, first.id) AS chunk_id,
+       r.created_at, r.content_id, ct.object_path IS NOT NULL AS stored_media, coalesce(at.id, first.id) AS chunk_id,
        at.start_sec, at.end_sec
   FROM ranked r
   JOIN contents ct ON ct.id = r.content_id
@@ -74,4 +74,10 @@ async def candidates(session: Any, scope: Scope, *, query: str, query_vector: li
         rows = await session.execute(with_vector(sql), {**values, "qvec": query_vector})
     else:
         rows = await session.execute(text(sql), values)
-    return [dict(r._mapping) for r in rows]
+    found = [dict(r._mapping) for r in rows]
+    ids = sorted({r["content_id"] for r in found})
+    outlines = dict((await session.execute(select(contents.c.id, contents.c.outline)
+                                          .where(contents.c.id.in_(ids)))).all()) if ids else {}
+    for r in found:  # one outline per content, read once however many of its highlights match
+        r["outline"] = outlines.get(r["content_id"])
+    return found

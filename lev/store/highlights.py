@@ -143,11 +143,11 @@ async def reading_guides(session: AsyncSession, content_id: uuid.UUID) -> tuple[
                                                                               list[tuple[int, float]]]:
     """What the reader view marks in a content's text: where a PDF's pages start ((offset, page number), from
     its outline) and where a recording's passages start ((offset, second), from its chunks' locations)."""
-    outline = (await session.execute(select(contents.c.outline).where(contents.c.id == content_id))).scalar()
+    pages = (await session.execute(select(contents.c.outline["pages"]).where(contents.c.id == content_id))).scalar()
     moments = await session.execute(
         select(chunk_locations.c.char_start, chunks.c.start_sec)
         .join(chunk_locations, chunk_locations.c.chunk_id == chunks.c.id)
         .where(chunks.c.content_id == content_id, chunks.c.start_sec.isnot(None),
                chunk_locations.c.char_start.isnot(None))
         .order_by(chunk_locations.c.char_start))
-    return list(Outline.from_json(outline).pages), [(int(a), float(sec)) for a, sec in moments]
+    return list(Outline.from_json({"pages": pages}).pages), [(int(a), float(sec)) for a, sec in moments]

@@ -12,6 +12,7 @@ import bisect
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 MAX_RUN = 16  # one character repeated more than this is not prose: the run is cut to this length before chunking
@@ -20,6 +21,7 @@ _SPACES = re.compile(r"[ \t\f\v\u00a0\u2000-\u200b\u202f\u205f\u3000]+")
 _BLANK_LINES = re.compile(r"\n{3,}")
 _ATX = re.compile(r"^(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
 HEADING_MAX_CHARS = 300
+MAX_HEADINGS = 2_000  # an outline keeps the first ones: a text of a million "# a" lines made one of 3.7 MB
 
 
 def normalize_whitespace(text: str) -> str:
@@ -58,8 +60,8 @@ class Outline:
                    tuple((int(o), int(n)) for o, n in value.get("pages") or ()))
 
     def with_headings(self, headings: Iterable[tuple[int, str]]) -> Outline:
-        merged = sorted({*self.headings, *headings})
-        return Outline(tuple(merged), self.pages)
+        merged = sorted({*self.headings, *islice(headings, MAX_HEADINGS)})
+        return Outline(tuple(merged[:MAX_HEADINGS]), self.pages)
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,8 @@ class Location:
 
 def markdown_headings(text: str) -> list[tuple[int, str]]:
     """The ATX headings (`# Title` … `###### Title`) of a text, as (offset of the line, heading)."""
-    return [(m.start(), m.group(2).strip()[:HEADING_MAX_CHARS]) for m in _ATX.finditer(text) if m.group(2).strip()]
+    found = ((m.start(), m.group(2).strip()[:HEADING_MAX_CHARS]) for m in _ATX.finditer(text) if m.group(2).strip())
+    return list(islice(found, MAX_HEADINGS))
 
 
 def line_headings(text: str, titles: Sequence[str]) -> list[tuple[int, str]]:

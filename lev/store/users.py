@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import datetime
 from typing import Any
@@ -37,7 +38,7 @@ async def create_user(session: AsyncSession, email: str, tier: str = "free",
     values: dict[str, Any] = {"id": user_id, "email": email.strip(), "tier": tier,
                               "email_verified_at": func.now() if verified else None}
     if password:
-        values["password_hash"] = _hasher.hash(password)
+        values["password_hash"] = await asyncio.to_thread(_hasher.hash, password)  # 0.3 s of CPU: off the loop
     try:
         async with session.begin_nested():
             await session.execute(insert(users).values(**values))
@@ -68,7 +69,8 @@ async def list_all(session: AsyncSession) -> list[dict[str, Any]]:
 
 
 async def set_password(session: AsyncSession, user_id: uuid.UUID, password: str) -> None:
-    await session.execute(update(users).where(users.c.id == user_id).values(password_hash=_hasher.hash(password)))
+    hashed = await asyncio.to_thread(_hasher.hash, password)
+    await session.execute(update(users).where(users.c.id == user_id).values(password_hash=hashed))
 
 
 async def set_tier(session: AsyncSession, user_id: uuid.UUID, tier: str) -> None:

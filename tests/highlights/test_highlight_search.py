@@ -104,8 +104,8 @@ def test_the_merge_keeps_the_best_limit_and_puts_a_highlight_first_on_a_tie() ->
              "similarity": None, "keyword_rank": 2.0}
     row = {"id": "h1", "item_id": "i", "chunk_id": "c1", "title": "t", "url": None, "text": "words", "note": None,
            "char_start": 5, "char_end": 10, "cos": None, "bm25": 2.0 / 1.15, "kind": "text", "stored_media": False,
-           "created_at": dt.datetime(2026, 11, 27, tzinfo=dt.UTC), "outline": None, "start_sec": None,
-           "end_sec": None}
+           "created_at": dt.datetime(2026, 11, 27, tzinfo=dt.UTC), "outline": None, "content_id": "ct",
+           "start_sec": None, "end_sec": None}
     merged = merge([chunk], [row], "keyword", 10, 0.6)
     assert [x.get("highlight_id") for x in merged] == ["h1", None]  # equal scores: the highlight first
     assert merge([chunk], [row], "keyword", 1, 0.6)[0]["highlight_id"] == "h1"

@@ -155,3 +155,15 @@ def test_page_outline_without_a_text_layer_on_some_pages() -> None:
     found = page_outline(text, [(1, "Page one text."), (2, ""), (3, "Page three  text.")])
     assert found.pages == ((0, 1), (16, 2), (39, 3))
     assert page_outline("A\n\nB", [(1, "A"), (2, "B")]).pages == ((0, 1), (3, 2))
+
+
+def test_an_outline_keeps_at_most_its_cap_of_headings() -> None:
+    """Issue 47's audit: a text of 250,000 "# a" lines kept every one (3.7 MB of outline, read again for every
+    highlight a search matched, 2.3 s a search)."""
+    from lev.store.locations import MAX_HEADINGS, Outline, markdown_headings
+
+    text = "# a\n" * 250_000
+    found = markdown_headings(text)
+    assert len(found) == MAX_HEADINGS and found[:2] == [(0, "a"), (4, "a")]
+    merged = Outline(pages=((0, 1),)).with_headings((n, f"h{n}") for n in range(10 * MAX_HEADINGS))
+    assert len(merged.headings) == MAX_HEADINGS and merged.headings[0] == (0, "h0") and merged.pages == ((0, 1),)
