@@ -1,6 +1,7 @@
 """An item as Markdown, the way note-taking tools (Obsidian, Logseq, Notion) import it: YAML front matter (title,
 source, when it was saved, Lev's id), the title, the highlights as quotes with their notes below them, then the
-item's text."""
+item's text. Raw HTML in the texts (a tag, a comment) is escaped, so a tool that renders HTML shows it as words and
+runs nothing; Markdown's own syntax is kept."""
 
 from __future__ import annotations
 
@@ -8,13 +9,22 @@ import json
 import re
 from typing import Any
 
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")  # where HTML would begin: a tag, a closing tag, a comment or declaration
+_URL_UNSAFE = re.compile(r"[<>\s]")
+
+
+def plain(text: str) -> str:
+    """`text` with every start of raw HTML escaped (`\\<`, CommonMark's escape): "a < b" is left as it is."""
+    return _TAG_START.sub(r"\\<", text)
+
 
 def _yaml(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid YAML scalar
+    """A JSON string, a valid YAML scalar; `<` as its `\\u003c` escape (the same value, no tag in the file)."""
+    return json.dumps(value, ensure_ascii=False).replace("<", "\\u003c")
 
 
 def _quote(text: str) -> str:
-    return "\n".join(f"> {line}".rstrip() for line in text.strip().splitlines())
+    return "\n".join(f"> {plain(line)}".rstrip() for line in text.strip().splitlines())
 
 
 def filename(title: str | None, item_id: str) -> str:
@@ -32,17 +42,17 @@ def render(item: dict[str, Any], highlights: list[dict[str, Any]]) -> str:
         front.append(f"source: {_yaml(item['url'])}")
     front += [f"saved: {_yaml(item['created_at'])}", f"kind: {_yaml(item['kind'])}",
               f"lev_item_id: {_yaml(item['id'])}", "---", ""]
-    out = front + [f"# {' '.join(title.split())}", ""]
+    out = front + [f"# {plain(' '.join(title.split()))}", ""]
     if item.get("url"):
-        out += [f"<{item['url']}>", ""]
+        out += [f"<{_URL_UNSAFE.sub(lambda m: f'%{ord(m.group()):02X}', item['url'])}>", ""]
     if highlights:
         out += ["## Highlights", ""]
         for h in highlights:
             out += [_quote(h["text"]), ""]
             if h.get("note"):
-                out += [h["note"].strip(), ""]
+                out += [plain(h["note"].strip()), ""]
     body = item.get("text") or item.get("transcript") or ""
     if body.strip():  # each line of the text a paragraph (Markdown joins lines without a blank one between)
-        paragraphs = "\n\n".join(line.strip() for line in body.splitlines() if line.strip())
+        paragraphs = "\n\n".join(plain(line.strip()) for line in body.splitlines() if line.strip())
         out += ["## Transcript" if not item.get("text") else "## Text", "", paragraphs, ""]
     return "\n".join(out)

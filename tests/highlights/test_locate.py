@@ -145,3 +145,23 @@ def test_the_view_agrees_with_a_plain_reading_and_is_bounded_on_pathological_par
     assert len(v.paragraphs) == PART_LINES and v.parts == 8  # a part ends after its 2,000th line
     assert v.paragraphs[0].page == 1 and v.paragraphs[1].moment == 1.0
     assert len(v.paragraphs[900].runs[0].highlight_ids) == MARKS_PER_RUN  # the oldest, first marked
+
+
+def test_markdown_escapes_raw_html_and_keeps_markdown() -> None:
+    """Issue 47 item 8: texts and notes (a shared folder's members' too) went into the Markdown as raw HTML, which a
+    note tool that renders HTML would run. A CommonMark renderer with HTML on now makes words of it."""
+    import yaml
+    from markdown_it import MarkdownIt
+
+    hostile = "<script>alert(1)</script> <img src=x onerror=alert(2)> <!-- hidden -->"
+    item = {"id": "0b0e8c1e-0000-4000-8000-000000000000", "title": f"Title {hostile}",
+            "url": 'https://example.com/a"><script>alert(3)</script>', "kind": "text",
+            "created_at": "2026-11-27T09:00:00+00:00",
+            "text": f"**Bold** and [a link](https://example.com), a < b\n{hostile}"}
+    md = render(item, [{"text": f"quoted {hostile}", "note": f"note {hostile}"}])
+    front, body = md.split("\n---\n", 1)
+    assert "<" not in front and yaml.safe_load(front.removeprefix("---\n"))["title"] == item["title"]
+    html = MarkdownIt("commonmark", {"html": True}).render(body)
+    assert "<script" not in html and "<img" not in html and "<!--" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # said, not run
+    assert "<strong>Bold</strong>" in html and '<a href="https://example.com">a link</a>' in html and "a &lt; b" in html
