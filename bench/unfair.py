@@ -27,7 +27,7 @@ from bench.common import ROOT, cleanup, old_tree_at, own_python, pct, start_lev
 from tests.fixtures_feeds import FeedEntry, FeedSite
 from tests.stack import new_user
 
-OLD = os.environ.get("LEV_BENCH_FAIR_OLD", "57af0a9")  # main before issue 38
+OLD = os.environ.get("LEV_BENCH_FAIR_OLD", "57af0a9")  # main before issue 38 (issue 47's phase: before its work)
 AFTER_SEC = 30.0
 TIMEOUT = 600.0
 ENV = {"LEV_LIMIT_SIGN_UP_IP": "1000/hour", "LEV_SHUTDOWN_GRACE_SEC": "30"}
@@ -152,6 +152,30 @@ def note_action(url: str) -> Callable[[], list[str]]:
     return act
 
 
+def prose(chars: int) -> str:
+    """Readable sentences (every chunk embeds at full width, unlike a run of one character)."""
+    words = ["tide", "moon", "shell", "rock", "pool", "kelp", "crab", "wave", "sand", "gull", "salt", "foam"]
+    out: list[str] = []
+    n = 0
+    while sum(map(len, out)) < chars:
+        out.append(" ".join(words[(n * 7 + k) % 12] for k in range(n % 5 + 8)).capitalize() + ". ")
+        n += 1
+    return "".join(out)[:chars]
+
+
+def big_notes_action(url: str, token: str) -> Callable[[], list[str]]:
+    """Issue 47 item 4: A's 1,000,000- and 200,000-character notes of prose embed while B saves short notes."""
+    def act() -> list[str]:
+        with httpx.Client(base_url=url, timeout=TIMEOUT, headers={"Authorization": f"Bearer {token}"}) as c:
+            out = []
+            for chars in (1_000_000, 200_000):
+                started = time.perf_counter()
+                r = c.post("/api/v1/ingest", json={"kind": "text", "title": f"A {chars}", "text": prose(chars)})
+                out.append(f"{chars:,}-character note: {_answer(r)} in {time.perf_counter() - started:.1f} s")
+            return out
+    return act
+
+
 def opml_action(url: str, token: str, token_b: str, site: FeedSite) -> Callable[[], list[str]]:
     def act() -> list[str]:
         names = [f"drip{n}" for n in range(24)]
@@ -207,6 +231,7 @@ def side(root: Path, name: str) -> dict[str, Any]:
             "feed": feed_action(lev.url, lev.token, site),
             "capture": capture_action(lev.url, lev.token),
             "note": note_action(lev.url),
+            "big notes": big_notes_action(lev.url, lev.token),
             "OPML": opml_action(lev.url, lev.token, token_b, site)}[name]
         out = phase(lev.url, proc, token_b, action)
         out["load"] = " / ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -224,18 +249,19 @@ PHASES = tuple(os.environ.get("LEV_BENCH_FAIR_PHASES", "quiet,feed,capture,note,
 def main() -> str:
     roots = {"old": old_tree_at(OLD), "new": ROOT}
     runs = {(p, k): side(roots[k], p) for p in PHASES for k in ("old", "new")}
-    out = [f"### One user, feed or document against everyone: this commit vs {OLD} (before issue 38)", "",
+    out = [f"### One user, feed or document against everyone: this commit vs {OLD}", "",
            f"Old code: `git archive {OLD}` in its own virtualenv. A fresh stack per phase and side (worker inline), "
            "one run each. `/healthz` is asked every 20 ms (ms); user B saves a short note every second (note to "
            f"ready, ms); a phase lasts until user A's requests are answered, then {AFTER_SEC:g} s more.", "",
-           "| phase | side | /healthz p50 / p99 (ms) | max | B's note p50 / p99 (ms) | notes (failed) | RSS peak "
+           "| phase | side | /healthz p50 / p99 (ms) | max | B's note p50 / p95 / p99 (ms) | notes (failed) | RSS peak "
            "(MiB) | A's requests |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for p in PHASES:
         for k in ("old", "new"):
             r = runs[(p, k)]
             h, n = pct(r["probes"] or [float("nan")]), pct(r["notes"] or [float("nan")])
             out.append(f"| {p} | {k} | {h['p50']:.1f} / {h['p99']:.1f} | {max(r['probes'] or [0]):.0f} | "
-                       f"{n['p50']:.0f} / {n['p99']:.0f} | {len(r['notes'])} ({r['notes_failed']}) | {r['rss']:.0f} | "
+                       f"{n['p50']:.0f} / {n['p95']:.0f} / {n['p99']:.0f} | {len(r['notes'])} ({r['notes_failed']}) | "
+                       f"{r['rss']:.0f} | "
                        f"{'; '.join(r['answers']) or '-'} |")
     stops = "; ".join(f"{k} after {p}: {runs[(p, k)]['sigterm']:.1f} s" for p in ("capture", "note")
                       for k in ("old", "new") if (p, k) in runs)

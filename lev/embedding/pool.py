@@ -1,16 +1,24 @@
 """Where embeddings run in an API process: query embeddings on their own thread, batched under concurrency
 (`QueryBatcher`), and ingest batches on threads of lower CPU priority (`IngestThreads`), so a search never queues
 behind an ingest. Both are owned by whoever builds them: the runtime's `QueryBatcher`, the `LocalEmbedder`'s
-ingest threads."""
+ingest threads.
+
+The ingest threads take their work in turns (`turn`): what a request waits for before what a job does, and within
+each, one run of each owner's in turn. A user's one-sentence note is embedded next, never behind the queued runs
+of another user's million-character note."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextvars import ContextVar
+from typing import Any
 
 QUERY_BATCH_MAX = 16
 
@@ -92,13 +100,93 @@ def lower_thread_priority(nice: int) -> None:
         pass
 
 
-class IngestThreads(ThreadPoolExecutor):
-    """The threads that embed ingest batches (chunks, the local transformer's sentences), each at CPU niceness
-    +`nice`: a search's query embedding, on its own thread at the server's priority, takes the CPU first, and a
-    query never waits in their queue."""
+_turn: ContextVar[tuple[bool, str]] = ContextVar("lev_embedding_turn", default=(False, ""))
+
+
+@contextlib.contextmanager
+def turn(owner: str, *, later: bool = False) -> Iterator[None]:
+    """Embeddings asked for in this context (threads started from it included) are `owner`'s: a request's (taken
+    first), or with `later` a job's (taken when no request waits). Each owner's runs take turns with the others'."""
+    token = _turn.set((later, owner))
+    try:
+        yield
+    finally:
+        _turn.reset(token)
+
+
+_Work = tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+
+class IngestThreads(Executor):
+    """The threads that embed ingest batches (chunks, the local transformer's sentences): `threads` for jobs' work
+    at CPU niceness +`nice` (a search's query embedding, on its own thread at the server's priority, takes the CPU
+    first, and a query never waits in their queue), and as many at the server's priority for the work a request
+    waits for (a niced thread starves on a busy machine). A free thread takes the next run of the next owner in turn
+    (`turn`)."""
 
     def __init__(self, threads: int, nice: int) -> None:
-        super().__init__(max(1, threads), thread_name_prefix="lev-ingest-embed", initializer=lower_thread_priority,
-                         initargs=(nice,))
         self.threads = max(1, threads)
         self.nice = nice
+        self._ready = threading.Condition()
+        self._lanes: tuple[OrderedDict[str, deque[_Work]], OrderedDict[str, deque[_Work]]] = (
+            OrderedDict(), OrderedDict())  # requests' work, then jobs': each owner's runs, owners in turn
+        self._closed = False
+        self._workers = [threading.Thread(target=self._serve, args=(lane,), name=f"lev-ingest-embed-{lane}-{n}",
+                                          daemon=True) for lane in (0, 1) for n in range(self.threads)]
+        for worker in self._workers:
+            worker.start()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        later, owner = _turn.get()
+        future: Future[Any] = Future()
+        with self._ready:
+            if self._closed:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            self._lanes[1 if later else 0].setdefault(owner, deque()).append((future, fn, args, kwargs))
+            self._ready.notify_all()  # a thread of the work's lane takes it
+        return future
+
+    def _next(self, lane: int) -> _Work | None:
+        queued = self._lanes[lane]
+        if not queued:
+            return None
+        owner, runs = queued.popitem(last=False)
+        work = runs.popleft()
+        if runs:
+            queued[owner] = runs  # the owner goes to the end of the turn
+        return work
+
+    def _serve(self, lane: int) -> None:
+        if lane:
+            lower_thread_priority(self.nice)
+        while True:
+            with self._ready:
+                work = self._next(lane)
+                while work is None and not self._closed:
+                    self._ready.wait()
+                    work = self._next(lane)
+            if work is None:
+                return
+            future, fn, args, kwargs = work
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._ready:
+            self._closed = True
+            if cancel_futures:
+                for lane in self._lanes:
+                    for runs in lane.values():
+                        for future, *_ in runs:
+                            future.cancel()
+                    lane.clear()
+            self._ready.notify_all()
+        if wait:
+            for worker in self._workers:
+                worker.join()

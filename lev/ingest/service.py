@@ -12,6 +12,7 @@ and YouTube without captions wait for their transcription (`transcribing`).
 from __future__ import annotations
 
 from lev.auth.policy import Principal
+from lev.embedding.pool import turn as embedding_turn
 from lev.ingest import acquire as sources
 from lev.ingest.chunking import embed_chunks
 from lev.ingest.followups import enqueue
@@ -43,7 +44,8 @@ async def keep(deps: Deps, r: Resolved, acquired: sources.Acquired) -> Stored:
         chunks = await chunk(acquired, deps.settings.max_chunks_per_item)
         p = plan(acquired, chunks)
         if p.embed_now and chunks.bodies:
-            chunks.vectors = await embed_chunks(deps.embedder, p.title, chunks.bodies)
+            with embedding_turn(str(r.principal.user_id)):  # one run of each user's in turn, before any job's
+                chunks.vectors = await embed_chunks(deps.embedder, p.title, chunks.bodies)
         saved = await save(deps, r, p, chunks)
     except BaseException:
         if acquired.source.path is not None and not acquired.source.upload:

@@ -19,6 +19,7 @@ from typing import Any
 
 from arq.worker import Retry
 
+from lev.embedding import pool as embedding_turns
 from lev.plumbing.deps import Deps
 from lev.store import owners
 from lev.store.owners import Subject
@@ -62,27 +63,28 @@ async def owner(deps: Deps, job: str, args: tuple[Any, ...]) -> uuid.UUID | None
 @contextlib.asynccontextmanager
 async def share(redis: Any, deps: Deps, job: str, job_id: str, args: tuple[Any, ...]) -> AsyncIterator[None]:
     """Run the body in its user's share, renewing the lease meanwhile; raise arq's Retry (the try handed back) when
-    the user's share is full."""
+    the user's share is full. Its embeddings wait for the requests' and take turns with other users' jobs'."""
     limit = deps.settings.jobs_per_user
-    user = await owner(deps, job, args) if limit > 0 and redis is not None and job_id else None
-    if user is None:
-        yield
-        return
-    key = KEY + str(user)
-    now = time.time()
-    room = limit if _here[0] < WORKER_SLOTS - 1 else 1  # the last slot: only for a user with none running
-    if not await redis.eval(_TAKE, 1, key, job_id, now, now + LEASE_SEC, room):
-        await redis.decr(RETRY_KEY + job_id)  # waiting for a share is not a failed try
-        raise Retry(defer=DEFER_SEC)
-    renew = asyncio.get_running_loop().create_task(_renew(redis, key, job_id))
-    _here[0] += 1
-    try:
-        yield
-    finally:
-        _here[0] -= 1
-        renew.cancel()
-        with contextlib.suppress(Exception):
-            await redis.zrem(key, job_id)
+    user = await owner(deps, job, args) if redis is not None and job_id else None
+    with embedding_turns.turn(str(user) if user else f"{job}:{job_id}", later=True):
+        if user is None or limit <= 0:
+            yield
+            return
+        key = KEY + str(user)
+        now = time.time()
+        room = limit if _here[0] < WORKER_SLOTS - 1 else 1  # the last slot: only for a user with none running
+        if not await redis.eval(_TAKE, 1, key, job_id, now, now + LEASE_SEC, room):
+            await redis.decr(RETRY_KEY + job_id)  # waiting for a share is not a failed try
+            raise Retry(defer=DEFER_SEC)
+        renew = asyncio.get_running_loop().create_task(_renew(redis, key, job_id))
+        _here[0] += 1
+        try:
+            yield
+        finally:
+            _here[0] -= 1
+            renew.cancel()
+            with contextlib.suppress(Exception):
+                await redis.zrem(key, job_id)
 
 
 async def _renew(redis: Any, key: str, job_id: str) -> None:

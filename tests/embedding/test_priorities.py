@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import psutil
 import pytest
 
 from lev.embedding.embedder import LocalEmbedder
-from lev.embedding.pool import IngestThreads, QueryBatcher
+from lev.embedding.pool import IngestThreads, QueryBatcher, turn
 from tests.stack import Api, LiveServer, User
 
 BEES = "Honeybees communicate the direction of flowers with a waggle dance inside the hive."
@@ -43,13 +44,19 @@ def test_queries_are_embedded_while_every_ingest_thread_is_held() -> None:
         emb.close()
 
 
-def test_ingest_threads_run_at_lower_cpu_priority() -> None:
+def test_jobs_embed_at_lower_cpu_priority_and_requests_at_the_servers() -> None:
     emb = LocalEmbedder(threads=2, nice=3)
     try:
         here = _nice(threading.get_native_id())
-        seen = {emb.ingest.submit(lambda: (threading.get_native_id(), _nice(threading.get_native_id()))).result()
-                for _ in range(4)}
+
+        def where() -> tuple[int, int]:
+            return threading.get_native_id(), _nice(threading.get_native_id())
+
+        with turn("a job's user", later=True):
+            seen = {emb.ingest.submit(where).result() for _ in range(4)}
         assert seen and all(nice == min(19, here + 3) for _, nice in seen)
+        asked = {emb.ingest.submit(where).result() for _ in range(4)}  # a request's (the default turn)
+        assert asked and all(nice == here for _, nice in asked) and not {t for t, _ in asked} & {t for t, _ in seen}
         assert _nice(threading.get_native_id()) == here  # the caller's priority is untouched
     finally:
         emb.close()
@@ -63,7 +70,7 @@ def test_the_server_embeds_ingested_text_on_niced_threads(server: LiveServer, us
     proc = psutil.Process(server.proc.pid)
     main = _nice(proc.pid)
     nices = [_nice(t.id) for t in proc.threads()]
-    assert nices.count(min(19, main + 4)) >= 1, nices  # LEV_INGEST_EMBED_NICE's threads did the batch
+    assert nices.count(min(19, main + 4)) >= 1, nices  # LEV_INGEST_EMBED_NICE's threads, for the jobs' batches
     assert nices.count(main) >= 2, nices  # the event loop's and the others at the server's priority
     hits = api.get("/api/v1/search", params={"q": "waggle dance direction of flowers", "mode": "semantic"}).json()
     assert hits["results"][0]["text"].startswith("Honeybees")
@@ -150,3 +157,32 @@ def test_ingest_threads_embed_when_the_system_forbids_lowering_priority(monkeypa
     monkeypatch.setattr(os, "setpriority", forbidden)
     with IngestThreads(2, nice=4) as threads:
         assert list(threads.map(len, ["ab", "abc"])) == [2, 3]
+
+
+def test_a_request_s_runs_go_first_and_jobs_take_turns_per_user() -> None:
+    """Issue 47 item 4: the ingest threads took runs first come, first served: a one-sentence note waited behind
+    every queued run of another user's million-character note (p50 4.6 s, max 10 s to ready here). Now whatever a
+    request waits for runs next, and jobs' runs alternate between their users."""
+    order: list[str] = []
+    gate = threading.Event()
+
+    def run(name: str) -> str:
+        if name == "blocker":
+            gate.wait(10)
+        order.append(name)
+        return name
+
+    with IngestThreads(1, nice=0) as threads:
+        with turn("job-starter", later=True):
+            first = threads.submit(run, "blocker")  # holds the one job thread until the gate opens
+        time.sleep(0.2)
+        with turn("alice", later=True):
+            alice = [threads.submit(run, f"alice-{n}") for n in range(4)]
+        with turn("erin", later=True):
+            erin = [threads.submit(run, f"erin-{n}") for n in range(2)]
+        note = threads.submit(run, "erin's note")  # a request's: its own thread, at once
+        assert note.result(5) == "erin's note" and order == ["erin's note"]
+        gate.set()
+        for f in [first, *alice, *erin]:
+            f.result(10)
+    assert order == ["erin's note", "blocker", "alice-0", "erin-0", "alice-1", "erin-1", "alice-2", "alice-3"]
