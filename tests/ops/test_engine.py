@@ -15,7 +15,15 @@ from typing import Any
 
 import pytest
 
-from lev.embedded import MAJORS, NEW_MAJOR, pg_major
+from lev.embedded import (
+    MAJORS,
+    NEW_MAJOR,
+    claim_data_dir,
+    ensure_postgres,
+    pg_major,
+    postgres_running,
+    release_postgres,
+)
 from tests.old_engine import ROOT, stop_server
 
 
@@ -79,3 +87,61 @@ def test_a_new_data_directory_starts_on_the_newer_major(admin: Any, data_dir: Pa
     assert admin.sql("SHOW server_version_num")[0][0].startswith(str(NEW_MAJOR))
     version = admin.sql("SELECT extversion FROM pg_extension WHERE extname = 'vector'")[0][0]
     assert tuple(map(int, version.split("."))) >= (0, 8, 4)
+
+
+def test_lev_db_upgrade_moves_an_old_directory_to_the_newer_major_after_a_backup(
+        old_dir: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    """`lev db upgrade` (run as root here, as the sessions and CI are): a backup first, pg_upgrade, then the same
+    rows, vectors, indexes and answers on PostgreSQL 18; a second run has nothing to do; the backup restores into
+    an empty data directory (the way back)."""
+    archive, before = old_dir
+    data = unpack(archive, tmp_path)
+    backup = tmp_path / "before-18"
+    done = lev(data, "db", "upgrade", "--backup", str(backup), timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert pg_major(data) == NEW_MAJOR and not postgres_running(data)
+    assert sorted(p.name for p in data.iterdir() if p.name.startswith("pg")) == ["pg"]  # no old cluster left
+    manifest = json.loads((backup / "manifest.json").read_text())
+    assert manifest["migration"] == "0021"  # the directory as it was
+    both = manifest["counts"].keys() & before["counts"].keys()
+    assert len(both) >= 6 and all(manifest["counts"][t] == before["counts"][t] for t in both)
+    after = _helper("facts", data)
+    assert after["server"].startswith(f"{NEW_MAJOR}.") and after["pgvector"] == before_new_pgvector(after)
+    for key in ("counts", "vectors", "vector_digest", "indexes", "walk", "search"):
+        assert after[key] == before[key], key
+    stop_server(data)
+    again = lev(data, "db", "upgrade")
+    assert again.returncode == 0 and "nothing to do" in again.stderr, again.stderr[-2000:]
+    back = tmp_path / "restored"
+    restored = lev(back, "restore", str(backup))
+    assert restored.returncode == 0, restored.stderr[-3000:]
+    assert _helper("facts", back)["counts"] == before["counts"]
+    stop_server(back)
+
+
+def before_new_pgvector(after: dict[str, Any]) -> str:
+    assert tuple(map(int, after["pgvector"].split("."))) >= (0, 8, 4), after["pgvector"]
+    return str(after["pgvector"])
+
+
+def test_lev_db_upgrade_refuses_while_lev_runs_on_the_directory(old_dir: tuple[Path, dict[str, Any]],
+                                                                 tmp_path: Path) -> None:
+    archive, _ = old_dir
+    data = unpack(archive, tmp_path)
+    lock = claim_data_dir(data)  # what `lev serve` holds
+    try:
+        busy = lev(data, "db", "upgrade")
+    finally:
+        lock.release()
+    assert busy.returncode == 1 and f"`lev serve` (pid {os.getpid()}) is serving" in busy.stderr, busy.stderr
+    ensure_postgres(data)  # a process using its PostgreSQL (a worker, a CLI command)
+    try:
+        running = lev(data, "db", "upgrade")
+    finally:
+        release_postgres(data)
+        stop_server(data)
+    assert running.returncode == 1 and f"is running (used by pid {os.getpid()})" in running.stderr, running.stderr
+    assert pg_major(data) == 16 and not (data / "backups").exists()  # nothing changed, no backup taken
+    external = subprocess.run([sys.executable, "-m", "lev.cli", "db", "upgrade"], cwd=ROOT, capture_output=True,
+                              text=True, env={**embedded_env(data), "LEV_DATABASE_URL": "postgresql://x@/lev"})
+    assert external.returncode == 1 and "embedded data directory only" in external.stderr, external.stderr
