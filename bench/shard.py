@@ -2,11 +2,11 @@
 nearest-neighbour query time that a hybrid search pays per shard.
 
 Synthetic 384-dim unit vectors clustered like sentence embeddings (2,000 random topic centroids, each vector a
-centroid plus noise, renormalised), in a scratch embedded PostgreSQL (pgserver: PostgreSQL 16, pgvector 0.6),
-with the migration's index (`hnsw (embedding vector_cosine_ops)`, default m=16, ef_construction=64). Queries
-are fresh vectors drawn the same way; timings are server-side (EXPLAIN ANALYZE execution time). An `owner`
-column places one user's library inside the shard (500, 2,000 and 5,000 chunks) to time the exact scan that
-the planner uses for a scope of up to 5,000 chunks.
+centroid plus noise, renormalised), in a scratch embedded PostgreSQL (a new data directory's: PostgreSQL 18,
+pgvector 0.8) with the migration's index (`hnsw (embedding vector_cosine_ops)`, default m=16,
+ef_construction=64). Queries are fresh vectors drawn the same way; timings are server-side (EXPLAIN ANALYZE
+execution time). An `owner` column places one user's library inside the shard (500, 2,000 and 5,000 chunks)
+to time the exact scan that the planner uses for a scope of up to 5,000 chunks.
 
     python -m bench.shard 100000 300000
     python -m bench.shard 1000000       # about 25 minutes here (4 GB maintenance_work_mem for the build)
@@ -108,7 +108,7 @@ def main(sizes: list[int]) -> None:
     from lev.embedded import ensure_postgres
 
     data = Path(tempfile.mkdtemp(prefix="lev-shard-"))
-    atexit.register(shutil.rmtree, data, True)  # runs after pgserver's own exit hook has stopped the server
+    atexit.register(shutil.rmtree, data, True)  # runs after the embedded package's own exit hook has stopped the server
     url = ensure_postgres(data).replace("postgresql+psycopg://", "postgresql://", 1)
     rng = np.random.default_rng(17)
     centroids = rng.normal(0, 1, (CENTROIDS, DIM)).astype(np.float32)

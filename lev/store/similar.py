@@ -4,7 +4,6 @@ choice, `store.search.plan_scope`)."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import select, text
@@ -14,7 +13,7 @@ from lev.store.items import visible
 from lev.store.models import user_items
 from lev.store.scope import Scope
 from lev.store.scoped_sql import item_sql
-from lev.store.search import PGVECTOR_EF_MAX, SearchParams, plan_scope
+from lev.store.search import SearchParams, plan_scope
 
 # Similar items: for each of the item's first :src chunks, its :depth nearest visible chunks of other contents;
 # a content scores the best cosine any of its chunks reached. Contents with the item's own text (pasted twice)
@@ -55,9 +54,9 @@ async def similar_items(session: AsyncSession, scope: Scope, item_id: uuid.UUID,
         return None
     p = params
     depth = max(4 * limit, 40)
-    # one walk per source chunk, without search's exact fallback: as deep as pgvector allows, never replaced by an
-    # exact scan for the scope's share (sixteen exact scans of a large scope would cost more than the walks)
-    plan = await plan_scope(session, scope, None, depth, "semantic", replace(p, ef_max=PGVECTOR_EF_MAX), least=0)
+    # one iterative walk per source chunk, without search's exact fallback (sixteen exact scans of a large scope
+    # would cost more than the walks)
+    plan = await plan_scope(session, scope, None, depth, "semantic", p)
     item = item_sql(scope, None)
     rows = (await session.execute(
         text(_SIMILAR_SQL.format(filter=plan.vec_filter, exact=plan.exact, item=item.sql)),

@@ -37,14 +37,19 @@ def test_bm25_statistics_exact_after_ingest_and_delete(server, api, user, admin)
 
 
 async def _nearest(s, scope, plan, vec: list[float], limit: int, vec_min: int,  # type: ignore[no-untyped-def]
-                   ef: int | None = None) -> list[tuple[str, float]]:
-    """The semantic statement of `plan` (its walk at `ef` if given): (item, cosine) of its rows."""
+                   ef: int | None = None, iterative: bool = True) -> list[tuple[str, float]]:
+    """The semantic statement of `plan` (its walk at `ef` if given; not iterative, in the caller's transaction, if
+    asked): (item, cosine) of its rows."""
     from dataclasses import replace
+
+    from sqlalchemy import text
 
     from lev.store import scoped_sql
     from lev.store import search as search_store
 
-    await search_store.use_plan_ef(s, plan if ef is None else replace(plan, ef=ef))
+    await search_store.use_plan_walk(s, plan if ef is None else replace(plan, ef=ef))
+    if not iterative:  # a walk that stops after its first `ef` candidates, as one stopped by max_scan_tuples
+        await s.execute(text("SET LOCAL hnsw.iterative_scan = off"))
     found = scoped_sql.item_sql(scope, None)
     sql = search_store.SEMANTIC_SQL.format(nearest=plan.nearest(":limit"), item=found.sql)
     rows = await s.execute(search_store.with_vector(sql), {"qvec": vec, "limit": limit, "vec_min": vec_min,
@@ -53,17 +58,18 @@ async def _nearest(s, scope, plan, vec: list[float], limit: int, vec_min: int,  
 
 
 def _walk_params():  # type: ignore[no-untyped-def]
-    """Search parameters under which every scope is walked (HNSW) as deep as pgvector allows."""
+    """Search parameters under which every scope is walked (HNSW, iteratively), however small a share it is."""
     from dataclasses import replace
 
     from lev.core.settings import get_settings
     from lev.library.reads import search_params
 
-    return replace(search_params(get_settings()), exact_scan_max_chunks=0, ef_max=10**12)
+    return replace(search_params(get_settings()), exact_scan_max_chunks=0, max_scan_tuples=10**9,
+                   walk_tuple_cost=0)
 
 
 def test_hnsw_path_respects_scope(server, api, user, admin) -> None:
-    """The index scan (HNSW; pgvector filters after the walk) keeps to the scope: the walk alone (no exact scan
+    """The index scan (HNSW; pgvector filters the walk's rows) keeps to the scope: the walk alone (no exact scan
     behind it) finds a folder token's item only, and a whole-library search's both."""
     from lev.auth.policy import Scope
     from lev.embedding.embedder import LocalEmbedder
@@ -78,7 +84,7 @@ def test_hnsw_path_respects_scope(server, api, user, admin) -> None:
     emb = LocalEmbedder()
 
     async def walk(s, scope: Scope, q: str, limit: int) -> list[str]:  # type: ignore[no-untyped-def]
-        plan = await search_store.plan_scope(s, scope, None, limit, "semantic", _walk_params(), least=0)
+        plan = await search_store.plan_scope(s, scope, None, limit, "semantic", _walk_params())
         assert plan.ef is not None and plan.fallback is not None  # the HNSW path
         return [i for i, _ in await _nearest(s, scope, plan, emb.embed_query(q), limit, vec_min=0)]
 
@@ -89,8 +95,9 @@ def test_hnsw_path_respects_scope(server, api, user, admin) -> None:
 
 
 def test_a_short_index_scan_gives_way_to_the_exact_scan(server, api, user, admin) -> None:
-    """pgvector filters after the HNSW walk, so a walk can leave fewer visible chunks than asked for; the statement
-    then answers with the exact scan of the scope (the same rows an exact plan gives), never a short list."""
+    """An iterative walk stops at `max_scan_tuples`, so it can leave fewer visible chunks than asked for; the
+    statement then answers with the exact scan of the scope (the same rows an exact plan gives), never a short
+    list."""
     from dataclasses import replace
 
     from lev.auth.policy import Scope
@@ -106,12 +113,13 @@ def test_a_short_index_scan_gives_way_to_the_exact_scan(server, api, user, admin
     vec = LocalEmbedder().embed_query("gannets counted at the lighthouse")
 
     async def go(s):  # type: ignore[no-untyped-def]
-        walk = await search_store.plan_scope(s, scope, None, 5, "semantic", p, least=0)
+        walk = await search_store.plan_scope(s, scope, None, 5, "semantic", p)
         exact = await search_store.plan_scope(s, scope, None, 5, "semantic", replace(p, exact_scan_max_chunks=10**9))
         assert walk.fallback is not None and walk.ef is not None and exact.ef is None and exact.fallback is None
-        # a walk one node deep leaves at most one chunk, seldom this user's: alone it would come back short
-        alone = await _nearest(s, scope, walk, vec, 5, vec_min=0, ef=1)
-        short = await _nearest(s, scope, walk, vec, 5, vec_min=5, ef=1)
+        # a walk that stops after one index tuple leaves at most one chunk, seldom this user's: alone it would come
+        # back short
+        alone = await _nearest(s, scope, walk, vec, 5, vec_min=0, ef=1, iterative=False)
+        short = await _nearest(s, scope, walk, vec, 5, vec_min=5, ef=1, iterative=False)
         return alone, short, await _nearest(s, scope, exact, vec, 5, vec_min=0)
 
     alone, short, exact = admin.run(go)
@@ -121,8 +129,8 @@ def test_a_short_index_scan_gives_way_to_the_exact_scan(server, api, user, admin
 
 
 def test_a_narrow_scope_is_scanned_exactly_when_a_walk_would_leave_too_few(server, api, user, admin) -> None:
-    """A scope too small a share of the corpus for the deepest walk allowed to be expected to leave the rows needed
-    is scanned exactly at once (not walked, then scanned)."""
+    """A scope too small a share of the corpus for a walk bounded by `max_scan_tuples` to be expected to find the
+    rows needed is scanned exactly at once (not walked, then scanned)."""
     from dataclasses import replace
 
     from lev.auth.policy import Scope
@@ -131,14 +139,15 @@ def test_a_narrow_scope_is_scanned_exactly_when_a_walk_would_leave_too_few(serve
     api(user.token(write=True)).post("/api/v1/ingest", json={"kind": "text", "text": "A lone note on storm petrels.",
                                                              "auto_transform": False})
     scope = Scope(user.id, None, kb_only=True)
-    p = replace(_walk_params(), ef_max=10)  # a walk 10 deep expects fewer than 10 rows of a scope under all chunks
+    p = _walk_params()
 
     from sqlalchemy import text
 
     async def go(s):  # type: ignore[no-untyped-def]
         total = int((await s.execute(text("SELECT n_chunks FROM lev_bm25_stats"))).scalar_one())
-        narrow = await search_store.plan_scope(s, scope, None, 10, "semantic", p, least=10)
-        walked = await search_store.plan_scope(s, scope, None, 10, "semantic", p, least=0)
+        # 10 tuples visited are expected to hold fewer than 10 rows of a scope under all chunks
+        narrow = await search_store.plan_scope(s, scope, None, 10, "semantic", replace(p, max_scan_tuples=10))
+        walked = await search_store.plan_scope(s, scope, None, 10, "semantic", p)
         return total, narrow, walked
 
     total, narrow, walked = admin.run(go)
@@ -220,32 +229,36 @@ def test_chunk_embeddings_stay_in_the_row(server, api, user, admin) -> None:
     assert {r.header for r in rows} == {8}  # varlena header + dimensions: inline (out of line it reports 4)
 
 
-def test_the_plans_ef_search_reaches_the_index_scan(admin) -> None:
-    """A search's reads run without a transaction: hnsw.ef_search is set on the connection, and only when it
-    changes; inside a transaction it is SET LOCAL."""
+def test_the_plans_walk_settings_reach_the_index_scan(admin) -> None:
+    """A search's reads run without a transaction: hnsw.ef_search, hnsw.iterative_scan and hnsw.max_scan_tuples are
+    set on the connection in one statement, and only when they change; inside a transaction they are local to it."""
     from sqlalchemy import event, text
 
     from lev.store import db
-    from lev.store.search import Plan, use_plan_ef
+    from lev.store.search import Plan, use_plan_walk
 
     sent: list[str] = []
 
     def note(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
-        if statement.startswith("SET"):
+        if "set_config" in statement:
             sent.append(statement)
 
-    async def show(s) -> int:  # type: ignore[no-untyped-def]
-        return int((await s.execute(text("SHOW hnsw.ef_search"))).scalar_one())
+    async def show(s) -> tuple[int, str, int]:  # type: ignore[no-untyped-def]
+        row = (await s.execute(text("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan'),"
+                                    " current_setting('hnsw.max_scan_tuples')"))).one()
+        return int(row[0]), row[1], int(row[2])
 
-    async def go() -> tuple[list[int], list[int]]:
+    async def go() -> tuple[list[tuple[int, str, int]], list[tuple[int, str, int]]]:
         seen, inside = [], []
         async with db.database().read_session() as s:
-            for ef in (123, 123, 250, None, 123):
-                await use_plan_ef(s, Plan("", 0, "true", "", ef))
+            for ef, tuples in ((123, 5000), (123, 5000), (250, 5000), (None, 7), (123, 5000), (123, 9000)):
+                await use_plan_walk(s, Plan("", 0, "true", "", ef, tuples))
                 seen.append(await show(s))
         async with db.database().transaction() as s:
-            await use_plan_ef(s, Plan("", 0, "true", "", 77))
+            await use_plan_walk(s, Plan("", 0, "true", "", 77, 3000))
             inside.append(await show(s))
+        async with db.database().read_session() as s:
+            inside.append(await show(s))  # the transaction's settings ended with it
         return seen, inside
 
     engine = db.database().engine.sync_engine
@@ -254,10 +267,10 @@ def test_the_plans_ef_search_reaches_the_index_scan(admin) -> None:
         seen, inside = admin.run_coro(go())
     finally:
         event.remove(engine, "before_cursor_execute", note)
-    assert seen == [123, 123, 250, 250, 123]  # None: an exact scan, the setting left as it was
-    assert inside == [77]
-    assert sent == ["SET hnsw.ef_search = 123", "SET hnsw.ef_search = 250", "SET hnsw.ef_search = 123",
-                    "SET LOCAL hnsw.ef_search = 77"]
+    assert seen == [(123, "relaxed_order", 5000), (123, "relaxed_order", 5000), (250, "relaxed_order", 5000),
+                    (250, "relaxed_order", 5000), (123, "relaxed_order", 5000), (123, "relaxed_order", 9000)]
+    assert inside[0] == (77, "relaxed_order", 3000)  # None above: an exact scan, the settings left as they were
+    assert len(sent) == 5  # one statement per change, none for a repeat or an exact scan
 
 
 def test_a_query_vector_reaches_postgresql_unchanged(admin) -> None:

@@ -34,7 +34,7 @@ def _run(*cmd: str | Path, cwd: Path, env: dict[str, str], timeout: float = 900)
 
 
 UV = Path(sys.executable).parent / "uv"  # the pinned uv `make` installs; `uv tool install` installs the same way
-MAX_INSTALLED_MIB = 700
+MAX_INSTALLED_MIB = 750
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +59,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv
 
 
-def test_the_installed_wheel_fits_in_700_mib(installed: Path) -> None:
-    """Issue 43: the install is at most 700 MiB (the headless OpenCV build, no ffmpeg), as `du` counts the venv a
-    fresh `uv tool install` of the wheel makes (bytecode is written later, for the modules a process imports)."""
+def test_the_installed_wheel_fits_in_750_mib(installed: Path) -> None:
+    """Issues 43 and 49: the install is at most 750 MiB (the headless OpenCV build, no ffmpeg; PostgreSQL 16 and 18
+    with pgvector), as `du` counts the venv a fresh `uv tool install` of the wheel makes (bytecode is written later,
+    for the modules a process imports)."""
     du = subprocess.run(["du", "-s", "--block-size=1M", str(installed)], capture_output=True, text=True, check=True)
     mib = int(du.stdout.split()[0])
     print(f"installed size of the wheel's venv: {mib} MiB")
