@@ -223,6 +223,9 @@ def test_generated_client_runs_every_operation(client_pkg: Any, server, user, ad
     session = client_pkg.AuthenticatedClient(base_url=server.url, token=again.csrf_token, prefix="",
                                              auth_header_name="X-CSRF-Token", timeout=60,
                                              cookies=dict(browser.get_httpx_client().cookies))
+    # an unverified address: this Lev sends no mail (400), and a made-up code verifies nothing (404)
+    call("account", "send_email_verification", 400, client=session)
+    call("account", "confirm_email", 404, client=session, code="not-a-code-" + "x" * 32)
     call("account", "sign_out", 200, client=session)
 
     # sharing: an invitation declined, another accepted, a role changed, the member removed; the public page
@@ -243,6 +246,14 @@ def test_generated_client_runs_every_operation(client_pkg: Any, server, user, ad
                     body=models.MemberUpdate(role=models.MemberUpdateRole.EDITOR))
     assert promoted.role.value == "editor"
     call("sharing", "delete_member", 204, id=shared.id, user_id=guest.id)
+    third = call("sharing", "create_invitation", 201, id=shared.id, body=invite)
+    relinked = call("sharing", "create_invitation_link", 201, id=shared.id, invitation_id=third.id)
+    code = relinked.accept_url.rsplit("/", 1)[-1]
+    assert code not in third.accept_url  # the new link replaces the first
+    assert call("sharing", "get_invitation_link", 200, client=guest_client, code=code).id == third.id
+    call("sharing", "answer_invitation_link", 200, client=guest_client, code=code,
+         body=models.InvitationAnswer(accept=False))
+    call("sharing", "get_invitation_link", 404, client=guest_client, code=code)
     page = call("sharing", "publish_folder", 200, id=shared.id)
     assert call("sharing", "get_publication", 200, id=shared.id).url == page.url
     call("sharing", "unpublish_folder", 204, id=shared.id)
