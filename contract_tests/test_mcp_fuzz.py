@@ -184,9 +184,10 @@ def test_valid_arguments(mcp: dict[str, Mcp], name: str, kind: str, modern: bool
             assert body["error"]["data"]["required"] == "write"
         elif name in {"list_recent"}:
             assert outcome == "ok", body
-        elif name == "search_knowledge_base" and "item_id" in args:  # a random item is never found
-            assert outcome in {"tool_error", "invalid_params"}, body
-            assert outcome == "invalid_params" or "(error: not_found)" in body["result"]["content"][0]["text"], body
+        elif name == "search_knowledge_base" and ("item_id" in args or "folder_id" in args):
+            # a random item or folder is never found (or, for a folder token, outside its scope)
+            assert outcome in {"tool_error", "invalid_params", "forbidden_scope"}, body
+            assert outcome != "tool_error" or "(error: not_found)" in body["result"]["content"][0]["text"], body
         elif name == "search_knowledge_base":
             assert outcome in {"ok", "invalid_params"}, body  # a query of only blanks is refused
         elif name == "get_item":

@@ -174,13 +174,6 @@ def test_kill_everything_mid_work_then_every_acknowledged_item_is_ready_once(sta
     token = stack.token(email, "w")
     capped = stack.token(email, "capped", write_cap=2)
     c = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {token}"}, timeout=120)
-    # an import whose slow links are still being fetched when everything dies
-    site = Site()
-    links = [f"{site.url}/a/{n}" for n in range(3)] + [f"{site.url}/slow/s{n}?s=10" for n in range(6)]
-    r = c.post("/api/v1/imports", files={"file": ("b.html", chromium_bookmarks(
-        [("folder", "Crash", [("link", f"L{n}", u) for n, u in enumerate(links)])]))})
-    assert r.status_code == 202, r.text
-    import_id = r.json()["id"]
     text = big_text("alpha")
     r = c.post("/api/v1/ingest", json={"kind": "text", "text": text, "title": "alpha", "auto_transform": True})
     assert r.status_code == 200 and r.json()["status"] == "processing", r.text
@@ -200,7 +193,19 @@ def test_kill_everything_mid_work_then_every_acknowledged_item_is_ready_once(sta
     while not transcribe_stub.calls("speech.wav"):  # the transcription job is under way
         assert time.monotonic() < deadline, "the transcription job never started"
         time.sleep(0.2)
-    assert c.get(f"/api/v1/imports/{import_id}").json()["pending"] > 0  # the import is still under way
+    # then an import whose slow links are still being fetched when everything dies (posted once the transcription
+    # runs: a busy machine may take longer than the slow links to start that job)
+    site = Site()
+    links = [f"{site.url}/a/{n}" for n in range(3)] + [f"{site.url}/slow/s{n}?s=10" for n in range(6)]
+    r = c.post("/api/v1/imports", files={"file": ("b.html", chromium_bookmarks(
+        [("folder", "Crash", [("link", f"L{n}", u) for n, u in enumerate(links)])]))})
+    assert r.status_code == 202, r.text
+    import_id = r.json()["id"]
+    deadline = time.monotonic() + 60
+    while (imp := c.get(f"/api/v1/imports/{import_id}").json())["done"] < 3:  # its quick links fetched
+        assert time.monotonic() < deadline, imp
+        time.sleep(0.2)
+    assert imp["pending"] > 0  # the slow ones still under way
     stack.kill_all(lose_redis=True)  # Redis comes back empty: the queued and running jobs are gone too
     transcribe_stub.delay("speech.wav", 0)
 
