@@ -37,7 +37,7 @@ def load(url: str, corpus: Path, marker: Path) -> dict[str, Any]:
     vectors = np.load(corpus / "vectors.npy")
     plain = url.replace("postgresql+psycopg://", "postgresql://", 1)
     t = time.perf_counter()
-    with psycopg.connect(plain, autocommit=True) as conn:
+    with psycopg.connect(plain) as conn:  # one transaction: a load cut short leaves nothing
         register_vector(conn)
         conn.execute("INSERT INTO users (id, email, tier) VALUES (%s, 'filtered@example.com', 'pro')",
                      (meta["user_id"],))
@@ -49,7 +49,7 @@ def load(url: str, corpus: Path, marker: Path) -> dict[str, Any]:
             with cur.copy("COPY user_items (id, user_id, content_id, kind, title) FROM STDIN") as cp:
                 for item_id, content_id, title, _, _ in meta["items"]:
                     cp.write_row((item_id, meta["user_id"], content_id, "text", title))
-            rows = [(meta["chunk_ids"][first + k], content_id, k, title, meta["texts"][first + k], vectors[first + k])
+            rows = [(uuid.UUID(meta["chunk_ids"][first + k]), uuid.UUID(content_id), k, title, meta["texts"][first + k], vectors[first + k])
                     for _, content_id, title, first, n in meta["items"] for k in range(n)]
             for i in range(0, len(rows), 10_000):  # the BM25 triggers run per statement, as in production
                 with cur.copy("COPY chunks (id, content_id, ord, title, text, embedding) FROM STDIN (FORMAT BINARY)"
@@ -62,6 +62,8 @@ def load(url: str, corpus: Path, marker: Path) -> dict[str, Any]:
                             (folder["id"], meta["user_id"], share))
                 cur.executemany("INSERT INTO item_folders (item_id, folder_id) VALUES (%s, %s)",
                                 [(item_id, folder["id"]) for item_id in folder["items"]])
+        conn.commit()
+        conn.autocommit = True
         conn.execute("SET maintenance_work_mem = '1GB'")
         conn.execute("CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_cosine_ops)")
         conn.execute("VACUUM ANALYZE")

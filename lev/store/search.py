@@ -61,6 +61,10 @@ class SearchParams:
     # the scope's per-row check): about 25 us against 4.5 us at 100k chunks (docs/decisions.md, issue 49). A scope
     # is scanned exactly when its chunks cost less than the tuples its walk is expected to visit.
     walk_tuple_cost: float = 5.0
+    # The walk is asked for this many times the rows needed (at least `walk_slack` more) and the nearest are kept:
+    # relaxed order hands rows over batch by batch, so the first through the scope are not always the nearest.
+    walk_overfetch: float = 1.5
+    walk_slack: int = 30
 
 
 _Q = "q AS MATERIALIZED (SELECT * FROM lev_bm25_query(:q, :k1, :b, :prune, :keep))"
@@ -147,6 +151,11 @@ WITH {_Q}, {{cand}}, ranked AS (
 )""" + _DETAILS
 
 _KW_CAND_SQL = f"WITH {_Q}, {{cand}} SELECT chunk_id, s FROM cand"
+# The same, filtered first, with one more row: the scope's contents (`sc`, found once), which the hybrid statement's
+# exact vector side then reads as an array instead of finding them again.
+_KW_CAND_SCOPE_SQL = (f"WITH {_Q}, {{cand}} SELECT chunk_id, s, NULL::uuid[] AS contents FROM cand"
+                      " UNION ALL SELECT NULL, NULL, ARRAY(SELECT content_id FROM sc)")
+_SCOPE_CONTENTS = "c.content_id = ANY(CAST(:scope_contents AS uuid[]))"
 
 # The nearest {n} visible chunks and their cosine distance `d`, computed once per row. `{exact}` "+ 0" defeats the
 # HNSW index (an exact scan of the rows {filter} lets through).
@@ -244,6 +253,7 @@ class Plan:
     per_content_df: int = 0  # sel terms with more postings are read per visible content (_KW_CAND_FILTERED)
     params: dict[str, Any] = field(default_factory=dict)  # the scope's values for the parts above
     fallback: str | None = None  # an index scan's exact-scan filter, used when it leaves too few rows
+    kw_filtered: bool = False  # kw_cand is _KW_CAND_FILTERED: the scope's contents are found once, as `sc`
 
     def bound(self, *parts: Bound) -> dict[str, Any]:
         """The plan's scope values together with those of other embedded parts (`bound_params`)."""
@@ -286,16 +296,17 @@ async def plan_scope(session: AsyncSession, scope: Scope, filters: Filters | Non
         kw_part = scope_in
         per_content_df = min(2**31 - 1, math.ceil(p.per_content_factor * size.contents))
     exact = f"c.content_id = ANY(ARRAY({scope_in.sql}))"
-    want = max(math.ceil(1.5 * depth), depth + WALK_SLACK)
+    want = max(math.ceil(p.walk_overfetch * depth), depth + p.walk_slack)
     ef = min(PGVECTOR_EF_MAX, max(p.ef_search, want))
     visits = want / share  # index tuples the walk is expected to visit before the scope has let `want` through
     if mode == "keyword" or size.chunks <= max(p.exact_scan_max_chunks, p.walk_tuple_cost * visits) \
             or visits > p.max_scan_tuples:
-        return Plan(*kw, exact, "+ 0", per_content_df=per_content_df, params=bound_params(kw_part, scope_in))
+        return Plan(*kw, exact, "+ 0", per_content_df=per_content_df, params=bound_params(kw_part, scope_in),
+                    kw_filtered=share < p.probe_min_share)
     probe = probe_sql(scope, filters, "c.content_id")
     walk = Bound("", {"walk": want})
     plan = Plan(*kw, probe.sql, "", ef, p.max_scan_tuples, per_content_df,
-                bound_params(kw_part, probe, scope_in, walk), exact)
+                bound_params(kw_part, probe, scope_in, walk), exact, share < p.probe_min_share)
     await use_plan_walk(session, plan)
     return plan
 
@@ -373,10 +384,16 @@ async def search(
         rows = (await session.execute(with_vector(sql), {"qvec": await _resolve(query_vector), "limit": limit,
                                                          "vec_min": limit, **scoped})).all()
     else:
-        cand = (await session.execute(text(_KW_CAND_SQL.format(cand=plan.kw_cand)),
-                                      bm25)).all()
-        sql = _HYBRID_SQL.format(nearest=plan.nearest(":depth"), item=item)
-        values = {**bm25, "qvec": await _resolve(query_vector), "w": p.semantic_weight, "limit": limit,
+        # filtered first and scanned exactly: the scope's contents come with the keyword candidates
+        shared = plan.kw_filtered and plan.ef is None
+        found_kw = (await session.execute(text((_KW_CAND_SCOPE_SQL if shared else _KW_CAND_SQL).format(
+            cand=plan.kw_cand)), bm25)).all()
+        cand = [r for r in found_kw if r.chunk_id is not None]
+        nearest = _NEAREST.format(exact="+ 0", filter=_SCOPE_CONTENTS, n=":depth") if shared \
+            else plan.nearest(":depth")
+        sql = _HYBRID_SQL.format(nearest=nearest, item=item)
+        values = {**bm25, **({"scope_contents": next(r.contents for r in found_kw if r.chunk_id is None)}
+                             if shared else {}), "qvec": await _resolve(query_vector), "w": p.semantic_weight, "limit": limit,
                   "vec_min": 0 if len(cand) >= limit else limit,  # enough keyword hits: the result is not short
                   "kw_ids": [r.chunk_id for r in cand], "kw_s": [float(r.s) for r in cand],
                   "kw_complete": len(cand) < depth}
