@@ -49,7 +49,8 @@ def load(url: str, corpus: Path, marker: Path) -> dict[str, Any]:
             with cur.copy("COPY user_items (id, user_id, content_id, kind, title) FROM STDIN") as cp:
                 for item_id, content_id, title, _, _ in meta["items"]:
                     cp.write_row((item_id, meta["user_id"], content_id, "text", title))
-            rows = [(uuid.UUID(meta["chunk_ids"][first + k]), uuid.UUID(content_id), k, title, meta["texts"][first + k], vectors[first + k])
+            rows = [(uuid.UUID(meta["chunk_ids"][first + k]), uuid.UUID(content_id), k, title,
+                     meta["texts"][first + k], vectors[first + k])
                     for _, content_id, title, first, n in meta["items"] for k in range(n)]
             for i in range(0, len(rows), 10_000):  # the BM25 triggers run per statement, as in production
                 with cur.copy("COPY chunks (id, content_id, ord, title, text, embedding) FROM STDIN (FORMAT BINARY)"

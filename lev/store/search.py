@@ -392,8 +392,8 @@ async def search(
         nearest = _NEAREST.format(exact="+ 0", filter=_SCOPE_CONTENTS, n=":depth") if shared \
             else plan.nearest(":depth")
         sql = _HYBRID_SQL.format(nearest=nearest, item=item)
-        values = {**bm25, **({"scope_contents": next(r.contents for r in found_kw if r.chunk_id is None)}
-                             if shared else {}), "qvec": await _resolve(query_vector), "w": p.semantic_weight, "limit": limit,
+        contents = {"scope_contents": next(r.contents for r in found_kw if r.chunk_id is None)} if shared else {}
+        values = {**bm25, **contents, "qvec": await _resolve(query_vector), "w": p.semantic_weight, "limit": limit,
                   "vec_min": 0 if len(cand) >= limit else limit,  # enough keyword hits: the result is not short
                   "kw_ids": [r.chunk_id for r in cand], "kw_s": [float(r.s) for r in cand],
                   "kw_complete": len(cand) < depth}
