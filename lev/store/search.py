@@ -25,9 +25,6 @@ from lev.store.scoped_sql import Bound, bound_params, item_sql, probe_sql, scope
 
 MODES = ("hybrid", "semantic", "keyword")
 PGVECTOR_EF_MAX = 1000  # the largest hnsw.ef_search pgvector accepts
-# An HNSW walk's first batch (`hnsw.ef_search`) holds this many rows beyond those needed (and at least half as many
-# again): the breadth that keeps the walk's top rows the true nearest ones (its recall).
-WALK_SLACK = 30
 # Relaxed order: the walk hands rows over batch by batch, each batch in order; the statement sorts what it keeps
 # (strict order found fewer of the true nearest rows in a narrow scope: 0.80 against 0.99, tests/library).
 ITERATIVE_SCAN = "relaxed_order"
@@ -60,11 +57,13 @@ class SearchParams:
     # What one index tuple a walk visits costs, in chunks of an exact scan (the graph's distances, the heap row,
     # the scope's per-row check): about 25 us against 4.5 us at 100k chunks (docs/decisions.md, issue 49). A scope
     # is scanned exactly when its chunks cost less than the tuples its walk is expected to visit.
-    walk_tuple_cost: float = 5.0
-    # The walk is asked for this many times the rows needed (at least `walk_slack` more) and the nearest are kept:
-    # relaxed order hands rows over batch by batch, so the first through the scope are not always the nearest.
-    walk_overfetch: float = 1.5
-    walk_slack: int = 30
+    walk_tuple_cost: float = 15.0
+    # A semantic walk is asked for this many times the rows needed, and for enough that it visits at least
+    # `walk_min_visits` index tuples; the nearest are kept. Relaxed order hands rows over batch by batch, so the
+    # first through the scope are not always the nearest (docs/decisions.md, issue 49: recall against the walk's
+    # size). A hybrid walk is asked for its candidates alone: the blend's top 10 did not change with more.
+    walk_overfetch: float = 2.0
+    walk_min_visits: int = 80
 
 
 _Q = "q AS MATERIALIZED (SELECT * FROM lev_bm25_query(:q, :k1, :b, :prune, :keep))"
@@ -296,7 +295,8 @@ async def plan_scope(session: AsyncSession, scope: Scope, filters: Filters | Non
         kw_part = scope_in
         per_content_df = min(2**31 - 1, math.ceil(p.per_content_factor * size.contents))
     exact = f"c.content_id = ANY(ARRAY({scope_in.sql}))"
-    want = max(math.ceil(p.walk_overfetch * depth), depth + p.walk_slack)
+    want = depth if mode == "hybrid" else max(math.ceil(p.walk_overfetch * depth),
+                                              math.ceil(p.walk_min_visits * min(share, 1.0)))
     ef = min(PGVECTOR_EF_MAX, max(p.ef_search, want))
     visits = want / share  # index tuples the walk is expected to visit before the scope has let `want` through
     if mode == "keyword" or size.chunks <= max(p.exact_scan_max_chunks, p.walk_tuple_cost * visits) \
