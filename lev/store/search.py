@@ -55,14 +55,17 @@ class SearchParams:
     # more is scanned exactly (docs/decisions.md, issue 49).
     max_scan_tuples: int = 20_000
     # What one index tuple a walk visits costs, in chunks of an exact scan (the graph's distances, the heap row,
-    # the scope's per-row check): about 25 us against 4.5 us at 100k chunks (docs/decisions.md, issue 49). A scope
-    # is scanned exactly when its chunks cost less than the tuples its walk is expected to visit.
+    # the scope's per-row check, about 11 us of it): measured paired on bench/filtered.py's generated 100k library,
+    # the 5 % folder's walk (about 400 tuples) cost more than its exact scan (5,000 chunks). A scope is scanned
+    # exactly when its chunks cost less than the tuples its walk is expected to visit (docs/decisions.md, issue 49).
     walk_tuple_cost: float = 15.0
     # A semantic walk is asked for this many times the rows needed, and for enough that it visits at least
     # `walk_min_visits` index tuples; the nearest are kept. Relaxed order hands rows over batch by batch, so the
     # first through the scope are not always the nearest (docs/decisions.md, issue 49: recall against the walk's
-    # size). A hybrid walk is asked for its candidates alone: the blend's top 10 did not change with more.
-    walk_overfetch: float = 2.0
+    # size: 4x, 40 rows for 10; 2x was enough on bench/filtered.py's library but found 0.955 of the exact answer
+    # at 5 % on tests/library's clustered one, 3x 0.98, 4x 0.99). A hybrid walk is asked for its candidates alone:
+    # the blend's top 10 did not change with more.
+    walk_overfetch: float = 4.0
     walk_min_visits: int = 80
 
 
