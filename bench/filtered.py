@@ -1,172 +1,244 @@
-"""Issue 49: filtered searches walk the index (pgvector 0.8's iterative scans) and keep their recall and speed.
+"""Issue 49: filtered searches walk the index (pgvector 0.8's iterative scans) and keep their recall and speed,
+the old engine (the commit before the engine: pgserver 0.1.4, PostgreSQL 16.2, pgvector 0.6.2) beside the new one
+in one run.
 
-One user's library of CHUNKS chunks (busy's corpus: SciFact copied with perturbations, real MiniLM vectors) on a
-fresh embedded stack, with three folders holding about 0.5 %, 5 % and 50 % of the chunks (items drawn at random).
-Each SciFact test claim is searched in turn unfiltered and in each folder, semantic and hybrid, limit 10, by
-Lev's own search statement in process (`lev.store.search.search`: the statement the API runs, without the HTTP
-around it), order rotated per claim. Recall@10 is against the same search with an exact vector side (every
-scope scanned exactly: the same statement with `exact_scan_max_chunks` above the library's size).
+The library is generated (bench/gencorpus.py): CHUNKS distinct chunks of SciFact's abstracts (1 to 3 consecutive
+sentences, real MiniLM vectors), two or three chunks an item (about 40,000 items, one user), three folders holding
+about 0.5 %, 5 % and 50 % of the chunks (items drawn at random). Each engine runs in its own checkout, interpreter
+and data directory (bench/filtered_worker.py, the same rows COPY'd into each). Each SciFact test claim is searched
+unfiltered and in each folder, semantic and hybrid, limit 10, order of the scopes rotated per claim and of the
+engines alternated, so old and new are timed in the same moments; then each engine's exact answer (every scope
+scanned exactly) is fetched for recall@10.
 
-    python -m bench.filtered          # builds the library once under LEV_BENCH_FILTERED_DIR, then measures
-    LEV_BENCH_FILTERED_CHUNKS=20000   # a smaller library
+    python -m bench.filtered             # builds the corpus and both databases once (under /tmp), then measures
+    LEV_BENCH_FILTERED_CHUNKS=20000      # a smaller library
+    LEV_BENCH_FILTERED_OLD=none          # the new engine alone
 
 The goal (issue 49): recall@10 >= 0.98 in each folder, p95 <= 1.2x the unfiltered search's, every answer full.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import random
+import subprocess
 import sys
 import time
 import uuid
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench.busy import base_corpus, grow, reindex
-from bench.common import SCIFACT, commit, machine, pct
+from bench.common import ROOT, SCIFACT, commit, machine, old_tree_at, own_python, pct
 from bench.scifact import load_data
 
 CHUNKS = int(os.environ.get("LEV_BENCH_FILTERED_CHUNKS", 100_000))
-DATA = Path(os.environ.get("LEV_BENCH_FILTERED_DIR", f"/tmp/lev-bench-filtered-{CHUNKS}"))
+DATA = Path(os.environ.get("LEV_BENCH_FILTERED_DIR", f"/tmp/lev-bench-filtered-gen-{CHUNKS}"))
+OLD = os.environ.get("LEV_BENCH_FILTERED_OLD", "82e773a")  # the last commit on the old engine
 SHARES = (0.005, 0.05, 0.5)
 CLAIMS = int(os.environ.get("LEV_BENCH_FILTERED_CLAIMS", 200))
 MODES = ("semantic", "hybrid")
+WARM = 20
 
 
-def build(url: str) -> dict[str, Any]:
-    """The library and its folders (once: a directory that has them is reused)."""
-    import psycopg
-    from pgvector.psycopg import register_vector
+def corpus() -> Path:
+    """The generated library as files both engines load: corpus.json (ids, texts, items, folders, claims),
+    vectors.npy (the chunks'), queries.npy (the claims')."""
+    from bench.gencorpus import chunks
 
-    marker = DATA / "library.json"
-    if marker.exists():
-        return dict(json.loads(marker.read_text()))
-    plain = url.replace("postgresql+psycopg://", "postgresql://", 1)
-    user_id = uuid.uuid4()
-    with psycopg.connect(plain, autocommit=True) as conn:
-        register_vector(conn)
-        conn.execute("INSERT INTO users (id, email, tier) VALUES (%s, 'filtered@example.com', 'pro')", (user_id,))
-        conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
-        grow(conn, base_corpus(), [(user_id, CHUNKS)], random.Random(49), np.random.default_rng(49))
-        reindex(conn)
-        items = conn.execute("SELECT u.id, count(c.id) FROM user_items u JOIN chunks c ON c.content_id = u.content_id"
-                             " WHERE u.user_id = %s GROUP BY u.id ORDER BY u.id", (user_id,)).fetchall()
-        total = sum(n for _, n in items)
-        folders = {}
-        rng = random.Random(7)
-        for share in SHARES:
-            fid = uuid.uuid4()
-            conn.execute("INSERT INTO folders (id, user_id, name) VALUES (%s, %s, %s)", (fid, user_id, f"{share:g}"))
-            picked, have = [], 0
-            for item_id, n in rng.sample(items, len(items)):
-                if have >= share * total:
-                    break
-                picked.append((item_id, fid))
-                have += n
-            with conn.cursor() as cur:
-                cur.executemany("INSERT INTO item_folders (item_id, folder_id) VALUES (%s, %s)", picked)
-            folders[f"{share:g}"] = {"id": str(fid), "chunks": have}
-        conn.execute("VACUUM ANALYZE")
-    library = {"user_id": str(user_id), "chunks": total, "folders": folders}
-    marker.write_text(json.dumps(library))
-    return library
+    out = DATA / "corpus"
+    if (out / "queries.npy").exists():
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(49)
 
+    def new_id() -> str:
+        return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
-async def measure(url: str, library: dict[str, Any]) -> dict[str, Any]:
-    from lev.core.settings import get_settings
-    from lev.embedding.embedder import LocalEmbedder
-    from lev.library.reads import search_params
-    from lev.store import db, search
-    from lev.store.filters import Filters
-    from lev.store.scope import Scope
-
+    texts: list[str] = []
+    vectors: list[np.ndarray] = []
+    items: list[tuple[str, str, str, int, int]] = []  # item id, content id, title, first chunk, chunks
+    for doc, pieces in chunks(CHUNKS):
+        k = 0
+        while k < len(pieces):
+            n = rng.choice((2, 3))
+            items.append((new_id(), new_id(), doc.title, len(texts), len(pieces[k:k + n])))
+            for text, vector in pieces[k:k + n]:
+                texts.append(text)
+                vectors.append(vector)
+            k += n
+    folders = {}
+    for share in SHARES:
+        picked, have = [], 0
+        for item in rng.sample(items, len(items)):
+            if have >= share * len(texts):
+                break
+            picked.append(item[0])
+            have += item[4]
+        folders[f"{share:g}"] = {"id": new_id(), "items": picked, "chunks": have}
     _, queries, qrels = load_data(SCIFACT)
     claims = [queries[q] for q in sorted(qrels["test"])][:CLAIMS]
-    vectors = LocalEmbedder().embed_queries(claims)
-    database = db.init_engine(url, pool_size=2)
-    params = search_params(get_settings())
-    exact = replace(params, exact_scan_max_chunks=10**9)
-    scope = Scope(uuid.UUID(library["user_id"]), None, True)
-    scopes: dict[str, Filters | None] = {"none": None, **{
-        share: Filters(folder_id=uuid.UUID(f["id"])) for share, f in library["folders"].items()}}
+    from lev.embedding.embedder import LocalEmbedder
 
-    async def run(mode: str, f: Filters | None, i: int, p: Any) -> tuple[float, dict[str, float]]:
-        t = time.perf_counter()
-        async with database.read_session() as s:
-            hits = await search.search(s, scope, query=claims[i], query_vector=vectors[i], mode=mode, limit=10,
-                                       params=p, filters=f)
-        return (time.perf_counter() - t) * 1000, {h["chunk_id"]: h["score"] for h in hits}
-
-    out: dict[str, Any] = {}
-    for mode in MODES:
-        ms: dict[str, list[float]] = {k: [] for k in scopes}
-        recall: dict[str, list[float]] = {k: [] for k in scopes}
-        tied: dict[str, list[float]] = {k: [] for k in scopes}
-        short: dict[str, int] = dict.fromkeys(scopes, 0)
-        for i in range(min(20, len(claims))):  # warm-up: plans prepared, pages cached
-            for f in scopes.values():
-                await run(mode, f, i, params)
-        keys = list(scopes)
-        for i in range(len(claims)):
-            order = keys[i % len(keys):] + keys[:i % len(keys)]
-            for k in order:
-                took, ids = await run(mode, scopes[k], i, params)
-                ms[k].append(took)
-                _, truth = await run(mode, scopes[k], i, exact)
-                recall[k].append(len(ids.keys() & truth.keys()) / max(len(truth), 1))
-                # a copy of a chunk that scores as the exact answer's last (within float4 noise) is as near
-                last = min(truth.values(), default=0.0)
-                tied[k].append(sum(1 for c, v in ids.items() if c in truth or v >= last - 1e-6) / max(len(truth), 1))
-                short[k] += len(ids) < min(10, len(truth))
-        out[mode] = {k: {**pct(ms[k]), "recall": float(np.mean(recall[k])), "tied": float(np.mean(tied[k])),
-                         "short": short[k]} for k in scopes}
-    await db.dispose_engine()
+    np.save(out / "vectors.npy", np.stack(vectors).astype(np.float32))
+    (out / "corpus.json").write_text(json.dumps({
+        "user_id": new_id(), "items": items, "texts": texts, "chunk_ids": [new_id() for _ in texts],
+        "folders": folders, "claims": claims}))
+    np.save(out / "queries.npy", np.asarray(LocalEmbedder().embed_queries(claims), dtype=np.float32))
     return out
 
 
-def table(library: dict[str, Any], result: dict[str, Any], engine: str) -> str:
-    lines = [f"{engine}; {library['chunks']:,} chunks; {CLAIMS} SciFact test claims, semantic and hybrid, limit 10, "
-             "in process. p50 / p95 ms; x = p95 over the unfiltered p95; recall@10 against the exact vector side, by "
-             "chunk id and counting ties (a hit scoring at least the exact answer's 10th: the corpus holds perturbed "
-             "copies of each chunk, nearly equidistant).",
-             "", "| mode | scope | chunks in scope | p50 | p95 | x | recall@10 (ids) | recall@10 (ties) | short |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for mode, rows in result.items():
-        base = rows["none"]["p95"]
-        for k, r in rows.items():
-            n = library["chunks"] if k == "none" else library["folders"][k]["chunks"]
-            name = "unfiltered" if k == "none" else f"folder, {float(k) * 100:g} %"
-            lines.append(f"| {mode} | {name} | {n:,} | {r['p50']:.1f} | {r['p95']:.1f} | {r['p95'] / base:.2f} | "
-                         f"{r['recall']:.3f} | {r['tied']:.3f} | {r['short']} |")
+class Side:
+    """One engine: its checkout's worker process, asked one command at a time."""
+
+    def __init__(self, name: str, root: Path, data: Path, corpus_dir: Path) -> None:
+        self.name = name
+        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "LEV_DATA_DIR")}
+        env["PYTHONPATH"] = str(root)
+        self.proc = subprocess.Popen([own_python(root), str(ROOT / "bench" / "filtered_worker.py"), str(data),
+                                      str(corpus_dir)], cwd=root, env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        ready = json.loads(self.proc.stdout.readline())
+        assert ready == {"ready": True}, ready
+
+    def ask(self, **cmd: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+        answer: dict[str, Any] = json.loads(self.proc.stdout.readline())
+        return answer
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=120)
+
+
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def semantic_truth(corpus_dir: Path, meta: dict[str, Any]) -> dict[str, list[list[str]]]:
+    """The exact nearest 10 chunks of every claim in every scope, by cosine over the chunks' own float32 vectors
+    (the values stored): an exact scan of the scope done outside the engines, the same truth for both."""
+    vectors = np.load(corpus_dir / "vectors.npy")
+    queries = np.load(corpus_dir / "queries.npy")
+    ids = np.asarray(meta["chunk_ids"])
+    first = {item_id: (first, n) for item_id, _, _, first, n in meta["items"]}
+    masks = {"none": np.ones(len(ids), dtype=bool)}
+    for share, folder in meta["folders"].items():
+        mask = np.zeros(len(ids), dtype=bool)
+        for item_id in folder["items"]:
+            f, n = first[item_id]
+            mask[f:f + n] = True
+        masks[share] = mask
+    out: dict[str, list[list[str]]] = {}
+    for k, mask in masks.items():
+        sims = queries @ vectors[mask].T
+        top = np.argsort(-sims, axis=1)[:, :10]
+        out[k] = [list(ids[mask][row]) for row in top]
+    return out
+
+
+def measure(sides: list[Side], scopes: list[str], claims: int, truths: dict[str, list[list[str]]]
+            ) -> dict[str, Any]:
+    """Semantic recall against `truths`; hybrid recall against each engine's own exact search (unfiltered on
+    every fifth claim only: an exact hybrid search of the whole library takes seconds here)."""
+    out: dict[str, Any] = {"claims": claims}
+    for mode in MODES:
+        ms: dict[str, dict[str, list[float]]] = {s.name: {k: [] for k in scopes} for s in sides}
+        recall: dict[str, dict[str, list[float]]] = {s.name: {k: [] for k in scopes} for s in sides}
+        short = {s.name: dict.fromkeys(scopes, 0) for s in sides}
+        agree: dict[str, list[float]] = {k: [] for k in scopes}  # old and new exact answers alike
+        loads = [load()]
+        for i in range(min(WARM, claims)):  # plans prepared, pages cached
+            for k in scopes:
+                for s in sides:
+                    s.ask(op="search", mode=mode, scope=k, i=i, exact=False)
+        for i in range(claims):
+            order = scopes[i % len(scopes):] + scopes[:i % len(scopes)]
+            for k in order:
+                for s in (sides if i % 2 == 0 else sides[::-1]):
+                    r = s.ask(op="search", mode=mode, scope=k, i=i, exact=False)
+                    ms[s.name][k].append(r["ms"])
+                    short[s.name][k] += len(r["ids"]) < len(truths[k][i])  # min(10, the scope's chunks)
+                    if mode == "semantic":
+                        truth = truths[k][i]
+                    elif k != "none" or i % 5 == 0:
+                        truth = s.ask(op="search", mode=mode, scope=k, i=i, exact=True)["ids"]
+                        s.truth = truth  # type: ignore[attr-defined]
+                    else:
+                        continue
+                    recall[s.name][k].append(len(set(r["ids"]) & set(truth)) / max(len(truth), 1))
+                if len(sides) == 2 and mode != "semantic" and (k != "none" or i % 5 == 0):
+                    a, b = (set(s.truth) for s in sides)  # type: ignore[attr-defined]
+                    agree[k].append(len(a & b) / max(len(a), 1))
+            if i % 50 == 49:
+                loads.append(load())
+                print(f"{mode}: {i + 1} claims, load {loads[-1]}", file=sys.stderr)
+        out[mode] = {"load": loads, "agree": {k: float(np.mean(v)) if v else None for k, v in agree.items()},
+                     **{s.name: {k: {**pct(ms[s.name][k]), "recall": float(np.mean(recall[s.name][k])),
+                                     "short": short[s.name][k]} for k in scopes} for s in sides}}
+    return out
+
+
+def table(meta: dict[str, Any], engines: dict[str, str], result: dict[str, Any]) -> str:
+    names = list(engines)
+    head = "| mode | scope | chunks | " + " | ".join(
+        f"{n} p50 | {n} p95 | {n} x | {n} recall@10 | {n} short" for n in names) + " |"
+    lines = [", ".join(f"{n}: {e}" for n, e in engines.items()) + f"; {len(meta['texts']):,} chunks in "
+             f"{len(meta['items']):,} items; {result['claims']} SciFact test claims, limit 10, in process. "
+             "p50 / p95 ms; x = p95 over the same engine's unfiltered p95; recall@10 against an exact scan of "
+             "the same scope (semantic: cosine over the stored float32 vectors, computed outside the engines; "
+             "hybrid: the same engine's search with its vector side scanned exactly, unfiltered on every fifth "
+             "claim); short = answers with fewer than 10 hits.", "", head,
+             "| " + " | ".join(["---"] * (3 + 5 * len(names))) + " |"]
+    for mode in MODES:
+        rows = result[mode]
+        for k in ["none", *meta["folders"]]:
+            n = len(meta["texts"]) if k == "none" else meta["folders"][k]["chunks"]
+            scope = "unfiltered" if k == "none" else f"folder, {float(k) * 100:g} %"
+            cells = []
+            for name in names:
+                r, base = rows[name][k], rows[name]["none"]["p95"]
+                cells.append(f"{r['p50']:.1f} | {r['p95']:.1f} | {r['p95'] / base:.2f} | {r['recall']:.3f} | "
+                             f"{r['short']}")
+            lines.append(f"| {mode} | {scope} | {n:,} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for mode in MODES:
+        agree = ", ".join(f"{k}: {v:.3f}" for k, v in result[mode]["agree"].items() if v is not None)
+        lines.append(f"- {mode}: load average (1, 5, 15 min) while measured: {' -> '.join(result[mode]['load'])}"
+                     + (f"; the engines' exact answers alike (share of ids): {agree}" if agree else ""))
     return "\n".join(lines)
 
 
 def main() -> str:
-    from lev.embedded import ensure_postgres
-    from lev.store import db
-
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    DATA.mkdir(parents=True, exist_ok=True)
-    url = ensure_postgres(DATA)
-    db.migrate(url)
     t = time.perf_counter()
-    library = build(url)
-    print(f"library ready in {time.perf_counter() - t:.0f} s: {library}", file=sys.stderr)
-    import psycopg
-
-    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
-        row = conn.execute("SELECT current_setting('server_version'), (SELECT extversion FROM pg_extension"
-                           " WHERE extname = 'vector')").fetchone()
-    assert row is not None
-    engine = f"PostgreSQL {row[0]}, pgvector {row[1]}"
-    result = asyncio.run(measure(url, library))
-    report = f"{machine()}; commit {commit()}\n\n" + table(library, result, engine)
+    corpus_dir = corpus()
+    meta = json.loads((corpus_dir / "corpus.json").read_text())
+    print(f"corpus ready in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+    roots = {"new": ROOT}
+    if OLD != "none":
+        roots = {"old": old_tree_at(OLD), **roots}
+    sides = []
+    for name, root in roots.items():
+        t = time.perf_counter()
+        sides.append(Side(name, root, DATA / name, corpus_dir))
+        print(f"{name} ready in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+    try:
+        engines = {s.name: s.ask(op="engine")["engine"] for s in sides}
+        truths = semantic_truth(corpus_dir, meta)
+        result = measure(sides, ["none", *meta["folders"]], min(CLAIMS, len(meta["claims"])), truths)
+    finally:
+        for s in sides:
+            s.close()
+    (DATA / "result.json").write_text(json.dumps(result))
+    report = (f"{machine()}; commit {commit()}" + (f" against {OLD}" if OLD != "none" else "") + "\n\n"
+              + table(meta, engines, result))
     print(report)
     return report
 

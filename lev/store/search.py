@@ -1,8 +1,8 @@
 """Search over chunks: semantic (pgvector HNSW), keyword (BM25 in SQL) and hybrid (normalised linear blend).
 
-The caller's scope (user, folders, kb_only) and `in_kb` are applied inside the SQL, before any limit.
-Keyword scoring is BM25 over the postings kept by migration 0002; bench/LAB_NOTES.md explains the
-choices and bench/RESULTS.md has the measurements behind the default parameters.
+The caller's scope (user, folders, kb_only) and `in_kb` are applied inside the SQL, before any limit. Keyword scoring
+is BM25 over the postings kept by migration 0002; bench/LAB_NOTES.md explains the choices and bench/RESULTS.md has
+the measurements behind the default parameters.
 """
 
 from __future__ import annotations
@@ -25,19 +25,14 @@ from lev.store.scoped_sql import Bound, bound_params, item_sql, probe_sql, scope
 
 MODES = ("hybrid", "semantic", "keyword")
 PGVECTOR_EF_MAX = 1000  # the largest hnsw.ef_search pgvector accepts
-# An HNSW walk's first batch (`hnsw.ef_search`) holds this many rows beyond those needed (and at least half as many
-# again): the breadth that keeps the walk's top rows the true nearest ones (its recall).
-WALK_SLACK = 30
-# Relaxed order: the walk hands rows over batch by batch, each batch in order; the statement sorts what it keeps
-# (strict order found fewer of the true nearest rows in a narrow scope: 0.80 against 0.99, tests/library).
+# Relaxed order: the walk hands rows over batch by batch; the statement sorts what it keeps (docs/decisions.md, 49).
 ITERATIVE_SCAN = "relaxed_order"
 
 
 
 @dataclass(frozen=True)
 class SearchParams:
-    """The tuning knobs; the operator's are settings (`lev.library.reads.search_params()` reads them), the rest
-    fixed."""
+    """The tuning knobs: the operator's are settings (read by `lev.library.reads.search_params()`), the rest fixed."""
 
     candidates: int
     semantic_weight: float
@@ -52,15 +47,15 @@ class SearchParams:
     # content by content (its postings in the scope only) instead of scanning its whole posting list: one index
     # probe costs about as much as reading 5-15 postings (bench/TUNING.md §9).
     per_content_factor: float = 8.0
-    # pgvector 0.8's iterative index scan (`hnsw.iterative_scan`): a walk goes on past its first `ef_search`
-    # candidates until the scope has let the rows needed through, visiting at most this many index tuples
-    # (`hnsw.max_scan_tuples`). A scope so small a share of the corpus that the walk would be expected to visit
-    # more is scanned exactly (docs/decisions.md, issue 49).
+    # pgvector 0.8's iterative index scan (measured in docs/decisions.md, issue 49): a walk goes on until the scope
+    # has let `want` rows through, visiting at most `max_scan_tuples` index tuples. A semantic walk wants
+    # `walk_overfetch` x the rows (relaxed order: the first through are not always the nearest) and at least
+    # `walk_min_visits` tuples' worth; a hybrid one its candidates. A scope is scanned exactly when its chunks cost
+    # less than its walk's expected tuples at `walk_tuple_cost` exact rows each, or that walk passes `max_scan_tuples`.
     max_scan_tuples: int = 20_000
-    # What one index tuple a walk visits costs, in chunks of an exact scan (the graph's distances, the heap row,
-    # the scope's per-row check): about 25 us against 4.5 us at 100k chunks (docs/decisions.md, issue 49). A scope
-    # is scanned exactly when its chunks cost less than the tuples its walk is expected to visit.
-    walk_tuple_cost: float = 5.0
+    walk_tuple_cost: float = 15.0  # a paired bench: the 5 % folder's walk cost more than its exact scan
+    walk_overfetch: float = 4.0  # 2x found 0.955 of the exact answer in tests/library's 5 % folder, 4x 0.99
+    walk_min_visits: int = 80
 
 
 _Q = "q AS MATERIALIZED (SELECT * FROM lev_bm25_query(:q, :k1, :b, :prune, :keep))"
@@ -125,9 +120,8 @@ def _rest(chunk: str) -> str:
             " WHERE NOT q.sel), 0)")
 
 
-# Every statement ends with `ranked` (chunk_id, cos, bm25, score; at most :limit rows) and this: the chunk's
-# text and location and, for its content, the newest item visible to the caller ({item}: a correlated, per-scope
-# subquery).
+# Every statement ends with `ranked` (chunk_id, cos, bm25, score; at most :limit rows) and this: the chunk's text
+# and location and, for its content, the newest item visible to the caller ({item}: a correlated, per-scope subquery).
 _DETAILS = """
 SELECT r.chunk_id, r.cos, r.bm25, r.score, c.text, c.start_sec, c.end_sec, v.item_id, v.item_title, v.item_url,
        v.item_kind, v.item_media, v.item_created, l.char_start, l.char_end, l.page, l.page_end, l.heading
@@ -147,6 +141,10 @@ WITH {_Q}, {{cand}}, ranked AS (
 )""" + _DETAILS
 
 _KW_CAND_SQL = f"WITH {_Q}, {{cand}} SELECT chunk_id, s FROM cand"
+# The same, filtered first, plus one row: the scope's contents (`sc`), read by the hybrid's exact vector side.
+_KW_CAND_SCOPE_SQL = (f"WITH {_Q}, {{cand}} SELECT chunk_id, s, NULL::uuid[] AS contents FROM cand"
+                      " UNION ALL SELECT NULL, NULL, ARRAY(SELECT content_id FROM sc)")
+_SCOPE_CONTENTS = "c.content_id = ANY(CAST(:scope_contents AS uuid[]))"
 
 # The nearest {n} visible chunks and their cosine distance `d`, computed once per row. `{exact}` "+ 0" defeats the
 # HNSW index (an exact scan of the rows {filter} lets through).
@@ -215,8 +213,7 @@ _ESTIMATE_TTL = 30.0
 
 
 async def _scope_size(session: AsyncSession, scope: Scope, filters: Filters | None) -> _Size:
-    """How much the scope (narrowed by the filters) sees, cached briefly per scope: only used to pick a scan
-    strategy."""
+    """What the scope (narrowed by the filters) sees, cached briefly per scope: it only picks a scan strategy."""
     key = (scope, filters)
     hit = _ESTIMATES.get(key)
     if hit and time.monotonic() - hit[0] < _ESTIMATE_TTL:
@@ -244,6 +241,7 @@ class Plan:
     per_content_df: int = 0  # sel terms with more postings are read per visible content (_KW_CAND_FILTERED)
     params: dict[str, Any] = field(default_factory=dict)  # the scope's values for the parts above
     fallback: str | None = None  # an index scan's exact-scan filter, used when it leaves too few rows
+    kw_filtered: bool = False  # kw_cand is _KW_CAND_FILTERED: the scope's contents are found once, as `sc`
 
     def bound(self, *parts: Bound) -> dict[str, Any]:
         """The plan's scope values together with those of other embedded parts (`bound_params`)."""
@@ -264,15 +262,10 @@ class Plan:
 
 async def plan_scope(session: AsyncSession, scope: Scope, filters: Filters | None, depth: int, mode: str,
                      p: SearchParams) -> Plan:
-    """How to apply the scope, from the share of the corpus it covers.
-
-    A scope covering a large share is probed per candidate (a few hundred index probes); a small one is
-    applied as an IN list first. Small scopes get an exact vector scan (their contents found once, as an
-    array); larger ones walk the HNSW index iteratively (pgvector 0.8: the walk goes on until the scope has let
-    `want` rows through, of which the nearest `depth` are kept; settings sent by `use_plan_walk`), with the exact
-    scan behind it for a walk that stops short. A scope whose exact scan costs less than its expected walk
-    (`walk_tuple_cost`), or whose walk would visit more than `max_scan_tuples` index tuples, is scanned exactly.
-    """
+    """How to apply the scope, from the share of the corpus it covers: a large one is probed per candidate, a small
+    one applied as an IN list first. The vector side walks the HNSW index iteratively (the nearest `depth` of `want`
+    kept, settings sent by `use_plan_walk`, the exact scan behind a walk that stops short) unless the cost rule
+    (SearchParams) scans the scope exactly (its contents found once, as an array)."""
     size = await _scope_size(session, scope, filters)
     scope_in = scope_sql(scope, filters)
     share = max(size.chunks, 1) / size.total
@@ -286,16 +279,18 @@ async def plan_scope(session: AsyncSession, scope: Scope, filters: Filters | Non
         kw_part = scope_in
         per_content_df = min(2**31 - 1, math.ceil(p.per_content_factor * size.contents))
     exact = f"c.content_id = ANY(ARRAY({scope_in.sql}))"
-    want = max(math.ceil(1.5 * depth), depth + WALK_SLACK)
+    want = depth if mode == "hybrid" else max(math.ceil(p.walk_overfetch * depth),
+                                              math.ceil(p.walk_min_visits * min(share, 1.0)))
     ef = min(PGVECTOR_EF_MAX, max(p.ef_search, want))
     visits = want / share  # index tuples the walk is expected to visit before the scope has let `want` through
     if mode == "keyword" or size.chunks <= max(p.exact_scan_max_chunks, p.walk_tuple_cost * visits) \
             or visits > p.max_scan_tuples:
-        return Plan(*kw, exact, "+ 0", per_content_df=per_content_df, params=bound_params(kw_part, scope_in))
+        return Plan(*kw, exact, "+ 0", per_content_df=per_content_df, params=bound_params(kw_part, scope_in),
+                    kw_filtered=share < p.probe_min_share)
     probe = probe_sql(scope, filters, "c.content_id")
     walk = Bound("", {"walk": want})
     plan = Plan(*kw, probe.sql, "", ef, p.max_scan_tuples, per_content_df,
-                bound_params(kw_part, probe, scope_in, walk), exact)
+                bound_params(kw_part, probe, scope_in, walk), exact, share < p.probe_min_share)
     await use_plan_walk(session, plan)
     return plan
 
@@ -351,8 +346,7 @@ async def search(
     session: AsyncSession, scope: Scope, *, query: str, query_vector: list[float] | Awaitable[list[float]] | None,
     mode: str, limit: int, params: SearchParams, filters: Filters | None = None,
 ) -> list[dict[str, Any]]:
-    """Top `limit` chunks visible to `scope` (narrowed by `filters`) for `query`, as result objects (DESIGN.md §4
-    and §11).
+    """Top `limit` chunks visible to `scope` (narrowed by `filters`) for `query`, as result objects (DESIGN.md §4, §11).
 
     `query_vector` may still be computing (an awaitable): planning and the keyword candidates run meanwhile.
     """
@@ -373,10 +367,16 @@ async def search(
         rows = (await session.execute(with_vector(sql), {"qvec": await _resolve(query_vector), "limit": limit,
                                                          "vec_min": limit, **scoped})).all()
     else:
-        cand = (await session.execute(text(_KW_CAND_SQL.format(cand=plan.kw_cand)),
-                                      bm25)).all()
-        sql = _HYBRID_SQL.format(nearest=plan.nearest(":depth"), item=item)
-        values = {**bm25, "qvec": await _resolve(query_vector), "w": p.semantic_weight, "limit": limit,
+        # filtered first and scanned exactly: the scope's contents come with the keyword candidates
+        shared = plan.kw_filtered and plan.ef is None
+        found_kw = (await session.execute(text((_KW_CAND_SCOPE_SQL if shared else _KW_CAND_SQL).format(
+            cand=plan.kw_cand)), bm25)).all()
+        cand = [r for r in found_kw if r.chunk_id is not None]
+        nearest = _NEAREST.format(exact="+ 0", filter=_SCOPE_CONTENTS, n=":depth") if shared \
+            else plan.nearest(":depth")
+        sql = _HYBRID_SQL.format(nearest=nearest, item=item)
+        contents = {"scope_contents": next(r.contents for r in found_kw if r.chunk_id is None)} if shared else {}
+        values = {**bm25, **contents, "qvec": await _resolve(query_vector), "w": p.semantic_weight, "limit": limit,
                   "vec_min": 0 if len(cand) >= limit else limit,  # enough keyword hits: the result is not short
                   "kw_ids": [r.chunk_id for r in cand], "kw_s": [float(r.s) for r in cand],
                   "kw_complete": len(cand) < depth}
