@@ -307,6 +307,7 @@ feeds = Table(
     Column("entries_ingested", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True)),
     Column("body_sha256", LargeBinary),  # of the last 200 answer: the same body again is not parsed
+    Column("entries_found", Integer, nullable=False, server_default="0"),  # entries recorded for it
 )
 
 feed_entries = Table(
