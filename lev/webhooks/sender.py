@@ -279,6 +279,8 @@ class Sender:
                 if failed:
                     await webhook_store.disable_failing(s, failed, clock.now() - deliver.DISABLE_AFTER,
                                                         deliver.DISABLED_REASON)
+            if back:
+                self.wake.set()  # the handed-back deliveries are due again: claim now, not at the next sweep
             if batch:
                 log.info("webhook attempts recorded", attempts=len(batch),
                          succeeded=sum(o["status"] == "succeeded" for o in batch),
