@@ -22,11 +22,11 @@ from urllib.parse import urljoin
 from xml.parsers import expat
 
 import feedparser
-import feedparser.mixin
 import httpx
 
 from lev.core import weburl
 from lev.core.errors import ApiError, not_a_feed
+from lev.feeds import authors  # noqa: F401  (feedparser's author pattern bounded, on import)
 from lev.feeds.xmlguard import declares_entities
 from lev.imports.importfile import dedupe_key
 from lev.net.guard import AddressRefused, open_url, shared_client
@@ -46,50 +46,6 @@ FEED_TYPES = ("application/rss+xml", "application/atom+xml", "application/feed+j
 ACCEPT = ("application/rss+xml, application/atom+xml, application/feed+json, application/rdf+xml, "
           "application/xml;q=0.9, text/xml;q=0.9, text/html;q=0.5, */*;q=0.1")
 
-
-# feedparser finds the e-mail address in an author's text with a pattern whose search is quadratic in the text's
-# length (a 16,000-character author took 5-20 s, holding the GIL). The same pattern, with its runs bounded by what
-# an address may hold (64 characters before the @, labels of 63, at most 8 of them), is linear; an author's text
-# is looked at in its first 1,024 characters only (Lev reads no author: the address is kept as feedparser would).
-_EMAIL = re.compile(r"(([a-zA-Z0-9_\-.+]{1,64})@((\[[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.)|(([a-zA-Z0-9\-]{1,63}\.)"
-                    r"{1,8}))([a-zA-Z]{2,4}|[0-9]{1,3})(\]?))(\?subject=\S{0,512})?")
-AUTHOR_CHARS = 1024
-
-
-def _sync_author_detail(self: Any, key: str = "author") -> None:
-    """feedparser's own (6.0), with the bounded pattern above."""
-    context = self._get_context()
-    detail = context.get(f"{key}s", [feedparser.FeedParserDict()])[-1]
-    if detail:
-        name, email = detail.get("name"), detail.get("email")
-        if name and email:
-            context[key] = f"{name} ({email})"
-        elif name:
-            context[key] = name
-        elif email:
-            context[key] = email
-        return
-    author, email = context.get(key), None
-    if not author:
-        return
-    found = _EMAIL.search(author[:AUTHOR_CHARS])
-    if found:
-        email = found.group(0)
-        author = author.replace(email, "").replace("()", "").replace("<>", "").replace("&lt;&gt;", "").strip()
-        if author and author[0] == "(":
-            author = author[1:]
-        if author and author[-1] == ")":
-            author = author[:-1]
-        author = author.strip()
-    if author or email:
-        context.setdefault(f"{key}_detail", detail)
-    if author:
-        detail["name"] = author
-    if email:
-        detail["email"] = email
-
-
-feedparser.mixin._FeedParserMixin._sync_author_detail = _sync_author_detail  # type: ignore[method-assign]
 
 
 @dataclass
