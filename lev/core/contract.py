@@ -140,6 +140,9 @@ _WS = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 NON_BLANK = rf"^[{_WS}]*[^\x00{_WS}][^\x00]*$"  # linear: its parts never overlap
 NO_NUL = r"^[^\x00]*$"
 EMAIL = rf"^[^@{_WS}]+@[^@{_WS}]+$"
+# An invitee's address: a dot in the domain, no control character (lev.sharing checks with it).
+_NOT_ADDRESS = r"@\x00-\x20\x7f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+INVITE_EMAIL = rf"^[^{_NOT_ADDRESS}]+@[^{_NOT_ADDRESS}]+\.[^{_NOT_ADDRESS}.]+$"
 HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x20\x7f/?#][^\x00-\x1f\x7f]*$"
 # A search filter's forms as the contract's schemas give them (openapi.yaml, mcp_tools.json: tests compare them;
 # `lev.library.filters` checks with them): a calendar date or date-time (RFC 3339, the offset optional), and a host
@@ -160,6 +163,7 @@ _PATTERN_SAYS = {
     NON_BLANK: "needs a character that is not white space, and no NUL",
     NO_NUL: "must not contain NUL characters",
     EMAIL: "is not an email address (one @, no white space)",
+    INVITE_EMAIL: "is not an email address such as name@example.com (one @, a dot in the domain, no white space)",
 }
 
 
@@ -239,11 +243,14 @@ class ContractParameterValidator(ParameterValidator):
 
 
 def _mapped_error(error: ValidationError) -> ApiError | None:
-    """Schema violations the error table gives their own code: a MIME type outside the allowlist (415); an allowed
-    type sent to the other finalize endpoint stays 400. (A declared upload size over the cap is no schema violation:
-    the service answers it 413 file_too_large.)"""
+    """Schema violations the error table gives their own code or fields: a MIME type outside the allowlist (415);
+    an allowed type sent to the other finalize endpoint stays 400; a declared upload size over the cap is 400 with
+    the cap as `maxBytes` (`lev.ingest.media.check_signing` says the same)."""
 
     field = error.path[-1] if error.path else None
+    if field == "size" and error.validator == "maximum" and isinstance(error.validator_value, int):
+        return invalid_body(f"size: uploads are limited to {error.validator_value} bytes (50 MB).",
+                            maxBytes=error.validator_value)
     if field == "mime" and error.validator == "enum" and isinstance(error.instance, str):
         if error.instance not in ALLOWED_MIMES:
             return unsupported_media_type(f"MIME type {error.instance[:200]!r} is not accepted; upload a PDF, an "

@@ -164,7 +164,7 @@ async def deliveries(deps: Deps, p: Principal, webhook_id: uuid.UUID) -> list[di
 async def _enabled(s: Any, p: Principal, webhook_id: uuid.UUID) -> dict[str, Any]:
     row = found(await webhook_store.get(s, p.user_id, webhook_id, lock=True))
     if not row["enabled"]:
-        raise invalid_body("This endpoint is disabled: enable it first (PATCH enabled: true).")
+        raise ApiError("endpoint_disabled", "This endpoint is disabled: enable it first (PATCH enabled: true).")
     return row
 
 

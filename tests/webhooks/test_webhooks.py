@@ -178,7 +178,9 @@ def test_test_event_resend_and_rotation(api, user: User, receiver: WebhookReceiv
                                                          "description": "paused"})
     assert (r.json()["enabled"], r.json()["events"], r.json()["disabled_reason"]) == \
         (False, ["item.ready"], "disabled by you")
-    err(c.post(f"/api/v1/webhooks/{hook['id']}/test"), 400, "invalid_body")
+    assert "enable it first" in err(c.post(f"/api/v1/webhooks/{hook['id']}/test"), 409,
+                                    "endpoint_disabled")["message"]
+    err(c.post(f"/api/v1/webhooks/{hook['id']}/deliveries/{attempt['id']}/resend"), 409, "endpoint_disabled")
     err(c.patch(f"/api/v1/webhooks/{hook['id']}", json={"secret": "whsec_AAAA"}), 400, "invalid_body")
     assert c.delete(f"/api/v1/webhooks/{hook['id']}").json() == {"id": hook["id"], "deleted": True}
     err(c.get(f"/api/v1/webhooks/{hook['id']}/deliveries"), 404, "not_found")
