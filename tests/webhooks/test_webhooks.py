@@ -261,7 +261,7 @@ def test_scope_and_bad_input(api, user: User) -> None:
                400, "invalid_body")
     assert "http or https" in body["message"]
     body = err(owner.post("/api/v1/webhooks", json={"url": "http://no-such-host.invalid/x",
-                                                    "events": ["item.ready"]}), 400, "invalid_body")
+                                                    "events": ["item.ready"]}), 400, "address_refused")
     assert "refused" in body["message"] and "resolve" in body["message"]
     body = err(owner.post("/api/v1/webhooks", json={"url": "http://127.0.0.1:9/", "events": ["item.exploded"]}),
                400, "invalid_body")
