@@ -143,7 +143,8 @@ EMAIL = rf"^[^@{_WS}]+@[^@{_WS}]+$"
 # An invitee's address: a dot in the domain, no white space or control character (lev.sharing checks with it).
 _NOT_ADDRESS = r"@\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 INVITE_EMAIL = rf"^[^{_NOT_ADDRESS}]+@[^{_NOT_ADDRESS}]+\.[^{_NOT_ADDRESS}.]+$"
-HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x20\x7f/?#][^\x00-\x1f\x7f]*$"
+# An http(s) URL with a host: no white space, control character or %<>"{}|\^` in the authority.
+HTTP_URL = r'^[Hh][Tt][Tt][Pp][Ss]?://([^\x00-\x20\x7f/?#@]*@)?[^\x00-\x20\x7f/?#@<>"{}|\\^`%]+([/?#][^\x00-\x1f\x7f]*)?$'
 # A search filter's forms as the contract's schemas give them (openapi.yaml, mcp_tools.json: tests compare them;
 # `lev.library.filters` checks with them): a calendar date or date-time (RFC 3339, the offset optional), and a host
 # name. What matches is accepted, nothing else.
@@ -159,7 +160,8 @@ WHEN_HELP = "an RFC 3339 date (2026-03-01) or date-time (2026-03-01T09:30:00Z)"
 _PATTERN_SAYS = {
     WHEN_PATTERN: f"is not {WHEN_HELP}",
     SITE_PATTERN: "is not a host name (example.org: letters, digits, hyphens and dots; no scheme, port or path)",
-    HTTP_URL: "must be an http or https URL with a host (no white space around it, no control characters)",
+    HTTP_URL: "must be an http or https URL with a host (no white space or control characters, and none of "
+              "%<>\"{}|\\^` in the host)",
     NON_BLANK: "needs a character that is not white space, and no NUL",
     NO_NUL: "must not contain NUL characters",
     EMAIL: "is not an email address (one @, no white space)",
