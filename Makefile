@@ -90,6 +90,11 @@ contract: $(DEV_STAMP)
 fuzz: $(DEV_STAMP)
 	LEV_FUZZ_EXAMPLES=2000 $(BIN)/pytest -q contract_tests -p no:cacheprovider
 
+# The MCP conformance suite's scenarios that apply to Lev, against a running Lev (`make run`): LEV_TOKEN=lev_... and
+# LEV_URL (default http://127.0.0.1:8080). The suite and its Node 22 are pinned in tests/npm_cache.py.
+conformance: $(DEV_STAMP)
+	$(BIN)/python -m tests.mcp.conformance
+
 bench: bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered bench-deliveries
 
 # bench-light: this commit against the commit before issue 33, each from a fresh clone with its own `make run`.

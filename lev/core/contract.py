@@ -41,6 +41,7 @@ from starlette.types import Scope
 from lev.core import jsonguard
 from lev.core.errors import (
     ApiError,
+    file_too_large,
     invalid_body,
     invalid_id,
     method_not_allowed,
@@ -140,7 +141,11 @@ _WS = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 NON_BLANK = rf"^[{_WS}]*[^\x00{_WS}][^\x00]*$"  # linear: its parts never overlap
 NO_NUL = r"^[^\x00]*$"
 EMAIL = rf"^[^@{_WS}]+@[^@{_WS}]+$"
-HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x20\x7f/?#][^\x00-\x1f\x7f]*$"
+# An invitee's address: a dot in the domain, no white space or control character (lev.sharing checks with it).
+_NOT_ADDRESS = r"@\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+INVITE_EMAIL = rf"^[^{_NOT_ADDRESS}]+@[^{_NOT_ADDRESS}]+\.[^{_NOT_ADDRESS}.]+$"
+# An http(s) URL with a host: no white space, control character or %<>"{}|\^` in the authority.
+HTTP_URL = r'^[Hh][Tt][Tt][Pp][Ss]?://([^\x00-\x20\x7f/?#@]*@)?[^\x00-\x20\x7f/?#@<>"{}|\\^`%]+([/?#][^\x00-\x1f\x7f]*)?$'
 # A search filter's forms as the contract's schemas give them (openapi.yaml, mcp_tools.json: tests compare them;
 # `lev.library.filters` checks with them): a calendar date or date-time (RFC 3339, the offset optional), and a host
 # name. What matches is accepted, nothing else.
@@ -156,10 +161,12 @@ WHEN_HELP = "an RFC 3339 date (2026-03-01) or date-time (2026-03-01T09:30:00Z)"
 _PATTERN_SAYS = {
     WHEN_PATTERN: f"is not {WHEN_HELP}",
     SITE_PATTERN: "is not a host name (example.org: letters, digits, hyphens and dots; no scheme, port or path)",
-    HTTP_URL: "must be an http or https URL with a host (no white space around it, no control characters)",
+    HTTP_URL: "must be an http or https URL with a host (no white space or control characters, and none of "
+              "%<>\"{}|\\^` in the host)",
     NON_BLANK: "needs a character that is not white space, and no NUL",
     NO_NUL: "must not contain NUL characters",
     EMAIL: "is not an email address (one @, no white space)",
+    INVITE_EMAIL: "is not an email address such as name@example.com (one @, a dot in the domain, no white space)",
 }
 
 
@@ -239,11 +246,15 @@ class ContractParameterValidator(ParameterValidator):
 
 
 def _mapped_error(error: ValidationError) -> ApiError | None:
-    """Schema violations the error table gives their own code: a MIME type outside the allowlist (415); an allowed
-    type sent to the other finalize endpoint stays 400. (A declared upload size over the cap is no schema violation:
-    the service answers it 413 file_too_large.)"""
+    """Schema violations the error table gives their own code or fields: a MIME type outside the allowlist (415);
+    an allowed type sent to the other finalize endpoint stays 400; a declared upload size over the cap is 413
+    file_too_large with the cap as `maxBytes`, as the interface spec's table has it (`lev.ingest.media.check_signing`
+    says the same)."""
 
     field = error.path[-1] if error.path else None
+    if field == "size" and error.validator == "maximum" and isinstance(error.validator_value, int):
+        return file_too_large(f"size: uploads are limited to {error.validator_value} bytes (50 MB).",
+                              error.validator_value)
     if field == "mime" and error.validator == "enum" and isinstance(error.instance, str):
         if error.instance not in ALLOWED_MIMES:
             return unsupported_media_type(f"MIME type {error.instance[:200]!r} is not accepted; upload a PDF, an "

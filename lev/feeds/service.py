@@ -177,7 +177,7 @@ async def refresh(deps: Deps, p: Principal, feed_id: uuid.UUID) -> dict[str, Any
     _manage(p)
     async with deps.db.transaction() as s:
         if (await _locked(s, p, feed_id))["paused"]:
-            raise invalid_body("This feed is paused: resume it (PATCH paused: false) to check it.")
+            raise ApiError("feed_paused", "This feed is paused: resume it (PATCH paused: false) to check it.")
         row = await feed_store.update_feed(s, feed_id, next_poll_at=clock.now())
     await requeue(deps.queue, POLL_JOB, str(feed_id), job_id=poll_job_id(feed_id))
     return shape(row)

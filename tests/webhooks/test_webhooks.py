@@ -178,7 +178,9 @@ def test_test_event_resend_and_rotation(api, user: User, receiver: WebhookReceiv
                                                          "description": "paused"})
     assert (r.json()["enabled"], r.json()["events"], r.json()["disabled_reason"]) == \
         (False, ["item.ready"], "disabled by you")
-    err(c.post(f"/api/v1/webhooks/{hook['id']}/test"), 400, "invalid_body")
+    assert "enable it first" in err(c.post(f"/api/v1/webhooks/{hook['id']}/test"), 409,
+                                    "endpoint_disabled")["message"]
+    err(c.post(f"/api/v1/webhooks/{hook['id']}/deliveries/{attempt['id']}/resend"), 409, "endpoint_disabled")
     err(c.patch(f"/api/v1/webhooks/{hook['id']}", json={"secret": "whsec_AAAA"}), 400, "invalid_body")
     assert c.delete(f"/api/v1/webhooks/{hook['id']}").json() == {"id": hook["id"], "deleted": True}
     err(c.get(f"/api/v1/webhooks/{hook['id']}/deliveries"), 404, "not_found")
@@ -259,7 +261,7 @@ def test_scope_and_bad_input(api, user: User) -> None:
                400, "invalid_body")
     assert "http or https" in body["message"]
     body = err(owner.post("/api/v1/webhooks", json={"url": "http://no-such-host.invalid/x",
-                                                    "events": ["item.ready"]}), 400, "invalid_body")
+                                                    "events": ["item.ready"]}), 400, "address_refused")
     assert "refused" in body["message"] and "resolve" in body["message"]
     body = err(owner.post("/api/v1/webhooks", json={"url": "http://127.0.0.1:9/", "events": ["item.exploded"]}),
                400, "invalid_body")
