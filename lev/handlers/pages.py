@@ -20,6 +20,7 @@ from lev.core.errors import ApiError, invalid_body
 from lev.core.packagedata import packaged
 from lev.feeds import service as feed_service
 from lev.handlers import deps
+from lev.handlers.page_words import FILTERS, STATUS_WORDS
 from lev.highlights import service as highlights
 from lev.imports import service as imports
 from lev.library import reads as library
@@ -40,6 +41,8 @@ PER_PAGE = 25
 ACTIVITY_PER_PAGE = 50
 SIMILAR_SHOWN = 5
 _env = Environment(loader=FileSystemLoader(WEB / "templates"), autoescape=select_autoescape(["html"]))
+_env.filters.update(FILTERS)
+_env.globals["status_words"] = STATUS_WORDS
 _env.globals["life"] = lambda item: lifecycle.of_row(item["status"], item["transcription_status"])
 _STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml", ".txt": "text/plain",
                  ".png": "image/png", ".ico": "image/x-icon"}
