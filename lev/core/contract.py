@@ -19,7 +19,6 @@ from typing import Any
 import yaml
 from connexion.datastructures import MediaTypeDict
 from connexion.exceptions import BadRequestProblem
-from connexion.json_schema import format_error_with_path
 from connexion.resolver import Resolution, Resolver
 from connexion.security import ApiKeySecurityHandler
 from connexion.spec import OpenAPISpecification
@@ -33,7 +32,6 @@ from connexion.validators import (
 from inflection import underscore
 from jsonschema import Draft4Validator, Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError, best_match
-from openapi_spec_validator import validate
 from starlette.formparsers import MultiPartException
 from starlette.requests import cookie_parser
 from starlette.types import Scope
@@ -55,10 +53,16 @@ MCP_TOOLS_PATH = packaged("mcp_tools.json")
 
 @lru_cache(maxsize=1)
 def load_spec() -> dict[str, Any]:
-    """The parsed and validated OpenAPI 3.1 document (callers must not mutate it)."""
-    spec = yaml.safe_load(SPEC_PATH.read_text())
-    validate(spec)
-    return spec
+    """The parsed OpenAPI 3.1 document (callers must not mutate it). Parsed by libyaml: the pure-Python parser and the
+    meta-schema check took most of a restart's seconds (issue 51); the check runs in the tests (`check_spec`)."""
+    return yaml.load(SPEC_PATH.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+
+
+def check_spec() -> None:
+    """Raise when openapi.yaml is not a valid OpenAPI 3.1 document (the tests call it; the package ships it checked)."""
+    from openapi_spec_validator import validate
+
+    validate(yaml.safe_load(SPEC_PATH.read_text()))
 
 
 @lru_cache(maxsize=1)
@@ -184,16 +188,91 @@ def excerpt(value: Any) -> str:
     return _EXCERPT.repr(value)
 
 
-def readable(error: ValidationError) -> str:
-    """A validator's message quoting at most an excerpt of the value it refused (`excerpt`), at most 300
-    characters in all: an error body never echoes a large body back."""
-    value, message = error.instance, error.message
-    if len(message) <= 80:
-        return message
-    quoted = repr(value)
-    if message.startswith(quoted) and len(quoted) > 80:
-        message = excerpt(value) + message[len(quoted):]
-    return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE] + "…"
+_TYPE_WORDS = {"string": "text (a JSON string)", "integer": "a whole number", "number": "a number",
+               "boolean": "true or false", "array": "a list (a JSON array)", "object": "an object", "null": "null"}
+_FORMAT_WORDS = {"email": "an email address", "uuid": "an id (a UUID such as 3fa85f64-5717-4562-b3fc-2c963f66afa6)",
+                 "date-time": f"an RFC 3339 date-time ({WHEN_HELP})", "date": "a date (2026-03-01)",
+                 "uri": "a URL", "ipv4": "an IPv4 address", "ipv6": "an IPv6 address"}
+
+
+_WORD_FIXES = {"url": "URL", "urls": "URLs", "id": "ID", "ids": "IDs", "mime": "MIME type", "kb": "knowledge base",
+               "uri": "URI", "html": "HTML", "opml": "OPML", "sec": "seconds", "ms": "milliseconds"}
+
+
+def _path(path: Any) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def field_label(path: Any, parameter: str | None = None) -> str:
+    """A field as a message names it: `Password`, `New password (new_password)`, `Folder ids (folder_ids[2])`,
+    `The limit parameter`, `The request body`."""
+    if parameter:
+        return f"The {parameter} parameter"
+    keys = [p for p in path if not isinstance(p, int)]
+    if not keys:
+        return "The request body" if not path else f"Item {_path(path)} of the request body"
+    key = str(keys[-1])
+    words = " ".join(_WORD_FIXES.get(w, w) for w in key.split("_") if w)
+    dotted = _path(path)
+    label = words[:1].upper() + words[1:]
+    return label if dotted == key and " " not in words else f"{label} ({dotted})"
+
+
+def said(error: ValidationError, parameter: str | None = None) -> str:
+    """A schema error in words: the field named, what it must be, and never its value (a password, a secret, a
+    megabyte of text are not sent back); sizes and the accepted choices are said instead (issue 51)."""
+    rule, val, inst, path = error.validator, error.validator_value, error.instance, list(error.path)
+    n = len(inst) if isinstance(inst, (str, list, dict)) else None
+    says: str
+    if rule == "required" and isinstance(inst, dict):
+        missing = next((k for k in val if k not in inst), val[0] if val else "")
+        return f"{field_label([*path, missing], parameter)} is required."
+    if rule == "additionalProperties" and isinstance(inst, dict):
+        known = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+        extra = sorted(str(k)[:60] for k in inst if k not in known)
+        takes = f" (it takes: {', '.join(sorted(known))})" if known else ""
+        where = "" if not path else f" in {_path(path)}"
+        return (f"Unknown field{'s' if len(extra) > 1 else ''}{where}: {', '.join(extra[:5])}"
+                f"{' …' if len(extra) > 5 else ''}; this operation does not take {'them' if len(extra) > 1 else 'it'}"
+                f"{takes}.")
+    if rule == "minLength":
+        says = "must not be empty" if val == 1 else f"must be at least {val} characters long"
+    elif rule == "maxLength":
+        says = f"must be at most {val} characters long (it has {n})"
+    elif rule == "pattern":
+        says = _PATTERN_SAYS.get(val, f"does not have the form this field takes (the pattern {val})")
+        if n is not None and n > 80:
+            says += f" (it has {n} characters)"
+    elif rule == "enum":
+        says = f"must be one of: {', '.join(str(v) for v in val)}"
+    elif rule == "const":
+        says = f"must be {val!r}"
+    elif rule == "type":
+        kinds = val if isinstance(val, list) else [val]
+        says = "must be " + " or ".join(_TYPE_WORDS.get(k, k) for k in kinds)
+    elif rule == "format":
+        says = f"must be {_FORMAT_WORDS.get(val, f'in the {val} format')}"
+    elif rule in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        says = {"minimum": "must be at least", "exclusiveMinimum": "must be more than", "maximum": "must be at most",
+                "exclusiveMaximum": "must be less than"}[rule] + f" {val}"
+    elif rule == "minItems":
+        says = "must not be empty (give at least one)" if val == 1 else f"must have at least {val} items"
+    elif rule == "maxItems":
+        says = f"must have at most {val} items (it has {n})"
+    elif rule == "uniqueItems":
+        says = "must not repeat a value"
+    elif rule == "minProperties":
+        says = "must not be empty" if val == 1 else f"must have at least {val} fields"
+    elif rule == "maxProperties":
+        says = f"must have at most {val} fields (it has {n})"
+    elif rule in ("oneOf", "anyOf"):
+        says = "does not have any of the forms this field takes"
+    else:
+        says = f"is not valid here ({rule})"
+    return f"{field_label(path, parameter)} {says}."
 
 
 def first_errors(validator: Any, instance: Any) -> list[ValidationError]:
@@ -221,12 +300,12 @@ class ContractParameterValidator(ParameterValidator):
                            param_name: str | None = None) -> str | None:
         if value is None or (is_nullable(param) and is_null(value)):
             result: str | None = ParameterValidator.validate_parameter(parameter_type, value, param, param_name)
-            return result
+            return f"The {param.get('name', param_name)} parameter is required." if result else None
         try:
             _ParameterSchemaValidator(param.get("schema", param),
                                       format_checker=Draft4Validator.FORMAT_CHECKER).validate(value)
         except ValidationError as exception:
-            return f"{readable(exception)} - '{param_name or param.get('name', parameter_type)}'"
+            return said(exception, str(param_name or param.get("name", parameter_type)))
         return None
 
     def validate_path_parameter(self, param: dict[str, Any], request: Any) -> str | None:
@@ -288,7 +367,7 @@ class ContractJSONBodyValidator(JSONRequestBodyValidator):
         if all(m is not None for m in mapped):
             raise mapped[0]  # type: ignore[misc]
         error = best_match(_branch_errors(e, body) for e, m in zip(errors, mapped, strict=True) if m is None)
-        raise BadRequestProblem(detail=f"{readable(error)}{format_error_with_path(exception=error)}")
+        raise BadRequestProblem(detail=said(error))
 
 
 class GuardedJSONBody(ContractJSONBodyValidator):
