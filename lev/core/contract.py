@@ -46,6 +46,7 @@ from lev.core.errors import (
 )
 from lev.core.mimes import ALLOWED_MIMES
 from lev.core.packagedata import packaged
+from lev.core.wording import PATTERN_SAYS, WHEN_HELP, said
 
 SPEC_PATH = packaged("openapi.yaml")
 MCP_TOOLS_PATH = packaged("mcp_tools.json")
@@ -156,7 +157,6 @@ _TIME = (r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,9})?)?"
 WHEN_PATTERN = rf"^({_YEAR}-{_MONTH_DAY}|{_LEAP_DAY})([Tt ]{_TIME})?$"
 _LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
 SITE_PATTERN = rf"^{_LABEL}(\.{_LABEL})*\.?$"
-WHEN_HELP = "an RFC 3339 date (2026-03-01) or date-time (2026-03-01T09:30:00Z)"
 _PATTERN_SAYS = {
     WHEN_PATTERN: f"is not {WHEN_HELP}",
     SITE_PATTERN: "is not a host name (example.org: letters, digits, hyphens and dots; no scheme, port or path)",
@@ -165,6 +165,7 @@ _PATTERN_SAYS = {
     NO_NUL: "must not contain NUL characters",
     EMAIL: "is not an email address (one @, no white space)",
 }
+PATTERN_SAYS.update(_PATTERN_SAYS)
 
 
 MAX_ERRORS = 20  # a body's schema errors looked at (the first ones): a million wrong items are not all listed
@@ -186,93 +187,6 @@ def excerpt(value: Any) -> str:
     if isinstance(value, (list, dict)) and len(value) > 4:
         return f"{_EXCERPT.repr(value)} ({len(value)} {'items' if isinstance(value, list) else 'members'})"
     return _EXCERPT.repr(value)
-
-
-_TYPE_WORDS = {"string": "text (a JSON string)", "integer": "a whole number", "number": "a number",
-               "boolean": "true or false", "array": "a list (a JSON array)", "object": "an object", "null": "null"}
-_FORMAT_WORDS = {"email": "an email address", "uuid": "an id (a UUID such as 3fa85f64-5717-4562-b3fc-2c963f66afa6)",
-                 "date-time": f"an RFC 3339 date-time ({WHEN_HELP})", "date": "a date (2026-03-01)",
-                 "uri": "a URL", "ipv4": "an IPv4 address", "ipv6": "an IPv6 address"}
-
-
-_WORD_FIXES = {"url": "URL", "urls": "URLs", "id": "ID", "ids": "IDs", "mime": "MIME type", "kb": "knowledge base",
-               "uri": "URI", "html": "HTML", "opml": "OPML", "sec": "seconds", "ms": "milliseconds"}
-
-
-def _path(path: Any) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def field_label(path: Any, parameter: str | None = None) -> str:
-    """A field as a message names it: `Password`, `New password (new_password)`, `Folder ids (folder_ids[2])`,
-    `The limit parameter`, `The request body`."""
-    if parameter:
-        return f"The {parameter} parameter"
-    keys = [p for p in path if not isinstance(p, int)]
-    if not keys:
-        return "The request body" if not path else f"Item {_path(path)} of the request body"
-    key = str(keys[-1])
-    words = " ".join(_WORD_FIXES.get(w, w) for w in key.split("_") if w)
-    dotted = _path(path)
-    label = words[:1].upper() + words[1:]
-    return label if dotted == key and " " not in words else f"{label} ({dotted})"
-
-
-def said(error: ValidationError, parameter: str | None = None) -> str:
-    """A schema error in words: the field named, what it must be, and never its value (a password, a secret, a
-    megabyte of text are not sent back); sizes and the accepted choices are said instead (issue 51)."""
-    rule, val, inst, path = error.validator, error.validator_value, error.instance, list(error.path)
-    n = len(inst) if isinstance(inst, (str, list, dict)) else None
-    says: str
-    if rule == "required" and isinstance(inst, dict):
-        missing = next((k for k in val if k not in inst), val[0] if val else "")
-        return f"{field_label([*path, missing], parameter)} is required."
-    if rule == "additionalProperties" and isinstance(inst, dict):
-        known = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
-        extra = sorted(str(k)[:60] for k in inst if k not in known)
-        takes = f" (it takes: {', '.join(sorted(known))})" if known else ""
-        where = "" if not path else f" in {_path(path)}"
-        return (f"Unknown field{'s' if len(extra) > 1 else ''}{where}: {', '.join(extra[:5])}"
-                f"{' …' if len(extra) > 5 else ''}; this operation does not take {'them' if len(extra) > 1 else 'it'}"
-                f"{takes}.")
-    if rule == "minLength":
-        says = "must not be empty" if val == 1 else f"must be at least {val} characters long"
-    elif rule == "maxLength":
-        says = f"must be at most {val} characters long (it has {n})"
-    elif rule == "pattern":
-        says = _PATTERN_SAYS.get(val, f"does not have the form this field takes (the pattern {val})")
-        if n is not None and n > 80:
-            says += f" (it has {n} characters)"
-    elif rule == "enum":
-        says = f"must be one of: {', '.join(str(v) for v in val)}"
-    elif rule == "const":
-        says = f"must be {val!r}"
-    elif rule == "type":
-        kinds = val if isinstance(val, list) else [val]
-        says = "must be " + " or ".join(_TYPE_WORDS.get(k, k) for k in kinds)
-    elif rule == "format":
-        says = f"must be {_FORMAT_WORDS.get(val, f'in the {val} format')}"
-    elif rule in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
-        says = {"minimum": "must be at least", "exclusiveMinimum": "must be more than", "maximum": "must be at most",
-                "exclusiveMaximum": "must be less than"}[rule] + f" {val}"
-    elif rule == "minItems":
-        says = "must not be empty (give at least one)" if val == 1 else f"must have at least {val} items"
-    elif rule == "maxItems":
-        says = f"must have at most {val} items (it has {n})"
-    elif rule == "uniqueItems":
-        says = "must not repeat a value"
-    elif rule == "minProperties":
-        says = "must not be empty" if val == 1 else f"must have at least {val} fields"
-    elif rule == "maxProperties":
-        says = f"must have at most {val} fields (it has {n})"
-    elif rule in ("oneOf", "anyOf"):
-        says = "does not have any of the forms this field takes"
-    else:
-        says = f"is not valid here ({rule})"
-    return f"{field_label(path, parameter)} {says}."
 
 
 def first_errors(validator: Any, instance: Any) -> list[ValidationError]:

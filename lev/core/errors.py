@@ -7,7 +7,6 @@ a REST body, a JSON-RPC error object or an MCP tool error result, and maps forei
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -19,6 +18,8 @@ import structlog
 from connexion.exceptions import BadRequestProblem, OAuthProblem, ProblemException, Unauthorized
 from jsonrpcserver.exceptions import JsonRpcError
 from starlette.exceptions import HTTPException
+
+from lev.core.wording import in_words
 
 log = structlog.stdlib.get_logger("lev")
 
@@ -175,28 +176,6 @@ def to_api_error(exc: Exception) -> ApiError:
         return _by_status(exc.status_code, str(exc.detail))
     log.error("unhandled error", exc_info=exc)
     return internal_error()
-
-
-_CONNEXION_SAYS = (  # Connexion's own parameter messages (names only, never values), said as the contract's are
-    (re.compile(r"Wrong type, expected '(\w+)' for \w+ parameter '([^']+)'"),
-     lambda m: f"The {m[2]} parameter must be {_TYPE_WORDS.get(m[1], m[1])}."),
-    (re.compile(r"Extra (\w+) parameter\(s\) (.+) not in spec"),
-     lambda m: f"Unknown {m[1]} parameter{'s' if ',' in m[2] else ''}: {m[2][:200]}; this operation does not take "
-               f"{'them' if ',' in m[2] else 'it'}."),
-    (re.compile(r"Missing (\w+) parameter '([^']+)'"), lambda m: f"The {m[2]} parameter is required."),
-    (re.compile(r"Request body must not be empty"), lambda m: "The request needs a JSON body."),
-)
-_TYPE_WORDS = {"integer": "a whole number", "number": "a number", "boolean": "true or false",
-               "string": "text", "array": "a list"}
-
-
-def in_words(detail: str) -> str:
-    """Connexion's validation messages said in words (ours already are: lev.core.contract.said)."""
-    for pattern, words in _CONNEXION_SAYS:
-        m = pattern.fullmatch(detail.strip())
-        if m:
-            return words(m)
-    return detail
 
 
 def _by_status(status: int, detail: str) -> ApiError:
