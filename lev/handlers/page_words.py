@@ -146,5 +146,21 @@ def excerpt(text: str | None, query: str | None, width: int = 300) -> str:
     return ("…" if start else "") + cut.rsplit(" ", 1)[0] + "…"
 
 
+def zip_none(values: Any) -> list[tuple[Any, None]]:
+    """Chips without links: [(text, None), ...]."""
+    return [(v, None) for v in values]
+
+
+def untitled(paragraphs: list[Any], title: str | None) -> list[Any]:
+    """The reader's paragraphs without a first one that only says the title (the page's heading says it)."""
+    if not paragraphs or not title:
+        return list(paragraphs)
+    first = paragraphs[0]
+    words = " ".join("".join(r.text for r in first.runs).split()).casefold()
+    marked = any(r.highlight_ids for r in first.runs)
+    return list(paragraphs[1:]) if words == " ".join(title.split()).casefold() and not marked else list(paragraphs)
+
+
 FILTERS = {"kind_word": kind_word, "site": site, "day": day, "moment": moment, "clock": clock, "where": where,
-           "size": size, "meta_rows": meta_rows, "marked": marked, "excerpt": excerpt}
+           "size": size, "meta_rows": meta_rows, "marked": marked, "excerpt": excerpt,
+           "zip_none": zip_none, "untitled": untitled}
