@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 PORT ?= 8080
 
-.PHONY: cluster test-cluster cluster-deps browser-deps node-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered wheel clean
+.PHONY: screenshots cluster test-cluster cluster-deps browser-deps node-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered wheel clean
 
 # Packages are installed by uv (pinned; the one thing pip installs): a first `make run` on an empty package cache
 # downloads and installs about 80 packages in parallel, several times faster than pip.
@@ -67,6 +67,10 @@ wheel:
 run: export LEV_LOG_FORMAT ?= console
 run: $(STAMP)
 	$(BIN)/lev serve --port $(PORT)
+
+# Every page at 1280 and 390 px into docs/screenshots, from a fresh Lev of its own (tests/screenshots.py).
+screenshots: $(DEV_STAMP) browser-deps
+	$(BIN)/python -m tests.screenshots
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
