@@ -82,6 +82,7 @@ def main() -> None:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="lev-shots-"))
+    (tmp / "data").mkdir()
     server = LiveServer(tmp / "data", {"LEV_RATE_LIMITS": "off", "LEV_ALLOW_PRIVATE_URLS": "true"}).start(600)
     admin = Admin(str(running_postgres_url(tmp / "data")), str(running_redis_url(tmp / "data")))
     try:

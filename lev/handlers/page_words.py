@@ -75,8 +75,8 @@ def where(location: dict[str, Any] | None, start_sec: Any = None) -> str:
     if loc.get("sheet"):
         rows = f", rows {loc['row_start']}–{loc['row_end']}" if loc.get("row_start") else ""
         return f"Sheet {loc['sheet']}{rows}"
-    sec = start_sec if start_sec is not None else loc.get("start_sec")
-    return clock(sec) if sec is not None else ""
+    sec = start_sec if isinstance(start_sec, (int, float)) else loc.get("start_sec")
+    return clock(sec) if isinstance(sec, (int, float)) else ""
 
 
 def size(value: Any) -> str:
@@ -133,8 +133,9 @@ def marked(text: str | None, query: str | None) -> Markup:
 
 
 def excerpt(text: str | None, query: str | None, width: int = 300) -> str:
-    """At most `width` characters of `text`, centred on the first word of the search it holds."""
-    body = " ".join((text or "").split())
+    """At most `width` characters of `text`, centred on the first word of the search it holds; its paragraphs
+    stay apart (one line each: a heading does not run into the sentence after it)."""
+    body = "\n".join(" ".join(p.split()) for p in re.split(r"\n\s*\n|\n", text or "") if p.strip())
     if len(body) <= width:
         return body
     words = query_words(query)

@@ -168,6 +168,7 @@ def title_prefix(text: str, title: str | None) -> int:
     return pos if pos < len(text) and pos > 0 and text[pos - 1].isspace() else 0
 
 
+_HYPHENS = ("-", "\u00ad", "\ufffe", "\u2010")
 _END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
 _BULLET = re.compile(r"^(?:[•◦▪‣*–—-]\s|\(?\d{1,3}[.)]\s|\(?[a-z][.)]\s)")
 
@@ -190,8 +191,9 @@ def reflow(page: str) -> str:
                 paragraphs.append(current)
             current = ""
             continue
-        if current and current.endswith("-") and current[-2:-1].isalpha() and line[:1].islower():
-            current = current[:-1] + line
+        if current and current[-1:] in _HYPHENS and current[-2:-1].isalpha() and (
+                line[:1].islower() or current[-1:] != "-"):
+            current = current[:-1] + line  # a word broken at the line's end (pdfium marks soft hyphens U+FFFE)
         else:
             current = f"{current} {line}" if current else line
         after = lines[i + 1] if i + 1 < len(lines) else ""
