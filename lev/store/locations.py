@@ -178,6 +178,7 @@ def reflow(page: str) -> str:
     word broken by a hyphen at a line's end joined whole); a short line before a capital (a heading), a list item,
     a blank line and a short line that ends a sentence end their paragraph. Paragraphs are apart by a blank line;
     the result is in the stored form (`normalize_text`)."""
+    page = page.replace("\ufffe\n", "").replace("\ufffe", "")  # pdfium's mark of a word hyphenated at a line's end
     lines = [line.strip() for line in normalize_whitespace(page).split("\n")]
     widths = sorted(len(line) for line in lines if line)
     if len(widths) < 2:
