@@ -4,6 +4,7 @@ the templates use; the JSON APIs keep their own names)."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -159,7 +160,12 @@ def untitled(paragraphs: list[Any], title: str | None) -> list[Any]:
     first = paragraphs[0]
     words = " ".join("".join(r.text for r in first.runs).split()).casefold()
     marked = any(r.highlight_ids for r in first.runs)
-    return list(paragraphs[1:]) if words == " ".join(title.split()).casefold() and not marked else list(paragraphs)
+    if words != " ".join(title.split()).casefold() or marked:
+        return list(paragraphs)
+    rest = [replace(p) for p in paragraphs[1:]]
+    if rest and first.page and not rest[0].page:
+        rest[0].page = first.page  # the page's mark stays, before the paragraph after the title
+    return rest
 
 
 FILTERS = {"kind_word": kind_word, "site": site, "day": day, "moment": moment, "clock": clock, "where": where,
