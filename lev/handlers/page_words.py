@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 
 from markupsafe import Markup, escape
 
+from lev.store.locations import title_prefix
+
 KIND_WORDS = {"url": "Web page", "page": "Web page", "text": "Note", "pdf": "PDF", "image": "Image",
               "audio": "Audio", "video": "Video", "youtube": "YouTube video", "document": "Document",
               "presentation": "Slides", "spreadsheet": "Spreadsheet", "ebook": "E-book", "markdown": "Markdown",
@@ -148,6 +150,21 @@ def excerpt(text: str | None, query: str | None, width: int = 300) -> str:
     return ("…" if start else "") + cut.rsplit(" ", 1)[0] + "…"
 
 
+def hit_text(hit: dict[str, Any]) -> str:
+    """A hit's passage as the page shows it: without the item's title it opens with (the hit's heading says it)."""
+    text = str(hit.get("text") or "")
+    return text if hit.get("highlight_id") else text[title_prefix(text, hit.get("title")):]
+
+
+def hit_heading(hit: dict[str, Any]) -> str | None:
+    """A hit's heading unless it is the item's title again."""
+    heading = (hit.get("location") or {}).get("heading")
+    def flat(value: Any) -> str:
+        return " ".join(str(value or "").split()).casefold()
+
+    return None if heading and flat(heading) == flat(hit.get("title")) else heading
+
+
 def zip_none(values: Any) -> list[tuple[Any, None]]:
     """Chips without links: [(text, None), ...]."""
     return [(v, None) for v in values]
@@ -170,4 +187,4 @@ def untitled(paragraphs: list[Any], title: str | None) -> list[Any]:
 
 FILTERS = {"kind_word": kind_word, "site": site, "day": day, "moment": moment, "clock": clock, "where": where,
            "size": size, "meta_rows": meta_rows, "marked": marked, "excerpt": excerpt,
-           "zip_none": zip_none, "untitled": untitled}
+           "zip_none": zip_none, "untitled": untitled, "hit_text": hit_text, "hit_heading": hit_heading}

@@ -25,7 +25,6 @@ from lev.store import search as search_store
 from lev.store import similar as similar_store
 from lev.store.filters import NONE as NO_FILTERS
 from lev.store.filters import Filters
-from lev.store.locations import title_prefix
 from lev.store.scope import Scope
 
 
@@ -93,20 +92,6 @@ def located_hit(hit: dict[str, Any]) -> dict[str, Any]:
         hit["url"] = moment_url(kind, hit["url"], hit["item_id"], start, stored=stored)
     where["heading"] = raw["heading"]
     hit["location"] = where
-    return untitled(hit)
-
-
-def untitled(hit: dict[str, Any]) -> dict[str, Any]:
-    """A hit without its item's title said again (issue 51): a passage that opens with the title starts after it
-    (`char_start` moved as far, so the location still slices the text), and a heading that is the title is none."""
-    where = hit["location"]
-    title = " ".join((hit.get("title") or "").split()).casefold()
-    if title and where.get("heading") and " ".join(where["heading"].split()).casefold() == title:
-        where["heading"] = None
-    cut = 0 if "highlight_id" in hit else title_prefix(hit.get("text") or "", hit.get("title"))
-    if cut:
-        hit["text"] = hit["text"][cut:]
-        where["char_start"] += cut
     return hit
 
 
