@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 PORT ?= 8080
 
-.PHONY: cluster test-cluster cluster-deps browser-deps node-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered bench-deliveries wheel clean
+.PHONY: screenshots conformance cluster test-cluster cluster-deps browser-deps node-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered bench-deliveries wheel clean
 
 # Packages are installed by uv (pinned; the one thing pip installs): a first `make run` on an empty package cache
 # downloads and installs about 80 packages in parallel, several times faster than pip.
@@ -71,6 +71,10 @@ run: export LEV_LOG_FORMAT ?= console
 run: $(STAMP)
 	@$(COMPILE) lev
 	$(BIN)/lev serve --port $(PORT)
+
+# Every page at 1280 and 390 px into docs/screenshots, from a fresh Lev of its own (tests/screenshots.py).
+screenshots: $(DEV_STAMP) browser-deps
+	$(BIN)/python -m tests.screenshots
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .

@@ -16,6 +16,7 @@ from jsonrpcserver.exceptions import JsonRpcError
 from starlette.exceptions import HTTPException
 
 from lev.core import outages
+from lev.core.wording import in_words
 
 log = structlog.stdlib.get_logger("lev")
 
@@ -168,7 +169,7 @@ def to_api_error(exc: Exception) -> ApiError:
     if isinstance(exc, (OAuthProblem, Unauthorized)):
         return missing_bearer_token()
     if isinstance(exc, BadRequestProblem):
-        return invalid_body(str(exc.detail or "The request failed validation."))
+        return invalid_body(in_words(str(exc.detail or "The request failed validation.")))
     if isinstance(exc, UnicodeDecodeError):  # Connexion decodes JSON bodies before validating them
         return invalid_body("The request body is not UTF-8 encoded JSON.")
     if isinstance(exc, ProblemException) and (exc.status or 500) < 500:

@@ -23,7 +23,7 @@ from starlette.responses import Response
 from lev import runtime
 from lev.auth.policy import Principal, parse_uuid_field, require
 from lev.core import context, jsonguard
-from lev.core.contract import ContractValidator, first_errors, mcp_tools, readable
+from lev.core.contract import ContractValidator, first_errors, mcp_tools, said
 from lev.core.errors import (
     JSONRPC_INVALID_PARAMS,
     JSONRPC_INVALID_REQUEST,
@@ -157,7 +157,7 @@ def _validate_arguments(tool: dict[str, Any], arguments: Any) -> dict[str, Any]:
             else "arguments")
         if first.validator == "additionalProperties":
             where = "arguments"
-        message = f"Invalid argument {where}: {readable(first)}"
+        message = f"Invalid argument {where}: {said(first)}"
         raise jsonrpc_error(invalid_body(message))
     return arguments
 

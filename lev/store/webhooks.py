@@ -66,9 +66,10 @@ async def add_event(session: AsyncSession, *, event_id: str, user_id: uuid.UUID,
 async def add_deliveries(session: AsyncSession, event_id: str, webhook_ids: list[uuid.UUID]) -> list[uuid.UUID]:
     ids = [uuid.uuid4() for _ in webhook_ids]
     if ids:
-        await session.execute(insert(webhook_deliveries), [
-            {"id": d, "webhook_id": w, "event_id": event_id, "status": "pending", "attempts": 0}
-            for d, w in zip(ids, webhook_ids, strict=True)])
+        await session.execute(insert(webhook_deliveries).values([
+            {"id": d, "webhook_id": w, "event_id": event_id, "status": "pending", "attempts": 0,
+             "next_attempt_at": func.clock_timestamp()}  # not the transaction's now(): later events are due later
+            for d, w in zip(ids, webhook_ids, strict=True)]))
     return ids
 
 
@@ -175,7 +176,7 @@ WITH RECURSIVE waiting(webhook_id) AS (
 UPDATE webhook_deliveries d SET locked_until = now() + make_interval(secs => :lease)
 FROM picked, webhooks w, webhook_events e
 WHERE d.id = picked.id AND w.id = d.webhook_id AND e.id = d.event_id
-RETURNING d.id, d.webhook_id, d.event_id, d.attempts, w.url, w.secret, w.previous_secret,
+RETURNING d.id, d.webhook_id, d.event_id, d.attempts, d.next_attempt_at AS due, w.url, w.secret, w.previous_secret,
           coalesce(w.previous_secret_until > now(), false) AS old_valid, w.failing_since IS NOT NULL AS failing,
           e.type, e.payload
 """)

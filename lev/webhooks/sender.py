@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import heapq
 import json
 import time
@@ -60,6 +61,7 @@ class Sender:
         self.handed_back: list[uuid.UUID] = []  # queued deliveries given back, released with the next write
         self.asked: set[uuid.UUID] = set()  # endpoints with room that woke the claim since it last ran
         self.running: dict[uuid.UUID, asyncio.Task[None]] = {}  # delivery -> its attempt
+        self.last_of: dict[tuple[Any, Any], asyncio.Task[None]] = {}  # (endpoint, item) -> its latest attempt
         self.retries: list[float] = []  # monotonic times when retries recorded here fall due
         self.outcomes: list[dict[str, Any]] = []
         self.written = asyncio.Event()
@@ -163,7 +165,7 @@ class Sender:
                 s, limit=room, held=self.held, full=full, healthy_cap=AHEAD * HEALTHY_CAP,
                 failing_cap=AHEAD * FAILING_CAP, lease_sec=deliver.LEASE_SEC)
         now = time.monotonic()
-        for delivery in taken:
+        for delivery in sorted(taken, key=lambda d: d["due"]):
             w = delivery["webhook_id"]
             self.held[w] = self.held.get(w, 0) + 1
             if w not in self.active:
@@ -173,6 +175,10 @@ class Sender:
             self._start(w)
         if len(taken) >= room:
             self.wake.set()  # room filled: more may be due once some finish
+
+    def _forget(self, key: tuple[Any, Any], task: asyncio.Task[None]) -> None:
+        if self.last_of.get(key) is task:
+            del self.last_of[key]
 
     def _refillable(self, webhook_id: uuid.UUID, held: int) -> bool:
         """Whether a claim should take more for this endpoint: its queue has run dry (what it holds would all be
@@ -190,7 +196,13 @@ class Sender:
                 self._hand_back(w, delivery)
                 continue
             self.active[w] = self.active.get(w, 0) + 1
-            self.running[delivery["id"]] = loop.create_task(self._attempt(delivery))
+            # one item's events reach an endpoint in the order they happened (item.created before item.ready)
+            key = (w, (delivery["payload"].get("data") or {}).get("item_id") or delivery["id"])
+            before = self.last_of.get(key)
+            task = loop.create_task(self._attempt(delivery, before if before is not None and not before.done()
+                                                  else None))
+            self.running[delivery["id"]] = self.last_of[key] = task
+            task.add_done_callback(functools.partial(self._forget, key))
         if not queue:
             self.queued.pop(w, None)
 
@@ -208,9 +220,11 @@ class Sender:
             if w not in self.active:
                 self.caps.pop(w, None)
 
-    async def _attempt(self, delivery: dict[str, Any]) -> None:
+    async def _attempt(self, delivery: dict[str, Any], after: asyncio.Task[None] | None = None) -> None:
         w = delivery["webhook_id"]
         try:
+            if after is not None:
+                await asyncio.wait([after])
             body = json.dumps(delivery["payload"], separators=(",", ":"), ensure_ascii=False)
             started = time.perf_counter()
             code, error, answer = await deliver.post(self.deps.outbound, delivery["url"], body,

@@ -48,3 +48,14 @@ def test_the_import_file_is_described_as_utf8_text() -> None:
     file = op["requestBody"]["content"]["multipart/form-data"]["schema"]["properties"]["file"]
     assert "UTF-8" in file["description"] and "not UTF-8" in file["description"]
     assert "not UTF-8" in op["responses"]["400"]["description"]
+
+
+def test_the_contract_is_a_valid_openapi_document_and_libyaml_reads_it_as_pyyaml_does() -> None:
+    """The server parses openapi.yaml with libyaml and no meta-schema check (a restart's seconds, issue 51): the
+    check is here, and the two parsers agree."""
+    import yaml
+
+    from lev.core.contract import SPEC_PATH, check_spec
+
+    check_spec()
+    assert load_spec() == yaml.safe_load(SPEC_PATH.read_text())

@@ -226,7 +226,8 @@ def test_serve_prints_a_ready_banner_and_no_library_noise(unconfigured: LiveServ
     assert f"Lev is ready at {unconfigured.url}" in log
     assert "user create you@example.com --tier pro" in log and "token create --user you@example.com" in log
     assert f"{unconfigured.url}/api/mcp" in log
-    assert f"open {unconfigured.url}/ in a browser and create your account" in log
+    # this server's database has accounts already (the session's): the banner says to sign in (issue 51)
+    assert f"open {unconfigured.url}/ in a browser and sign in (or create an account)" in log
     assert "[transformers]" not in log and "Warning" not in log, log[:3000]
 
 
