@@ -266,7 +266,7 @@ def test_scope_and_bad_input(api, user: User) -> None:
     assert "refused" in body["message"] and "resolve" in body["message"]
     body = err(owner.post("/api/v1/webhooks", json={"url": "http://127.0.0.1:9/", "events": ["item.exploded"]}),
                400, "invalid_body")
-    assert "item.exploded" in body["message"] and all(e in body["message"] for e in ALL), body
+    assert "events" in body["message"].lower() and all(e in body["message"] for e in ALL), body  # never the value
     err(owner.post("/api/v1/webhooks", json={"url": "http://127.0.0.1:9/", "events": []}), 400, "invalid_body")
     err(owner.get("/api/v1/webhooks/not-a-uuid"), 400, "invalid_id")
 
