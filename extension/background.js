@@ -128,7 +128,7 @@ async function highlight(tabId, note, folderId) {
     fresh = true;
   }
   let r = await api("POST", `/items/${st.item_id}/highlights`, body);
-  if (!r.ok && r.error === "invalid_body" && !fresh) {
+  if (!r.ok && (r.error === "words_not_found" || r.error === "invalid_body") && !fresh) { // invalid_body: Lev before 409
     const made = await savePage(tabId, folderId); // Lev's copy lacks the words: keep the page as it is shown now
     if (!made.ok) return made;
     st = { item_id: made.item_id };

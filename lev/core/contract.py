@@ -242,12 +242,15 @@ def _mapped_error(error: ValidationError) -> ApiError | None:
     """Schema violations the error table gives their own code or fields: a MIME type outside the allowlist (415);
     an allowed type sent to the other finalize endpoint stays 400; a declared upload size over the cap is 413
     file_too_large with the cap as `maxBytes`, as the interface spec's table has it (`lev.ingest.media.check_signing`
-    says the same)."""
+    says the same), and so is a page's `html` past its 5 MiB (`lev.ingest.request` counts the bytes)."""
 
     field = error.path[-1] if error.path else None
     if field == "size" and error.validator == "maximum" and isinstance(error.validator_value, int):
         return file_too_large(f"size: uploads are limited to {error.validator_value} bytes (50 MB).",
                               error.validator_value)
+    if field == "html" and error.validator == "maxLength" and isinstance(error.validator_value, int):
+        return file_too_large(f"A page's HTML is limited to {error.validator_value} bytes (5 MiB) of UTF-8; this one "
+                              "has more.", error.validator_value)
     if field == "mime" and error.validator == "enum" and isinstance(error.instance, str):
         if error.instance not in ALLOWED_MIMES:
             return unsupported_media_type(f"MIME type {error.instance[:200]!r} is not accepted; upload a PDF, an "
@@ -267,9 +270,12 @@ def _branch_errors(error: ValidationError, body: Any) -> ValidationError:
     # Connexion hands the validator the schema with its $refs resolved: find the branch by its enum of `prop`
     index = next((i for i, branch in enumerate(error.validator_value)
                   if value in branch.get("properties", {}).get(prop, {}).get("enum", [])), None)
+    if prop not in body:
+        return ValidationError(f"{prop} is required", validator="required", validator_value=[prop], instance=body)
     if index is None:
-        return ValidationError(f"{prop} must be one of {', '.join(disc.get('mapping', {}))}", path=[prop],
-                               validator="enum")
+        kinds = list(disc.get("mapping", {}))
+        return ValidationError(f"{prop} must be one of {', '.join(kinds)}", path=[prop], validator="enum",
+                               validator_value=kinds, instance=value)
     chosen = [e for e in error.context or [] if e.relative_schema_path and e.relative_schema_path[0] == index]
     return best_match(chosen) if chosen else error
 
@@ -292,7 +298,7 @@ class ContractJSONBodyValidator(JSONRequestBodyValidator):
         if all(m is not None for m in mapped):
             raise mapped[0]  # type: ignore[misc]
         error = best_match(_branch_errors(e, body) for e, m in zip(errors, mapped, strict=True) if m is None)
-        raise BadRequestProblem(detail=said(error))
+        raise _mapped_error(error) or BadRequestProblem(detail=said(error))
 
 
 class GuardedJSONBody(ContractJSONBodyValidator):

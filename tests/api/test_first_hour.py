@@ -110,7 +110,7 @@ def test_what_the_schema_refuses_the_server_refuses(server, api, user) -> None:
     c = api(user.token(write=True))
     sign = "/api/v1/uploads/signed-url"
     r = c.post(sign, json={"mime": "application/pdf", "size": 52428801, "filename": "a.pdf"})
-    assert r.status_code == 400 and r.json()["error"] == "invalid_body" and r.json()["maxBytes"] == 52428800
+    assert r.status_code == 413 and r.json()["error"] == "file_too_large" and r.json()["maxBytes"] == 52428800
     r = c.post(sign, json={"mime": "text/html", "size": 10, "filename": "a.html"})
     assert r.status_code == 415 and r.json()["error"] == "unsupported_media_type"
     r = c.post(sign, json={"mime": "Application/PDF", "size": 10, "filename": "a.pdf"})

@@ -79,7 +79,7 @@ def test_malformed_urls_are_400_in_every_field(server, user: User) -> None:
     r = c.post("/api/v1/ingest", json={"kind": "url", "url": "https://[::1/x"})
     assert "cannot be parsed" in r.json()["message"], r.text  # the fuzzer's 500 (issue 38 item 6)
     r = c.post("/api/v1/ingest", json={"kind": "page", "url": "http:///x", "html": html})
-    assert r.json()["message"] == "url has no host.", r.text  # a capture URL needs a host
+    assert r.status_code == 400 and "with a host" in r.json()["message"], r.text  # a capture URL needs a host
 
 
 @given(urls())

@@ -52,8 +52,8 @@ def test_size_cap_is_inclusive() -> None:
     check_signing("application/pdf", MAX_UPLOAD_BYTES)
     with pytest.raises(ApiError) as exc:
         check_signing("application/pdf", MAX_UPLOAD_BYTES + 1)
-    assert exc.value.status == 400  # as the contract's schema (maximum 52428800) refuses it
-    assert rest_body(exc.value)["error"] == "invalid_body"
+    assert exc.value.status == 413  # the interface spec's code; the schema's maximum 52428800 says the same cap
+    assert rest_body(exc.value)["error"] == "file_too_large"
     assert rest_body(exc.value)["maxBytes"] == 52428800
 
 

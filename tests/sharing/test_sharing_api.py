@@ -183,8 +183,9 @@ def test_bad_input_is_refused_in_words_and_changes_nothing(api, admin: Admin) ->
     share(o, folder, member, m, "viewer")
     path = f"/api/v1/folders/{folder}/invitations"
     assert "yourself" in err(o.post(path, json={"email": owner.email, "role": "viewer"}), 409, "already_member")
-    assert "role" in err(o.post(path, json={"email": "x@example.com", "role": "admin"}), 400, "invalid_body")
-    assert "email" in err(o.post(path, json={"email": "not-an-email", "role": "viewer"}), 400, "invalid_body")
+    assert "Role must be one of: editor, viewer." == err(o.post(path, json={"email": "x@example.com", "role": "admin"}),
+                                                          400, "invalid_body")
+    assert "Email" in err(o.post(path, json={"email": "not-an-email", "role": "viewer"}), 400, "invalid_body")
     assert "member" in err(o.post(path, json={"email": member.email, "role": "editor"}), 409, "already_member")
     ok(o.post(path, json={"email": "later@example.com", "role": "viewer"}), 201)
     assert "already" in err(o.post(path, json={"email": "LATER@example.com", "role": "editor"}), 409,
@@ -192,7 +193,7 @@ def test_bad_input_is_refused_in_words_and_changes_nothing(api, admin: Admin) ->
     listed = ok(o.get(f"/api/v1/folders/{folder}/members"))
     assert [i["email"] for i in listed["invitations"]] == ["later@example.com"]
     assert len(listed["members"]) == 2
-    assert "role" in err(o.patch(f"/api/v1/folders/{folder}/members/{member.id}", json={"role": "owner"}), 400,
+    assert "Role" in err(o.patch(f"/api/v1/folders/{folder}/members/{member.id}", json={"role": "owner"}), 400,
                          "invalid_body")
     err(o.patch(f"/api/v1/folders/{folder}/members/{owner.id}", json={"role": "viewer"}), 409, "owner_fixed")
     err(o.delete(f"{path}/00000000-0000-4000-8000-000000000000"), 404, "not_found")
