@@ -5,6 +5,7 @@ from __future__ import annotations
 
 DOCUMENT_MIMES = frozenset({
     "application/pdf", "image/png", "image/jpeg", "image/webp", "image/gif", "image/tiff",
+    "text/plain", "text/markdown",  # UTF-8 text: kept as kind text (issue 48's formats give them kinds of their own)
 })
 AUDIO_MIMES = frozenset({
     "audio/mpeg", "audio/mp4", "audio/x-m4a", "audio/m4a", "audio/wav", "audio/x-wav", "audio/wave",

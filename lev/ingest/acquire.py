@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
-from lev.core.errors import ApiError, ingest_failed, transcription_unavailable
+from lev.core.errors import ApiError, extraction_failed, ingest_failed, transcription_unavailable
 from lev.ingest import youtube
 from lev.ingest.documents import INLINE_OCR_PAGES, extract, pdf_plan
 from lev.ingest.download import download
@@ -191,6 +191,8 @@ async def file(deps: Deps, source: Source, local: Path, title: str | None) -> Ac
         duration = await asyncio.to_thread(media_duration_seconds, local)
         meta["duration_sec"] = round(duration, 3)
         return Recording(klass, title or source.filename, source, duration, meta)
+    if mime in ("text/plain", "text/markdown"):
+        return await _text_file(source, local, title, meta)
     kind = "pdf" if mime == "application/pdf" else "image"
     queued = (source.size or 0) > INLINE_DOC_BYTES
     if kind == "pdf":
@@ -202,6 +204,18 @@ async def file(deps: Deps, source: Source, local: Path, title: str | None) -> Ac
     meta = {**doc.metadata, **meta}
     return Text(kind, title or doc.metadata.get("title") or source.filename, doc.text, source, meta,
                 outline=doc.outline)
+
+
+async def _text_file(source: Source, local: Path, title: str | None, meta: dict[str, Any]) -> Text:
+    """A UTF-8 text or Markdown file, kept as text (422 extraction_failed when it is not UTF-8)."""
+    data = await asyncio.to_thread(local.read_bytes)
+    try:
+        body = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise extraction_failed(f"The file is not UTF-8 text (byte {exc.start}).") from None
+    if "\x00" in body:
+        raise extraction_failed("The file holds a NUL character: it is not text.")
+    return Text("text", title or PurePosixPath(source.filename).stem or title_from_text(body), body, source, meta)
 
 
 async def _youtube(deps: Deps, canonical: str, title: str | None) -> Acquired:

@@ -8,6 +8,7 @@ import asyncio
 import uuid
 from typing import Any
 
+from lev.highlights import service as highlights
 from lev.ingest import progress
 from lev.ingest.chunking import embed_chunks, timed_passages
 from lev.ingest.followups import EMBED, EXTRACT, TRANSCRIBE, Followup, enqueue, finishing, transforms
@@ -57,6 +58,7 @@ async def finish_content(deps: Deps, content_id: uuid.UUID, title: str | None, b
         if row is None or row["status"] != lifecycle.Status.PROCESSING:
             return 0  # deleted while we worked, or finished by another run of this job (no second chunks or charge)
         ready = lifecycle.advance(lifecycle.of_content(row["kind"], row["status"]), lifecycle.Event.FINISHED)
+        await highlights.content_text_stored(s, content_id, chunks.text or "", title)
         todo = await index_content(s, content_id, title, chunks, ready, content_values=content_values)
         if charge is not None:
             await quota.charge(s, charge[0], charge[1])

@@ -31,6 +31,13 @@ EXT_MIME = {
     ".webm": "video/webm", ".mov": "video/quicktime", ".mkv": "video/webm",
 }
 
+# File names' extensions -> the MIME type a file of a folder (a ZIP's member, a synced file) is kept as.
+NAME_MIME = {
+    **EXT_MIME, ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp",
+    ".gif": "image/gif", ".tif": "image/tiff", ".tiff": "image/tiff", ".m4v": "video/mp4", ".mkv": "video/webm",
+    ".txt": "text/plain", ".md": "text/markdown", ".markdown": "text/markdown",
+}
+
 _MP3_SYNC = re.compile(rb"\xff[\xe2-\xe3\xf2-\xf3\xfa-\xfb]")
 
 
@@ -65,6 +72,12 @@ def pick_mime(ctype: str, url: str, kind: str) -> str:
     if guess:
         return guess
     return {"pdf": "application/pdf", "audio": "audio/mpeg", "video": "video/mp4"}.get(kind, ctype)
+
+
+def mime_for_name(name: str) -> str | None:
+    """The MIME type Lev keeps a file of this name as (by its extension), or None when it keeps no such file."""
+    mime = NAME_MIME.get(PurePosixPath(name).suffix.lower())
+    return mime if mime in ALLOWED_MIMES else None
 
 
 def read_head(path: Path, n: int = SNIFF_HEAD) -> bytes:
@@ -105,7 +118,20 @@ def _is_riff(head: bytes, form: bytes) -> bool:
     return len(head) >= 12 and head[:4] == b"RIFF" and head[8:12] == form
 
 
+def _is_text(head: bytes) -> bool:
+    """UTF-8 text without NUL (the head may end inside a character)."""
+    if b"\x00" in head:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start >= len(head) - 3 and exc.reason == "unexpected end of data"
+    return True
+
+
 _CHECKS = {
+    "text/plain": _is_text,
+    "text/markdown": _is_text,
     "application/pdf": lambda h: h[:1024].lstrip(b"\x00\t\r\n\x0c ").startswith(b"%PDF-"),
     "image/png": lambda h: h.startswith(b"\x89PNG\r\n\x1a\n"),
     "image/jpeg": lambda h: h.startswith(b"\xff\xd8\xff"),

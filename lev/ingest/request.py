@@ -20,6 +20,10 @@ from lev.store import lifecycle
 from lev.store import members as member_store
 
 MAX_TEXT_CHARS = 1_000_000
+MAX_SOURCE_PATH_CHARS = 1024  # a file's path (FinalizeRequest.source_path)
+MAX_SOURCE_PATH_DEPTH = 100
+MAX_FOLDER_NAME = 200  # FolderCreate.name
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MAX_URL_CHARS = 4096
 MAX_HTML_BYTES = 5 * 1024 * 1024  # 5242880 bytes of UTF-8: a captured page as the browser rendered it
 # The request body that carries it: JSON escaping (quotes, backslashes, newlines) can double the HTML's size.
@@ -46,6 +50,41 @@ class IngestRequest:
 
 
 @dataclass(frozen=True)
+class FileAt:
+    """A file kept by its path (a ZIP's member, a synced file): its source path and the SHA-256 of its bytes."""
+
+    path: str
+    sha256: str
+    size: int
+
+
+def source_path(value: str, field: str = "source_path") -> str:
+    """A file's path as Lev keeps it (`Vault/Projects/plan.md`: folders, then the name, separated by `/`), or 400
+    invalid_body: at most 1024 characters and 100 levels, no empty, `.` or `..` part, no leading `/`, no control
+    character."""
+    if len(value) > MAX_SOURCE_PATH_CHARS:
+        raise invalid_body(f"{field} is limited to {MAX_SOURCE_PATH_CHARS} characters.")
+    if _CONTROL.search(value):
+        raise invalid_body(f"{field} must not hold control characters.")
+    parts = value.split("/")
+    if any(p in ("", ".", "..") or not p.strip() for p in parts):
+        raise invalid_body(f"{field} is a relative path of names separated by `/` (no empty, `.` or `..` part, no "
+                           "leading or trailing `/`).")
+    if len(parts) > MAX_SOURCE_PATH_DEPTH + 1:
+        raise invalid_body(f"{field} lies deeper than {MAX_SOURCE_PATH_DEPTH} folders.")
+    return value
+
+
+def folder_of_path(parts: list[str]) -> str | None:
+    """The Lev folder a file's folders make, named by their path (`Vault/Projects`; over 200 characters the start
+    gives way: `…/Projects`), or None for a file at the top."""
+    if not parts:
+        return None
+    name = "/".join(" ".join(p.split())[:MAX_FOLDER_NAME] or "Untitled folder" for p in parts)
+    return name if len(name) <= MAX_FOLDER_NAME else "…" + name[-(MAX_FOLDER_NAME - 1):]
+
+
+@dataclass(frozen=True)
 class Resolved:
     """A checked request: `kind` is what the item will be (text, url, youtube, pdf, audio, video, or page: a page
     captured in the user's browser, with its `html`); `canonical` the key a URL's content is shared by (a captured
@@ -61,6 +100,7 @@ class Resolved:
     text: str | None = None
     source_url: str | None = None
     html: bytes | None = None
+    file: FileAt | None = None  # an upload kept by its path: a new item there, or its item updated in place
 
 
 async def resolve(deps: Deps, principal: Principal, req: IngestRequest) -> Resolved:

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev.auth.policy import Principal, folder_name, folder_visible, require_owner
+from lev.auth.policy import Principal, folder_name, folder_visible, require_owner, require_whole_library
 from lev.core import context
 from lev.core.errors import invalid_body, name_taken, not_found
 from lev.core.settings import Settings
@@ -23,6 +23,7 @@ from lev.store import items as item_store
 from lev.store import members as member_store
 from lev.store import search as search_store
 from lev.store import similar as similar_store
+from lev.store import sourcefiles as source_store
 from lev.store.filters import NONE as NO_FILTERS
 from lev.store.filters import Filters
 from lev.store.scope import Scope
@@ -197,3 +198,21 @@ async def similar_items(deps: Deps, principal: Principal, item_id: uuid.UUID, li
         raise not_found()
     context.note_results(len(results))
     return {"item_id": str(item_id), "results": results}
+
+
+async def source_files(deps: Deps, principal: Principal, prefix: str, after: str | None,
+                       limit: int) -> dict[str, Any]:
+    """The files the caller's library keeps by their path (`lev sync` compares them with a folder), those under
+    `prefix`, in byte order of their paths, a page of `limit` after `after`; a whole-library token's."""
+    require_whole_library(principal, "list the files kept by their path")
+    if not 1 <= limit <= 1000:
+        raise invalid_body("limit must be between 1 and 1000.")
+    async with deps.db.read_session() as s:
+        rows = await source_store.listing(s, principal.user_id, prefix, after, limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    context.note_results(len(rows))
+    return {"files": [{"path": r["path"], "sha256": r["sha256"], "size_bytes": int(r["size_bytes"]),
+                       "item_id": str(r["item_id"]), "status": r["status"], "updated_at": r["updated_at"].isoformat()}
+                      for r in rows],
+            "next_after": rows[-1]["path"] if more else None}

@@ -78,7 +78,8 @@ def test_classes_and_finalize_endpoints() -> None:
     assert media_class("audio/x-m4a") == "audio"
     assert media_class("Audio/Ogg; codecs=opus") == "audio"
     assert media_class("video/quicktime") == "video"
-    assert media_class("text/plain") is None
+    assert media_class("application/zip") is None
+    assert media_class("text/plain") == media_class("text/markdown") == "document"
     assert finalize_endpoint("image/png") == "finalize-document"
     assert finalize_endpoint("application/pdf") == "finalize-document"
     assert finalize_endpoint("audio/mpeg") == "finalize"
