@@ -3,4 +3,4 @@
 (`clock`), the contract loader and the Connexion shim (`contract`), request-body parsing (`jsonguard`), the
 retry policy for outside providers (`retry`), the MIME types an upload may have (`mimes`), the pages' security
 headers (`pagepolicy`), the release and the files shipped inside the package (`packagedata`) and the one parser of
-the URLs people send (`weburl`), text made fit for XML (`xmltext`)."""
+the URLs people send (`weburl`), text made fit for XML (`xmltext`), a file's path as Lev keeps it (`sourcepath`)."""

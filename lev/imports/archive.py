@@ -18,17 +18,16 @@ import struct
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import IO
+from typing import IO, Any
 
-from lev.core.errors import ApiError, extraction_failed, file_too_large, invalid_body
-from lev.ingest.media import MAX_UPLOAD_BYTES, mime_for_name
-from lev.ingest.request import MAX_SOURCE_PATH_CHARS, MAX_SOURCE_PATH_DEPTH, folder_of_path
+from lev.core import sourcepath
+from lev.core.mimes import mime_for_name
 
 ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08")
 MAX_FOLDER_NAME = 200  # FolderCreate.name
 MAX_FOLDERS = 5000  # as a bookmark file's
-MAX_DEPTH = MAX_SOURCE_PATH_DEPTH
-MAX_PATH_CHARS = MAX_SOURCE_PATH_CHARS
+MAX_DEPTH = sourcepath.MAX_DEPTH
+MAX_PATH_CHARS = sourcepath.MAX_CHARS
 MAX_SKIPPED = 1000  # skipped files listed (all are counted)
 BOMB_RATIO = 100  # unpacked bytes per archive byte past which (and past BOMB_FLOOR) an archive is refused
 BOMB_FLOOR = 64 * 1024 * 1024
@@ -43,11 +42,33 @@ def is_zip(head: bytes, filename: str | None) -> bool:
     return head.startswith(ZIP_MAGIC) or (filename or "").lower().endswith(".zip")
 
 
+class Refused(Exception):
+    """The archive is refused: the error code of lev.core.errors's table, the message, the body's extra fields.
+    (Raised in a child process: this module imports next to nothing of Lev's, so the child starts quickly.)"""
+
+    def __init__(self, code: str, message: str, extra: dict[str, Any]) -> None:
+        super().__init__(code, message, extra)
+        self.code, self.message, self.extra = code, message, extra
+
+
+def _unreadable(message: str) -> Refused:
+    return Refused("extraction_failed", message, {})
+
+
+def _too_large(message: str, max_bytes: int, **extra: Any) -> Refused:
+    return Refused("file_too_large", message, {"maxBytes": max_bytes, **extra})
+
+
+def _bad(message: str, **extra: Any) -> Refused:
+    return Refused("invalid_body", message, extra)
+
+
 @dataclass(frozen=True)
 class Limits:
     max_files: int
     max_unpacked: int
     max_bytes: int
+    max_file: int  # an upload's bytes
 
 
 @dataclass(frozen=True)
@@ -112,31 +133,34 @@ def read_listing(local: str, size: int, filename: str | None, root: str | None, 
     """The files of the ZIP at `local` (`size` bytes) and where each goes; `root` names its top folder (default: the
     archive's one top-level folder, else its file name). Raises the refusals the module docstring lists."""
     try:
-        with open(local, "rb") as fp:
-            declared = _declared_entries(fp)
-            if declared is not None and declared > limits.max_files:  # refused before its directory is parsed
-                raise _too_many(declared, limits)
-            with zipfile.ZipFile(fp) as zf:
-                infos = zf.infolist()
+        check_end(local, limits)  # refused before its directory is parsed
+        with zipfile.ZipFile(local) as zf:
+            infos = zf.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError, struct.error) as exc:
-        raise extraction_failed(f"The ZIP archive cannot be read (truncated or corrupt: {exc}).") from None
+        raise _unreadable(f"The ZIP archive cannot be read (truncated or corrupt: {exc}).") from None
     if len(infos) > limits.max_files:
         raise _too_many(len(infos), limits)
     for info in infos:
         if _leaves(info.filename):
-            raise invalid_body(f"The archive's entry {info.filename[:300]!r} points outside the archive (`..` or an "
+            raise _bad(f"The archive's entry {info.filename[:300]!r} points outside the archive (`..` or an "
                                "absolute path); nothing was imported.", member=info.filename[:300])
     return _map(infos, size, filename, root, limits)
 
 
-def _too_many(count: int, limits: Limits) -> ApiError:
-    return file_too_large(f"The archive holds {count} entries; an import takes at most {limits.max_files} "
+def _too_many(count: int, limits: Limits) -> Refused:
+    return _too_large(f"The archive holds {count} entries; an import takes at most {limits.max_files} "
                           "(LEV_IMPORT_ARCHIVE_MAX_FILES). Import it in parts.", limits.max_bytes,
                           maxFiles=limits.max_files)
 
 
-def _declared_entries(fp: IO[bytes]) -> int | None:
-    """The entry count the archive's end record declares (zip64's when it has one), or None when none is found."""
+@dataclass(frozen=True)
+class EndRecord:
+    entries: int  # what the archive's end record declares (zip64's when it has one)
+    directory_bytes: int  # the central directory's size: what reading it costs (zipfile reads that many bytes)
+
+
+def end_record(fp: IO[bytes]) -> EndRecord | None:
+    """The archive's end record, or None when none is found (it cannot be read)."""
     fp.seek(0, 2)
     size = fp.tell()
     back = min(size, 22 + 0xFFFF)  # the record, after it a comment of at most 65535 bytes
@@ -145,13 +169,22 @@ def _declared_entries(fp: IO[bytes]) -> int | None:
     at = tail.rfind(b"PK\x05\x06")
     if at < 0 or len(tail) - at < 22:
         return None
-    total = int(struct.unpack_from("<H", tail, at + 10)[0])
-    if total == 0xFFFF and at >= 20 and tail[at - 20:at - 16] == b"PK\x06\x07":
+    total, directory = struct.unpack_from("<HI", tail, at + 10)
+    if (total == 0xFFFF or directory == 0xFFFFFFFF) and at >= 20 and tail[at - 20:at - 16] == b"PK\x06\x07":
         fp.seek(struct.unpack_from("<Q", tail, at - 12)[0])
         record = fp.read(56)
         if record[:4] == b"PK\x06\x06" and len(record) == 56:
-            total = int(struct.unpack_from("<Q", record, 32)[0])
-    return total
+            total, directory = struct.unpack_from("<QQ", record, 32)
+    return EndRecord(int(total), int(directory))
+
+
+def check_end(local: str, limits: Limits) -> EndRecord | None:
+    """Refuse an archive whose end record declares more entries than the cap (before its directory is read)."""
+    with open(local, "rb") as fp:
+        end = end_record(fp)
+    if end is not None and end.entries > limits.max_files:
+        raise _too_many(end.entries, limits)
+    return end
 
 
 def _top(infos: list[zipfile.ZipInfo]) -> str | None:
@@ -190,7 +223,7 @@ def _map(infos: list[zipfile.ZipInfo], size: int, filename: str | None, root: st
         if info.is_dir() or not parts:
             continue
         path = "/".join([base, *parts])
-        reason = _why_not(info, parts, path)
+        reason = _why_not(info, parts, path, limits.max_file)
         if reason is None and path in seen:
             reason = "the archive holds this path twice (the first is kept)"
         if reason is not None:
@@ -199,11 +232,11 @@ def _map(infos: list[zipfile.ZipInfo], size: int, filename: str | None, root: st
         mime = mime_for_name(parts[-1])
         assert mime is not None
         seen.add(path)
-        folder = folder_of_path([base, *parts[:-1]])
+        folder = sourcepath.folder_of([base, *parts[:-1]])
         assert folder is not None
         if folder.lower() not in folder_keys:
             if len(folder_keys) >= MAX_FOLDERS:
-                raise invalid_body(f"The archive has more than {MAX_FOLDERS} folders; nothing was imported.")
+                raise _bad(f"The archive has more than {MAX_FOLDERS} folders; nothing was imported.")
             folder_keys.add(folder.lower())
             folders[folder] = None
         out.members.append(Member(line, info.filename, path, folder, parts[-1], mime, info.file_size))
@@ -213,7 +246,7 @@ def _map(infos: list[zipfile.ZipInfo], size: int, filename: str | None, root: st
     return out
 
 
-def _why_not(info: zipfile.ZipInfo, parts: list[str], path: str) -> str | None:
+def _why_not(info: zipfile.ZipInfo, parts: list[str], path: str, max_file: int) -> str | None:
     """Why an archive's file is not imported, or None when it is."""
     special = _special(info)
     if special is not None:
@@ -236,19 +269,20 @@ def _why_not(info: zipfile.ZipInfo, parts: list[str], path: str) -> str | None:
         return "an archive inside the archive (not opened)"
     if mime_for_name(name) is None:
         return f"Lev does not keep this type ({suffix or 'no extension'})"
-    if info.file_size > MAX_UPLOAD_BYTES:
-        return f"larger than an upload may be ({MAX_UPLOAD_BYTES} bytes)"
+    if info.file_size > max_file:
+        return f"larger than an upload may be ({max_file} bytes)"
     if info.file_size == 0:
         return "it is empty"
-    return None
+    why = sourcepath.problem(path)
+    return None if why is None else f"its path cannot be kept: it {why}"
 
 
 def _check_bomb(unpacked: int, size: int, limits: Limits) -> None:
     if unpacked > limits.max_unpacked:
-        raise file_too_large(f"The archive's files unpack to {unpacked} bytes; an import takes at most "
+        raise _too_large(f"The archive's files unpack to {unpacked} bytes; an import takes at most "
                              f"{limits.max_unpacked} (LEV_IMPORT_ARCHIVE_MAX_UNPACKED).", limits.max_unpacked)
     if unpacked > BOMB_FLOOR and unpacked > BOMB_RATIO * max(size, 1):
-        raise file_too_large(f"The archive's files unpack to {unpacked} bytes, {unpacked // max(size, 1)} times its "
+        raise _too_large(f"The archive's files unpack to {unpacked} bytes, {unpacked // max(size, 1)} times its "
                              f"size: past {BOMB_RATIO} to 1, only a ZIP bomb is so compressed. Nothing was imported.",
                              limits.max_unpacked)
 

@@ -26,7 +26,7 @@ from typing import IO, Any
 from lev.auth.policy import Principal
 from lev.core import clock
 from lev.core.errors import ApiError, extraction_failed, file_too_large
-from lev.imports.archive import Limits, Listing, read_listing
+from lev.imports.archive import Limits, Listing, Refused, check_end, read_listing
 from lev.ingest.acquire import Source
 from lev.ingest.media import MAX_UPLOAD_BYTES
 from lev.ingest.uploads import keep_upload
@@ -42,7 +42,7 @@ COPY_CHUNK = 1 << 20
 def limits(deps: Deps) -> Limits:
     s = deps.settings
     return Limits(max_files=s.import_archive_max_files, max_unpacked=s.import_archive_max_unpacked,
-                  max_bytes=s.import_archive_max_bytes)
+                  max_bytes=s.import_archive_max_bytes, max_file=MAX_UPLOAD_BYTES)
 
 
 async def record_archive(deps: Deps, principal: Principal, data: IO[bytes], filename: str | None,
@@ -57,10 +57,15 @@ async def record_archive(deps: Deps, principal: Principal, data: IO[bytes], file
             raise file_too_large(f"A ZIP to import is limited to {cap} bytes ({cap // (1 << 20)} MiB, "
                                  "LEV_IMPORT_ARCHIVE_MAX_BYTES).", cap)
         try:
+            end = await asyncio.to_thread(check_end, str(local), limits(deps))
+            # a small directory is read on a thread at once; a large one (or a lying end record) in a child process
+            work = size if end is None else end.directory_bytes
             listing: Listing = await offload.run(read_listing, str(local), size, filename, root, limits(deps),
-                                                 size=size)
+                                                 size=work)
         except offload.OffloadFailed:
             raise extraction_failed("The ZIP archive could not be read (its reader stopped).") from None
+        except Refused as refused:
+            raise ApiError(refused.code, refused.message, **refused.extra) from None
         path = deps.objects.new_path(str(principal.user_id), "archive.zip") if listing.members else None
         if path is not None:
             await deps.objects.put_file(path, local, "application/zip")

@@ -31,13 +31,6 @@ EXT_MIME = {
     ".webm": "video/webm", ".mov": "video/quicktime", ".mkv": "video/webm",
 }
 
-# File names' extensions -> the MIME type a file of a folder (a ZIP's member, a synced file) is kept as.
-NAME_MIME = {
-    **EXT_MIME, ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp",
-    ".gif": "image/gif", ".tif": "image/tiff", ".tiff": "image/tiff", ".m4v": "video/mp4", ".mkv": "video/webm",
-    ".txt": "text/plain", ".md": "text/markdown", ".markdown": "text/markdown",
-}
-
 _MP3_SYNC = re.compile(rb"\xff[\xe2-\xe3\xf2-\xf3\xfa-\xfb]")
 
 
@@ -72,12 +65,6 @@ def pick_mime(ctype: str, url: str, kind: str) -> str:
     if guess:
         return guess
     return {"pdf": "application/pdf", "audio": "audio/mpeg", "video": "video/mp4"}.get(kind, ctype)
-
-
-def mime_for_name(name: str) -> str | None:
-    """The MIME type Lev keeps a file of this name as (by its extension), or None when it keeps no such file."""
-    mime = NAME_MIME.get(PurePosixPath(name).suffix.lower())
-    return mime if mime in ALLOWED_MIMES else None
 
 
 def read_head(path: Path, n: int = SNIFF_HEAD) -> bytes:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from lev.auth.policy import Principal, filing_target, require, require_filer
-from lev.core import weburl
+from lev.core import sourcepath, weburl
 from lev.core.errors import file_too_large, ingest_failed, invalid_body, transcription_unavailable
 from lev.ingest import youtube
 from lev.ingest.urls import canonical_url, classify_media_url
@@ -20,10 +20,7 @@ from lev.store import lifecycle
 from lev.store import members as member_store
 
 MAX_TEXT_CHARS = 1_000_000
-MAX_SOURCE_PATH_CHARS = 1024  # a file's path (FinalizeRequest.source_path)
-MAX_SOURCE_PATH_DEPTH = 100
-MAX_FOLDER_NAME = 200  # FolderCreate.name
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
 MAX_URL_CHARS = 4096
 MAX_HTML_BYTES = 5 * 1024 * 1024  # 5242880 bytes of UTF-8: a captured page as the browser rendered it
 # The request body that carries it: JSON escaping (quotes, backslashes, newlines) can double the HTML's size.
@@ -59,29 +56,11 @@ class FileAt:
 
 
 def source_path(value: str, field: str = "source_path") -> str:
-    """A file's path as Lev keeps it (`Vault/Projects/plan.md`: folders, then the name, separated by `/`), or 400
-    invalid_body: at most 1024 characters and 100 levels, no empty, `.` or `..` part, no leading `/`, no control
-    character."""
-    if len(value) > MAX_SOURCE_PATH_CHARS:
-        raise invalid_body(f"{field} is limited to {MAX_SOURCE_PATH_CHARS} characters.")
-    if _CONTROL.search(value):
-        raise invalid_body(f"{field} must not hold control characters.")
-    parts = value.split("/")
-    if any(p in ("", ".", "..") or not p.strip() for p in parts):
-        raise invalid_body(f"{field} is a relative path of names separated by `/` (no empty, `.` or `..` part, no "
-                           "leading or trailing `/`).")
-    if len(parts) > MAX_SOURCE_PATH_DEPTH + 1:
-        raise invalid_body(f"{field} lies deeper than {MAX_SOURCE_PATH_DEPTH} folders.")
+    """A file's path as Lev keeps it (lev.core.sourcepath), or 400 invalid_body saying why not."""
+    why = sourcepath.problem(value)
+    if why is not None:
+        raise invalid_body(f"{field} {why}.")
     return value
-
-
-def folder_of_path(parts: list[str]) -> str | None:
-    """The Lev folder a file's folders make, named by their path (`Vault/Projects`; over 200 characters the start
-    gives way: `…/Projects`), or None for a file at the top."""
-    if not parts:
-        return None
-    name = "/".join(" ".join(p.split())[:MAX_FOLDER_NAME] or "Untitled folder" for p in parts)
-    return name if len(name) <= MAX_FOLDER_NAME else "…" + name[-(MAX_FOLDER_NAME - 1):]
 
 
 @dataclass(frozen=True)

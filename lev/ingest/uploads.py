@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lev.auth.policy import Principal, require, require_whole_library
-from lev.core import clock, context
+from lev.core import clock, context, sourcepath
 from lev.core.errors import (
     ApiError,
     file_too_large,
@@ -32,7 +32,7 @@ from lev.core.errors import (
 from lev.ingest import acquire
 from lev.ingest.acquire import Source
 from lev.ingest.media import SNIFF_HEAD, check_signing, finalize_endpoint, media_class, normalize_mime, sniff_matches
-from lev.ingest.request import FileAt, Resolved, filing, folder_of_path, source_path
+from lev.ingest.request import FileAt, Resolved, filing, source_path
 from lev.ingest.save import Stored, finalized, kept_file
 from lev.ingest.service import keep
 from lev.ops import logs
@@ -154,7 +154,7 @@ async def finalize(deps: Deps, principal: Principal, body: dict[str, Any], endpo
 
 async def folder_for(deps: Deps, principal: Principal, at: str) -> uuid.UUID | None:
     """The user's folder a file's path names (created when missing), or None for a file at the top."""
-    name = folder_of_path(at.split("/")[:-1])
+    name = sourcepath.folder_of(at.split("/")[:-1])
     if name is None:
         return None
     async with deps.db.transaction() as s:
