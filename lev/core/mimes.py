@@ -1,5 +1,6 @@
-"""The MIME types Lev accepts for an upload, by media class: the contract (a 415 for any other) and the ingest's
-upload policy (`lev.ingest.media`) read them here."""
+"""The MIME types Lev accepts for an upload, by media class, and the document formats it reads itself (each an item
+kind of its own, with its MIME types and file extensions): the contract (a 415 for any other, naming what is
+accepted) and the ingest's upload policy (`lev.ingest.media`, `lev.ingest.formats`) read them here."""
 
 from __future__ import annotations
 
@@ -11,4 +12,50 @@ AUDIO_MIMES = frozenset({
     "audio/ogg", "audio/webm", "audio/flac", "audio/x-flac",
 })
 VIDEO_MIMES = frozenset({"video/mp4", "video/webm", "video/quicktime"})
-ALLOWED_MIMES = DOCUMENT_MIMES | AUDIO_MIMES | VIDEO_MIMES
+
+# (item kind, MIME type, the file extensions that name it first). A kind's first row is its canonical type.
+FORMAT_TYPES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("document", "application/vnd.openxmlformats-officedocument.wordprocessingml.document", (".docx",)),
+    ("document", "application/vnd.ms-word.document.macroenabled.12", (".docm",)),
+    ("document", "application/vnd.oasis.opendocument.text", (".odt",)),
+    ("document", "application/rtf", (".rtf",)),
+    ("document", "text/rtf", ()),
+    ("presentation", "application/vnd.openxmlformats-officedocument.presentationml.presentation", (".pptx",)),
+    ("presentation", "application/vnd.ms-powerpoint.presentation.macroenabled.12", (".pptm",)),
+    ("presentation", "application/vnd.oasis.opendocument.presentation", (".odp",)),
+    ("spreadsheet", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet", (".xlsx",)),
+    ("spreadsheet", "application/vnd.ms-excel.sheet.macroenabled.12", (".xlsm",)),
+    ("spreadsheet", "application/vnd.oasis.opendocument.spreadsheet", (".ods",)),
+    ("spreadsheet", "text/csv", (".csv",)),
+    ("spreadsheet", "text/tab-separated-values", (".tsv",)),
+    ("spreadsheet", "application/vnd.ms-excel", ()),  # what Windows browsers call a .csv (the bytes must be text)
+    ("ebook", "application/epub+zip", (".epub",)),
+    ("markdown", "text/markdown", (".md", ".markdown")),
+    ("markdown", "text/x-markdown", ()),
+    ("html", "text/html", (".html", ".htm")),
+    ("html", "application/xhtml+xml", (".xhtml",)),
+    ("email", "message/rfc822", (".eml",)),
+    ("text", "text/plain", (".txt", ".text", ".log", ".org", ".rst", ".tex")),
+    ("text", "application/json", (".json",)),
+    ("text", "application/x-ndjson", (".jsonl", ".ndjson")),
+    ("text", "application/yaml", (".yaml", ".yml")),
+    ("text", "application/x-yaml", ()),
+    ("text", "text/yaml", ()),
+    ("text", "application/toml", (".toml",)),
+)
+FORMAT_MIMES = frozenset(mime for _, mime, _ in FORMAT_TYPES)
+FORMAT_KINDS = tuple(dict.fromkeys(kind for kind, _, _ in FORMAT_TYPES))  # document ... text, in this order
+
+ALLOWED_MIMES = DOCUMENT_MIMES | AUDIO_MIMES | VIDEO_MIMES | FORMAT_MIMES
+
+ACCEPTED = ("PDF (application/pdf); images (PNG, JPEG, WebP, GIF, TIFF); audio (MP3, M4A, WAV, Ogg, WebM, FLAC); "
+            "video (MP4, WebM, QuickTime); Word and other documents (.docx, .docm, .odt, .rtf); presentations "
+            "(.pptx, .pptm, .odp); spreadsheets (.xlsx, .xlsm, .ods, .csv, .tsv); e-books (.epub); Markdown (.md, "
+            ".markdown); saved web pages (.html, .htm); e-mails (.eml); plain text (.txt, .log, .json, .yaml, "
+            ".toml and similar)")
+
+
+def not_accepted(mime: str) -> str:
+    """The 415 message for a MIME type outside the allowlist: what is accepted instead."""
+    return (f"MIME type {mime[:200]!r} is not accepted (lower case, without parameters). Lev accepts: {ACCEPTED}. "
+            "GET /api/v1/openapi.json lists every MIME type (UploadMime).")

@@ -211,10 +211,13 @@ class Passages:
 def passages(text: str, title: str | None, max_chunks: int | None = None, headings: Sequence[str] = (),
              outline: Outline | None = None) -> Passages:
     """`text` in its stored form, with its outline (the given one, markdown headings, the `headings` found as
-    lines) and its chunks (at most `max_chunks`), each with its location: `Passages.text[char_start:char_end]` is
-    the chunk's body. A module-level function of picklable values: `lev.plumbing.offload` runs it."""
+    lines; a structured outline, a document's own, alone) and its chunks (at most `max_chunks`), each with its
+    location: `Passages.text[char_start:char_end]` is the chunk's body. A module-level function of picklable values:
+    `lev.plumbing.offload` runs it."""
     norm = normalize_text(text)
-    found = (outline or Outline()).with_headings([*markdown_headings(norm), *line_headings(norm, headings)])
+    found = outline or Outline()
+    if not found.structured:
+        found = found.with_headings([*markdown_headings(norm), *line_headings(norm, headings)])
     spans = chunk_spans(norm, title, None if max_chunks is None else max_chunks + 1)
     kept = spans if max_chunks is None else spans[:max_chunks]
     cut = kept[-1][1] if max_chunks is not None and len(spans) > max_chunks else None
