@@ -125,8 +125,8 @@ def extract(mime: str, source: bytes | str, filename: str = "", max_chars: int =
     title = doc.title or stem or None
     kept, skipped = [], 0
     for a in doc.attachments:
-        found = resolve(a.filename, a.mime)
-        if found is not None and sniff_matches(found[1], a.data[:1024]):
+        found = resolve(a.filename, a.mime)  # a recording would need the transcription quota: not taken
+        if found is not None and found[0] not in ("audio", "video") and sniff_matches(found[1], a.data[:1024]):
             kept.append(replace(a, mime=found[1]))
         else:
             skipped += 1

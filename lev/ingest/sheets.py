@@ -80,7 +80,9 @@ def _numeric(text: str) -> bool:
 def _xlsx(data: bytes, max_chars: int) -> Document:
     if is_compound(data):
         raise refuse_compound(data, ".xlsx file")
-    open_zip(data, ".xlsx file", ["xl/workbook.xml"]).close()
+    zf = open_zip(data, ".xlsx file", ["xl/workbook.xml"])
+    macros = any(n.lower().endswith("vbaproject.bin") for n in zf.namelist())
+    zf.close()
     try:
         wb = load_workbook(io.BytesIO(data), read_only=True, data_only=True, keep_vba=False, keep_links=False)
     except (KeyError, ValueError, TypeError, zipfile.BadZipFile, etree.XMLSyntaxError, OSError) as exc:
@@ -91,11 +93,15 @@ def _xlsx(data: bytes, max_chars: int) -> Document:
         for ws in wb.worksheets:
             if layout.truncated:
                 break
+            ws.reset_dimensions()  # a sheet's declared dimensions may be wrong: read every row it has
             layout.sheet(ws.title)
             sheets += 1
             rows += write_rows(layout, _xlsx_rows(ws))
         title = (wb.properties.title or "").strip() or None
-        meta: dict[str, Any] = {"format": "xlsx", "sheet_count": len(wb.sheetnames), "rows": rows}
+        meta: dict[str, Any] = {"format": "xlsm" if macros else "xlsx", "sheet_count": len(wb.sheetnames),
+                                "rows": rows}
+        if macros:
+            meta["macros"] = "not run: only the text was read"
         if (wb.properties.creator or "").strip():
             meta["author"] = wb.properties.creator.strip()[:500]
     except (KeyError, ValueError, TypeError, zipfile.BadZipFile, etree.XMLSyntaxError, EOFError, OSError) as exc:
@@ -107,8 +113,8 @@ def _xlsx(data: bytes, max_chars: int) -> Document:
 
 
 def _xlsx_rows(ws: Any) -> Iterator[tuple[int, list[str]]]:
-    """A sheet's rows with their numbers (openpyxl yields every row from the first, filling gaps)."""
-    for number, row in enumerate(ws.iter_rows(max_col=MAX_COLUMNS, values_only=True), start=ws.min_row or 1):
+    """A sheet's rows with their numbers (openpyxl yields every row from row 1 on, filling gaps)."""
+    for number, row in enumerate(ws.iter_rows(min_row=1, max_col=MAX_COLUMNS, values_only=True), start=1):
         if row.count(None) != len(row):
             yield number, [_cell(v) for v in row]
 
@@ -183,6 +189,8 @@ def _ods_cells(row: Any) -> list[str]:
 # ------------------------------------------------------------------------------------------------------ CSV and TSV
 
 def _csv(data: bytes, mime: str, name: str, max_chars: int) -> Document:
+    if is_compound(data):  # an old binary .xls sent as application/vnd.ms-excel
+        raise refuse_compound(data, ".xls file")
     text = decode(data).replace("\x00", "")
     delimiter = "\t" if mime == "text/tab-separated-values" else _delimiter(text[:65536])
     layout = Layout(max_chars)

@@ -14,8 +14,6 @@ from docx.opc.exceptions import PackageNotFoundError
 from docx.opc.part import PartFactory
 from docx.package import Package
 from docx.parts.document import DocumentPart
-from docx.table import Table
-from docx.text.paragraph import Paragraph
 from lxml import etree
 from striprtf.striprtf import rtf_to_text
 
@@ -29,7 +27,7 @@ PartFactory.part_type_for["application/vnd.ms-word.document.macroEnabled.main+xm
 DOCX = ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",
         "application/vnd.ms-word.document.macroenabled.12")
 ODT = "application/vnd.oasis.opendocument.text"
-_W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 _RTF_TITLE = re.compile(rb"\\title\s+([^{}\\]{1,500})")
 _BROKEN = (KeyError, ValueError, TypeError, AttributeError, IndexError, etree.XMLSyntaxError, zipfile.BadZipFile,
@@ -61,16 +59,10 @@ def _docx(data: bytes, mime: str, max_chars: int) -> Document:
         raise extraction_failed(f"The {what} has no Word document in it (its main part is {part.content_type}).")
     layout = Layout(max_chars)
     try:
-        doc = part.document
-        lists = _Numbering(part)
-        for block in doc.iter_inner_content():
-            if layout.truncated:
-                break
-            if isinstance(block, Table):
-                layout.table(_table_rows(block))
-            elif isinstance(block, Paragraph):
-                _paragraph(layout, block, lists)
-        props = doc.core_properties
+        styles = _Styles(part)
+        lists = _Numbering(part, styles)
+        _body(layout, part.element.find(W + "body"), styles, lists)
+        props = part.core_properties
         title = (props.title or "").strip() or None
         meta: dict[str, Any] = {"format": "docm" if macros and what == ".docm file" else "docx"}
         if (props.author or "").strip():
@@ -82,38 +74,92 @@ def _docx(data: bytes, mime: str, max_chars: int) -> Document:
     return layout.document("document", title or layout.first_heading, meta)
 
 
-def _style_level(style: Any) -> int | None:
-    """The heading level of a paragraph style (`Heading 2` -> 2, `Title` -> 1), following its base styles."""
-    seen = 0
-    while style is not None and seen < 10:
-        name = (style.name or "").strip()
-        m = _HEADING_STYLE.match(name)
-        if m:
-            return int(m.group(1))
-        if name.lower() == "title":
-            return 1
-        style, seen = style.base_style, seen + 1
-    return None
+def _body(layout: Layout, body: Any, styles: _Styles, lists: _Numbering) -> None:
+    """The body's paragraphs and tables in order (content controls followed), read from the XML itself: python-docx's
+    proxies look every paragraph's style up anew (a 300-page report took minutes)."""
+    if body is None:
+        return
+    for el in body:
+        if layout.truncated:
+            return
+        if el.tag == W + "p":
+            _paragraph(layout, el, styles, lists)
+        elif el.tag == W + "tbl":
+            layout.table([[_cell_text(tc) for tc in tr.iter(W + "tc")] for tr in el.iter(W + "tr")])
+        elif el.tag == W + "sdt":
+            _body(layout, el.find(W + "sdtContent"), styles, lists)
 
 
-def _outline_level(p: Paragraph) -> int | None:
-    found = p._p.xpath("./w:pPr/w:outlineLvl/@w:val")
-    try:
-        level = int(found[0]) if found else None
-    except ValueError:
-        return None
-    return level + 1 if level is not None and level < 9 else None
+def _words(p: Any) -> str:
+    """A paragraph's text: its runs' text (hyperlinks, insertions, text boxes followed; deletions and field codes
+    not), tabs and breaks kept."""
+    parts = []
+    for node in p.iter(W + "t", W + "tab", W + "br", W + "cr"):
+        parts.append(node.text or "" if node.tag == W + "t" else "\t" if node.tag == W + "tab" else "\n")
+    return "".join(parts)
 
 
-def _paragraph(layout: Layout, p: Paragraph, lists: _Numbering) -> None:
-    text = p.text
+def _cell_text(tc: Any) -> str:
+    return "\n".join(_words(p) for p in tc.iter(W + "p"))
+
+
+def _val(el: Any, path: str) -> str | None:
+    found = el.find(path) if el is not None else None
+    return found.get(W + "val") if found is not None else None
+
+
+class _Styles:
+    """Each paragraph style's heading level (`Heading 2` -> 2, `Title` -> 1, an outline level) and numbering,
+    following its base styles: read once per document."""
+
+    def __init__(self, part: DocumentPart) -> None:
+        self.level: dict[str, int | None] = {}
+        self.numbering: dict[str, Any] = {}
+        found: dict[str, Any] = {}
+        try:
+            root = part.styles.element
+        except (KeyError, NotImplementedError, AttributeError):
+            return
+        for style in root.iter(W + "style"):
+            if style.get(W + "type") in (None, "paragraph") and style.get(W + "styleId"):
+                found[style.get(W + "styleId")] = style
+        for sid in found:
+            self.level[sid], self.numbering[sid] = self._resolve(found, sid)
+
+    @staticmethod
+    def _resolve(found: dict[str, Any], sid: str) -> tuple[int | None, Any]:
+        level, numbering, seen = None, None, 0
+        style = found.get(sid)
+        while style is not None and seen < 10 and (level is None or numbering is None):
+            name = (_val(style, W + "name") or "").strip()
+            m = _HEADING_STYLE.match(name)
+            if level is None and m:
+                level = int(m.group(1))
+            elif level is None and name.lower() == "title":
+                level = 1
+            elif level is None and (outline := _val(style, f"{W}pPr/{W}outlineLvl")) and outline.isdigit() \
+                    and int(outline) < 9:
+                level = int(outline) + 1
+            if numbering is None:
+                numbering = style.find(f"{W}pPr/{W}numPr")
+            style, seen = found.get(_val(style, W + "basedOn") or ""), seen + 1
+        return level, numbering
+
+
+def _paragraph(layout: Layout, p: Any, styles: _Styles, lists: _Numbering) -> None:
+    text = _words(p)
     if not text.strip():
         return
-    level = _style_level(p.style) or _outline_level(p)
+    ppr = p.find(W + "pPr")
+    sid = _val(ppr, W + "pStyle") or ""
+    outline = _val(ppr, W + "outlineLvl")
+    level = styles.level.get(sid) or (int(outline) + 1 if outline and outline.isdigit() and int(outline) < 9
+                                      else None)
     if level is not None:
         layout.heading(level, text)
         return
-    item = lists.item(p)
+    num = ppr.find(W + "numPr") if ppr is not None else None
+    item = lists.item(num if num is not None else styles.numbering.get(sid))
     if item is not None:
         depth, marker = item
         layout.item(text, depth, marker)
@@ -124,58 +170,36 @@ def _paragraph(layout: Layout, p: Paragraph, lists: _Numbering) -> None:
 class _Numbering:
     """Which paragraphs are list items, their depth and their number (`3.`), from the document's numbering part."""
 
-    def __init__(self, part: DocumentPart) -> None:
+    def __init__(self, part: DocumentPart, styles: _Styles) -> None:
         self.formats: dict[tuple[str, int], str] = {}
         self.counts: dict[tuple[str, int], int] = {}
         try:
             numbering = part.numbering_part.element
         except (KeyError, NotImplementedError, AttributeError):
             return
-        abstract = {a.get(f"{{{_W}}}abstractNumId"): a for a in numbering.findall(f"{{{_W}}}abstractNum")}
-        for num in numbering.findall(f"{{{_W}}}num"):
-            ref = num.find(f"{{{_W}}}abstractNumId")
-            definition = abstract.get(ref.get(f"{{{_W}}}val")) if ref is not None else None
+        abstract = {a.get(W + "abstractNumId"): a for a in numbering.findall(W + "abstractNum")}
+        for num in numbering.findall(W + "num"):
+            definition = abstract.get(_val(num, W + "abstractNumId"))
             if definition is None:
                 continue
-            for lvl in definition.findall(f"{{{_W}}}lvl"):
-                fmt = lvl.find(f"{{{_W}}}numFmt")
-                try:
-                    key = (num.get(f"{{{_W}}}numId") or "", int(lvl.get(f"{{{_W}}}ilvl") or 0))
-                except ValueError:
-                    continue
-                self.formats[key] = fmt.get(f"{{{_W}}}val") if fmt is not None else "bullet"
+            for lvl in definition.findall(W + "lvl"):
+                ilvl = lvl.get(W + "ilvl") or "0"
+                if ilvl.isdigit():
+                    self.formats[(num.get(W + "numId") or "", int(ilvl))] = _val(lvl, W + "numFmt") or "bullet"
 
-    def item(self, p: Paragraph) -> tuple[int, str | None] | None:
-        num = p._p.xpath("./w:pPr/w:numPr")
-        if not num and p.style is not None and p.style.element.pPr is not None:
-            num = p.style.element.pPr.xpath("./w:numPr")
-        if not num:
+    def item(self, num: Any) -> tuple[int, str | None] | None:
+        if num is None:
             return None
-        ids = num[0].xpath("./w:numId/@w:val")
-        levels = num[0].xpath("./w:ilvl/@w:val")
-        num_id = ids[0] if ids else ""
+        num_id = _val(num, W + "numId") or ""
         if num_id == "0":  # numbering switched off
             return None
-        depth = int(levels[0]) if levels and levels[0].isdigit() else 0
+        ilvl = _val(num, W + "ilvl") or "0"
+        depth = int(ilvl) if ilvl.isdigit() else 0
         for key in [k for k in self.counts if k[0] == num_id and k[1] > depth]:
             del self.counts[key]  # a deeper list restarts under a new item
         n = self.counts[(num_id, depth)] = self.counts.get((num_id, depth), 0) + 1
         fmt = self.formats.get((num_id, depth), "bullet")
         return min(depth, 8), (None if fmt in ("bullet", "none") else f"{n}.")
-
-
-def _table_rows(table: Table) -> list[list[str]]:
-    rows: list[list[str]] = []
-    for row in table.rows:
-        cells: list[str] = []
-        last = None
-        for cell in row.cells:
-            if cell._tc is last:  # a merged cell is listed once per column it spans
-                continue
-            last = cell._tc
-            cells.append(cell.text)
-        rows.append(cells)
-    return rows
 
 
 # ------------------------------------------------------------------------------------------------------------- ODF

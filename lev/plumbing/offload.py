@@ -18,11 +18,14 @@ the next file finds a fresh child.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import multiprocessing
 import os
 import resource
 import signal
 import threading
+import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -54,7 +57,10 @@ _nice = 0
 _memory = 1 << 30  # bytes of address space a bounded child may add to what it holds when it starts
 _bounded: ProcessPoolExecutor | None = None
 _bounded_calls = 0
-KILL_GRACE_SEC = 5.0  # past a call's own alarm, the parent's wait before it kills the children
+# the modules each bounded pool's children have imported (its children started)
+_warmed: weakref.WeakKeyDictionary[ProcessPoolExecutor, set[str]] = weakref.WeakKeyDictionary()
+KILL_GRACE_SEC = 15.0  # past a call's own alarm, the parent's wait before it kills the children (a new child's
+# start counts here too)
 
 
 def configure(processes: int, nice: int, memory_bytes: int | None = None) -> None:
@@ -83,11 +89,28 @@ def _address_space() -> int:
         return 0
 
 
+_child_memory = 0  # in a bounded child: the address space it may add (its limit is set once its modules are in)
+
+
 def _bounded_start(nice: int, memory: int) -> None:
+    global _child_memory
     _child_start(nice)
+    _child_memory = memory
+
+
+def _limit_memory() -> None:
+    """RLIMIT_AS of this bounded child: what it holds now (its interpreter and modules) plus its allowance; once."""
+    global _child_memory
     held = _address_space()
-    if held:
-        resource.setrlimit(resource.RLIMIT_AS, (held + memory, held + memory))
+    if _child_memory and held:
+        resource.setrlimit(resource.RLIMIT_AS, (held + _child_memory, held + _child_memory))
+    _child_memory = 0
+
+
+def _preload(module: str) -> None:
+    importlib.import_module(module)
+    _limit_memory()
+    time.sleep(0.2)  # holds this child while the pool hands the other children theirs
 
 
 class _Overtime(BaseException):  # not an Exception: a reader's `except Exception` must not take it for its own
@@ -100,14 +123,34 @@ def _overtime(_signum: int, _frame: object) -> None:
 
 def _timed(fn: Callable[..., T], seconds: float, args: tuple[Any, ...]) -> T:
     """`fn(*args)` in a bounded child, stopped by an alarm after `seconds` (Python code between two C calls)."""
+    _limit_memory()
     signal.signal(signal.SIGALRM, _overtime)
     signal.setitimer(signal.ITIMER_REAL, max(0.01, seconds))
     try:
         return fn(*args)
     except _Overtime:
         raise TimeoutError(f"stopped after {seconds:g} s") from None
+    except MemoryError:
+        raise
+    except Exception:
+        if _hit_limit():  # a C library that ran out says so in its own words (lxml: "unknown error")
+            raise MemoryError("the memory limit was reached") from None
+        raise
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _hit_limit() -> bool:
+    """Whether this process's address space reached its RLIMIT_AS (its peak within 32 MiB of it)."""
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit == resource.RLIM_INFINITY:
+        return False
+    try:
+        with open("/proc/self/status") as fh:
+            peak = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmPeak:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return False
+    return peak > limit - (32 << 20)
 
 
 def _get_bounded() -> ProcessPoolExecutor:
@@ -141,11 +184,38 @@ def _kill(pool: ProcessPoolExecutor) -> None:
             child.kill()
 
 
+_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def _turn() -> asyncio.Semaphore:
+    """At most one bounded call per child in flight from this event loop: a call's clock runs only once a child
+    is free for it (one waiting behind others is never stopped for their time)."""
+    loop = asyncio.get_running_loop()
+    turn = _turns.get(loop)
+    if turn is None:
+        turn = _turns[loop] = asyncio.Semaphore(_size)
+    return turn
+
+
 async def run_bounded(fn: Callable[..., T], *args: Any, seconds: float) -> T:
     """`fn(*args)` in a bounded child process: at most `seconds` (OffloadTimeout) and the memory its child may take
     (OffloadMemory); raises what `fn` raised, or OffloadFailed when its child died."""
+    async with _turn():
+        return await _bounded_call(fn, args, seconds)
+
+
+async def _bounded_call(fn: Callable[..., T], args: tuple[Any, ...], seconds: float) -> T:
     pool = _get_bounded()
-    future = asyncio.get_running_loop().run_in_executor(pool, _timed, fn, seconds, args)
+    loop = asyncio.get_running_loop()
+    ready = _warmed.setdefault(pool, set())
+    if fn.__module__ not in ready:  # the children start and import fn's module first: never on a call's clock
+        try:
+            await asyncio.gather(*(loop.run_in_executor(pool, _preload, fn.__module__) for _ in range(_size)))
+        except BrokenProcessPool:
+            _kill_bounded(pool)
+            raise OffloadFailed("the process doing this work could not start") from None
+        ready.add(fn.__module__)
+    future = loop.run_in_executor(pool, _timed, fn, seconds, args)
     try:
         return await asyncio.wait_for(future, seconds + KILL_GRACE_SEC)
     except TimeoutError as exc:
