@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     cpu_processes: int = 2
     """Child processes that parse feeds and OPML, extract pages and chunk large texts (the API never waits behind
     them); niced like the ingest threads."""
+    extract_memory_mb: int = 1024
+    """Memory (address space, MiB) a child process reading an uploaded document may take beyond what it holds when
+    it starts; a file that needs more fails in words."""
     worker_heartbeat_sec: float = 3.0
     """How often a worker proves it is alive; one silent for 5 beats is dead and its jobs go to another worker."""
     job_max_tries: int = 3

@@ -304,6 +304,12 @@ async def index_content(s: AsyncSession, content_id: uuid.UUID, title: str | Non
     return await item_store.auto_transform_items(s, content_id)
 
 
+async def record_attachments(deps: Deps, content_id: uuid.UUID, metadata: dict[str, Any]) -> None:
+    """An e-mail's metadata once its attachments are items: each one's file name and item (or why it failed)."""
+    async with deps.db.transaction() as s:
+        await content_store.update_content(s, content_id, metadata=metadata)
+
+
 async def save_failed(deps: Deps, principal: Principal, *, kind: str, url: str, title: str | None, error: str,
                       in_kb: bool) -> uuid.UUID:
     """A link that could not be ingested, kept as a failed item with the reason (imports: a dead link is an item

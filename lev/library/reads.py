@@ -78,7 +78,8 @@ async def search(deps: Deps, principal: Principal, *, query: str, mode: str = "h
 
 def located_hit(hit: dict[str, Any]) -> dict[str, Any]:
     """A search hit as the contract shows it: its item's kind and saved date, and its location (characters of the
-    item's text, or of its transcript for a recording; the pages of a PDF; the heading above it). A transcript
+    item's text, or of its transcript for a recording; the pages of a PDF; the slide of a presentation; the sheet and
+    rows of a spreadsheet; the heading above it). A transcript
     chunk (audio, video, YouTube) also carries `start_sec` and `end_sec`, beside the location and in it, and its
     `url` opens that moment."""
     kind, stored = hit["kind"], hit.pop("stored_media", False)
@@ -87,6 +88,10 @@ def located_hit(hit: dict[str, Any]) -> dict[str, Any]:
     where: dict[str, Any] = {"char_start": raw["char_start"], "char_end": raw["char_end"]}
     if kind == "pdf":
         where["page"], where["page_end"] = raw["page"], raw["page_end"]
+    if kind == "presentation":
+        where["slide"] = raw.get("slide")
+    if kind == "spreadsheet":
+        where.update({k: raw.get(k) for k in ("sheet", "row_start", "row_end")})
     if start is not None and kind in lifecycle.MEDIA_KINDS:
         hit["start_sec"], hit["end_sec"] = round(start, 3), round(end if end is not None else start, 3)
         where["start_sec"], where["end_sec"] = hit["start_sec"], hit["end_sec"]

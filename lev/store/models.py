@@ -115,6 +115,10 @@ chunk_locations = Table(  # where a chunk stands in its content's text (or trans
     Column("page", Integer),
     Column("page_end", Integer),
     Column("heading", Text),
+    Column("slide", Integer),  # a presentation's passage: the slide it starts on
+    Column("sheet", Text),  # a spreadsheet's passage: its sheet and the rows it spans
+    Column("row_start", Integer),
+    Column("row_end", Integer),
 )
 
 outputs = Table(

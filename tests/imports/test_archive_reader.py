@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from lev.core.errors import ApiError
+from lev.core.mimes import NAME_MIME, mime_for_name
 from lev.imports.archive import Limits, Listing, Refused, is_zip, read_listing
+from lev.ingest.formats import mime_for
 from tests.fixtures_archives import (
     NOTES,
     declared_sizes,
@@ -129,3 +131,9 @@ def test_a_truncated_or_corrupt_archive_is_a_422(tmp_path: Path, data: bytes) ->
 def test_a_zip_is_known_by_its_magic_bytes_or_its_name() -> None:
     assert is_zip(b"PK\x03\x04", None) and is_zip(b"PK\x05\x06", "x.html") and is_zip(b"<!DO", "Vault.ZIP")
     assert not is_zip(b"<!DO", "bookmarks.html") and not is_zip(b"url,", None)
+
+
+def test_a_zips_files_are_typed_by_name_as_uploads_are() -> None:
+    """The reader's own table (it must not import the readers) answers what lev.ingest.formats does."""
+    names = [f"note{ext}" for ext in NAME_MIME] + ["a.exe", "b", "c.ZIP", "d.MD", "e.Docx"]
+    assert {n: mime_for_name(n) for n in names} == {n: mime_for(n) for n in names}

@@ -65,6 +65,11 @@ def test_a_vault_imported_twice_then_changed_adds_once_and_updates_in_place(api,
     plan_id = kept[PLAN]["item_id"]
     item = c.get(f"/api/v1/items/{plan_id}").json()
     assert item["status"] == "ready" and "glacier survey" in item["text"]
+    # each file is read as its upload would be: Markdown with its front matter, text as text
+    welcome = c.get(f"/api/v1/items/{kept['Vault/Welcome.md']['item_id']}").json()
+    assert (welcome["kind"], welcome["title"]) == ("markdown", "Welcome to the vault")
+    daily = c.get(f"/api/v1/items/{kept['Vault/Daily/2026-05-01.txt']['item_id']}").json()
+    assert daily["kind"] == "text" and "water wheel" in daily["text"]
     projects = next(f["id"] for f in first["folders"] if f["name"] == "Vault/Projects")
     assert item["folder_ids"] == [projects]
     assert [h["item_id"] for h in search(c, "glacier survey")] == [plan_id]

@@ -6,13 +6,13 @@ import of a ZIP keeps the archive as an object until it is done (`imports.object
 which highlights lost their words (`lost`).
 
 Revision ID: 0026
-Revises: 0023
+Revises: 0025
 """
 
 from alembic import op
 
 revision = "0026"
-down_revision = "0023"
+down_revision = "0025"
 
 
 def upgrade() -> None:
