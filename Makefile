@@ -6,13 +6,16 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 PORT ?= 8080
 
-.PHONY: cluster test-cluster cluster-deps browser-deps node-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered wheel clean
+.PHONY: screenshots conformance cluster test-cluster cluster-deps browser-deps node-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered bench-deliveries wheel clean
 
 # Packages are installed by uv (pinned; the one thing pip installs): a first `make run` on an empty package cache
 # downloads and installs about 80 packages in parallel, several times faster than pip.
 UV_VERSION := 0.13.8
 UV := $(BIN)/uv
-INSTALL := $(UV) pip install --python $(BIN)/python
+# Bytecode is compiled at install (and Lev's own before a run or a test): where PYTHONDONTWRITEBYTECODE is set, as on
+# CI's machines, every process would otherwise compile every module it imports again (10 s of CPU for `lev`).
+INSTALL := $(UV) pip install --compile-bytecode --python $(BIN)/python
+COMPILE := $(BIN)/python -m compileall -q -j 0
 
 $(BIN)/python:
 	@echo "==> [1/3] creating $(VENV) (first run only)"
@@ -66,7 +69,12 @@ wheel:
 
 run: export LEV_LOG_FORMAT ?= console
 run: $(STAMP)
+	@$(COMPILE) lev
 	$(BIN)/lev serve --port $(PORT)
+
+# Every page at 1280 and 390 px into docs/screenshots, from a fresh Lev of its own (tests/screenshots.py).
+screenshots: $(DEV_STAMP) browser-deps
+	$(BIN)/python -m tests.screenshots
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
@@ -75,6 +83,7 @@ typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
 test: $(DEV_STAMP) cluster-deps browser-deps node-deps
+	@$(COMPILE) lev tests contract_tests bench cluster conftest.py
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest -q -n 3 --dist loadfile --durations=15 tests contract_tests -p no:cacheprovider
@@ -85,10 +94,15 @@ contract: $(DEV_STAMP)
 fuzz: $(DEV_STAMP)
 	LEV_FUZZ_EXAMPLES=2000 $(BIN)/pytest -q contract_tests -p no:cacheprovider
 
-bench: bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered
+# The MCP conformance suite's scenarios that apply to Lev, against a running Lev (`make run`): LEV_TOKEN=lev_... and
+# LEV_URL (default http://127.0.0.1:8080). The suite and its Node 22 are pinned in tests/npm_cache.py.
+conformance: $(DEV_STAMP)
+	$(BIN)/python -m tests.mcp.conformance
+
+bench: bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered bench-deliveries
 
 # bench-light: this commit against the commit before issue 33, each from a fresh clone with its own `make run`.
-bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered: $(DEV_STAMP)
+bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered bench-deliveries: $(DEV_STAMP)
 	$(BIN)/python -m bench.run $(subst bench-,,$@)
 
 bench-cluster: $(DEV_STAMP) cluster-deps

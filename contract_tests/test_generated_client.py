@@ -223,7 +223,7 @@ def test_generated_client_runs_every_operation(client_pkg: Any, server, user, ad
     session = client_pkg.AuthenticatedClient(base_url=server.url, token=again.csrf_token, prefix="",
                                              auth_header_name="X-CSRF-Token", timeout=60,
                                              cookies=dict(browser.get_httpx_client().cookies))
-    # an unverified address: this Lev sends no mail (400), and a made-up code verifies nothing (404)
+    # an unverified address: this Lev sends no mail (400 mail_unavailable), and a made-up code verifies nothing
     call("account", "send_email_verification", 400, client=session)
     call("account", "confirm_email", 404, client=session, code="not-a-code-" + "x" * 32)
     call("account", "sign_out", 200, client=session)
@@ -264,3 +264,13 @@ def test_generated_client_runs_every_operation(client_pkg: Any, server, user, ad
 
     missing_ops = sorted(op for op in operations() if underscore(op) not in called)
     assert not missing_ops, f"operations not run with the generated client: {missing_ops}"
+
+
+def test_the_generated_client_knows_the_upload_cap(client_pkg: Any) -> None:
+    """openapi-python-client keeps the schema's cap in the model it generates: the upload size's maximum (52428800)
+    is in the UploadRequest model the integrator's editor shows."""
+    import inspect
+
+    models = importlib.import_module(f"{PACKAGE}.models")
+    source = inspect.getsource(models.UploadRequest)
+    assert "52428800" in source and "size" in source, source[:1500]

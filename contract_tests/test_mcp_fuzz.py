@@ -290,7 +290,8 @@ def test_malformed_envelopes(mcp: dict[str, Mcp], msg: Any) -> None:
 
 # --- 2026-07-28: the _meta envelope and the routing headers, mangled at random ---------------------------------
 
-MODERN_METHODS = ("server/discover", "tools/list", "tools/call", "resources/list", "resources/read")
+MODERN_METHODS = ("server/discover", "tools/list", "tools/call", "resources/list", "resources/templates/list",
+                  "resources/read")
 header_text = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=24).map(str.strip)
 ABSENT = object()
 
@@ -421,3 +422,36 @@ def test_fixed_protocol_cases(mcp: dict[str, Mcp], server) -> None:  # type: ign
     _, body = c.call("add_to_knowledge", {"text": "hello"})
     assert body["error"]["code"] == CUSTOM and body["error"]["data"]["error"] == "capability_denied"
     assert body["error"]["data"]["have"] == ["read"]
+
+
+# --- resources/read of item URIs (issue 52) -------------------------------------------------------------------
+
+def _item_uris(library: Library) -> st.SearchStrategy[str]:
+    known = sorted(library.items.values())
+    ids = st.one_of(st.sampled_from(known), st.uuids().map(str), st.text(max_size=40))
+    query = st.one_of(st.just(""), st.integers(-5, 2**70).map(lambda n: f"?offset={n}"), st.text(max_size=20).map(
+        lambda q: "?" + q))
+    return st.builds(lambda scheme, i, q: f"{scheme}://items/{i}{q}", st.sampled_from(["lev", "lev", "LEV", "ui"]),
+                     ids, query)
+
+
+@pytest.mark.parametrize("kind", ["whole_read", "one_folder"])
+def test_reading_item_uris(mcp: dict[str, Mcp], library: Library, kind: str) -> None:
+    """Any item URI: a page of a visible item's text within the budget, -32002 for what is not there or out of
+    scope, -32602 for a bad offset; never a 5xx or -32603."""
+
+    @FUZZ
+    @given(uri=_item_uris(library))
+    def read(uri: str) -> None:
+        count_case(f"mcp resources/read [{kind}]")
+        r = mcp[kind].post(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+                                       "params": {"uri": uri}}).encode())
+        body = envelope(r, 1)
+        assert len(r.content) <= 64 * 1024, len(r.content)
+        if "error" in body:
+            assert body["error"]["code"] in {RESOURCE_NOT_FOUND, INVALID_PARAMS}, (uri, body)
+        else:
+            (content,) = body["result"]["contents"]
+            assert content["uri"] == uri and isinstance(content["text"], str), (uri, body)
+
+    read()

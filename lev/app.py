@@ -26,6 +26,7 @@ from lev.handlers import mcp as mcp_handler
 from lev.handlers import oauth as oauth_handler
 from lev.handlers import ops, pages, public, pwa
 from lev.handlers import spec as spec_handler
+from lev.mcp import card
 from lev.middleware import LevMiddleware, allowed_methods, error_response
 from lev.oauth import server as oauth
 from lev.ops import logs, metrics
@@ -124,6 +125,8 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
         security_map=security_map(),
     )
     app.add_url_rule("/api/mcp", "mcp", mcp_handler.endpoint, methods=["GET", "POST", "DELETE"])
+    for path in card.PATHS:
+        app.add_url_rule(path, f"mcp_card{path}", mcp_handler.server_card, methods=["GET"])
     app.add_url_rule("/api/v1/docs", "docs", spec_handler.api_docs, methods=["GET"])
     app.add_url_rule("/api/v1/docs/redoc.standalone.js", "redoc", spec_handler.redoc_js, methods=["GET"])
 

@@ -7,6 +7,7 @@ import asyncio
 import os
 import time
 from collections.abc import Awaitable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -17,6 +18,7 @@ from arq.connections import RedisSettings
 from redis.asyncio import Redis
 
 from lev.auth import principal_cache as principals
+from lev.core import steps
 from lev.core.settings import Settings, get_settings
 from lev.embedded import resolve_urls
 from lev.embedding.embedder import build_embedder, check_dimension
@@ -48,6 +50,7 @@ class Runtime:
 
 _runtime: Runtime | None = None
 _shutdown_deadline: float | None = None  # time.monotonic() by which a stopping process must be gone
+_stop_signal: int | None = None
 # of the grace period, kept for closing after requests and jobs: the clients, the embedding child, the servers
 CLEANUP_SHARE, CLEANUP_MAX_SEC = 0.4, 3.0
 
@@ -85,6 +88,36 @@ def get_runtime() -> Runtime:
     return _runtime
 
 
+_prestarted: Future[tuple[str, str]] | None = None
+
+
+def prestart_servers(settings: Settings) -> None:
+    """Start (or join) the embedded PostgreSQL and Redis on a thread now, while the app is still being built (`lev
+    serve`); `start` then waits for them instead of starting them."""
+    global _prestarted
+    if _prestarted is None:
+        _prestarted = ThreadPoolExecutor(1, thread_name_prefix="lev-prestart").submit(_start_servers, settings)
+
+
+def _start_servers(settings: Settings) -> tuple[str, str]:
+    with steps.step("PostgreSQL and Redis", "starting PostgreSQL and Redis"
+                    if settings.database_url is None else "connecting to the database and Redis"):
+        return resolve_urls(settings.database_url, settings.redis_url, settings.data_dir)
+
+
+async def _servers(settings: Settings) -> tuple[str, str]:
+    global _prestarted
+    if _prestarted is None:
+        return await asyncio.to_thread(_start_servers, settings)
+    started, _prestarted = _prestarted, None
+    return await asyncio.wrap_future(started)
+
+
+def _load_model(emb: Any) -> None:
+    with steps.step("model", "loading the embedding model"):
+        emb.start()
+
+
 async def start(settings: Settings | None = None, *, migrate: bool = True, ingest_nice: int = 0) -> Runtime:
     """Open every shared resource (idempotent within a process). The embedder computes batches on threads at CPU
     niceness +`ingest_nice` (an API process; a standalone worker runs niced as a whole); its model loads while the
@@ -96,9 +129,7 @@ async def start(settings: Settings | None = None, *, migrate: bool = True, inges
     offload.configure(settings.cpu_processes, ingest_nice, settings.extract_memory_mb << 20)
     emb = build_embedder(settings, ingest_nice)
     try:
-        loaded, urls = await asyncio.gather(asyncio.to_thread(emb.start),
-                                            asyncio.to_thread(resolve_urls, settings.database_url,
-                                                              settings.redis_url, settings.data_dir),
+        loaded, urls = await asyncio.gather(asyncio.to_thread(_load_model, emb), _servers(settings),
                                             return_exceptions=True)
         if isinstance(loaded, BaseException):
             raise loaded
@@ -107,7 +138,8 @@ async def start(settings: Settings | None = None, *, migrate: bool = True, inges
         db_url, redis_url = urls
         await asyncio.to_thread(check_dimension, emb)  # refuses to start on a vector-size mismatch
         if migrate:
-            newer = await asyncio.to_thread(db.migrate, db_url)
+            with steps.step("migrations", "checking the database's migrations"):
+                newer = await asyncio.to_thread(db.migrate, db_url)
             if newer is not None:
                 log.warning("the database is at a newer release's migration; running on it as it is",
                             database=newer, this_release=db.head_revision_cached())
@@ -134,11 +166,17 @@ async def start(settings: Settings | None = None, *, migrate: bool = True, inges
     return rt
 
 
-def begin_shutdown(grace_sec: float) -> None:
+def begin_shutdown(grace_sec: float, signum: int | None = None) -> None:
     """The process was asked to stop (SIGTERM, SIGINT): it has `grace_sec` from now, in all."""
-    global _shutdown_deadline
+    global _shutdown_deadline, _stop_signal
     if _shutdown_deadline is None:
         _shutdown_deadline = time.monotonic() + grace_sec
+        _stop_signal = signum
+
+
+def stop_signal() -> int | None:
+    """The signal that stopped this process (None: not stopping, or stopped by code)."""
+    return _stop_signal
 
 
 def stopping() -> bool:

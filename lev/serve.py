@@ -12,6 +12,8 @@ from typing import Any
 
 from lev import runtime
 from lev.app import create_app
+from lev.auth import accounts
+from lev.core import steps
 from lev.core.settings import get_settings
 from lev.embedded import claim_data_dir, stop_embedded, stop_started_redis
 from lev.embedding.minilm import return_freed_memory
@@ -39,12 +41,15 @@ def quiet_libraries() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def banner(url: str, data_dir: str, lev: str) -> str:
-    """What `lev serve` prints once it listens: where, where the data is, and the first steps (browser first)."""
+def banner(url: str, data_dir: str, lev: str, *, has_accounts: bool = False, started: str = "") -> str:
+    """What `lev serve` prints once it listens: where, where the data is, and the first steps (browser first); on a
+    server that has accounts, signing in instead of creating the first one."""
+    first = (f"  1. open {url}/ in a browser and sign in (or create an account)" if has_accounts
+             else f"  1. open {url}/ in a browser and create your account (the first one owns this server)")
     return "\n".join([
         "",
-        f"Lev is ready at {url}  (API docs {url}/api/v1/docs; data in {data_dir})",
-        f"  1. open {url}/ in a browser and create your account (the first one owns this server)",
+        f"Lev is ready at {url}  (API docs {url}/api/v1/docs; data in {data_dir}){'; ' + started if started else ''}",
+        first,
         "  2. add links, notes and files",
         f"  3. connect an agent by URL: claude mcp add --transport http lev {url}/api/mcp  (sign in, click Allow);"
         " or mint a token under Settings -> Integrations",
@@ -61,9 +66,11 @@ def serve(host: str, port: int, *, workers_inline: bool) -> None:
     the servers; SIGTERM/SIGINT stop it within LEV_SHUTDOWN_GRACE_SEC."""
     import uvicorn
 
+    steps.enable()
     settings = get_settings()
     embedded_stack = settings.database_url is None or settings.redis_url is None
     claim = claim_data_dir(settings.data_dir) if embedded_stack else None
+    runtime.prestart_servers(settings)  # PostgreSQL and Redis start while the app is built
     quiet_libraries()
     return_freed_memory()
     settings.workers_inline = workers_inline
@@ -83,18 +90,22 @@ def serve(host: str, port: int, *, workers_inline: bool) -> None:
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets)  # the lifespan has started (or joined) the embedded servers
+            with steps.step("app", "starting the web server and the worker"):
+                await super().startup(sockets)  # the lifespan has started (or joined) the embedded servers
             if self.started and self.servers:
                 supervisor.start()
                 host, port = self.servers[0].sockets[0].getsockname()[:2]
                 host = f"[{host}]" if ":" in host else host
-                print(banner(f"http://{host}:{port}", str(settings.data_dir.resolve()), lev), file=sys.stderr,
-                      flush=True)
+                print(banner(f"http://{host}:{port}", str(settings.data_dir.resolve()), lev,
+                             has_accounts=await _has_accounts(), started=steps.summary()), file=sys.stderr, flush=True)
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             # the grace period starts now, for requests and jobs alike; no restarts while stopping
             if not runtime.stopping():
-                runtime.begin_shutdown(grace)
+                name = signal.Signals(sig).name
+                print(f"Lev: stopping on {name}{' (Ctrl-C)' if sig == signal.SIGINT else ''}; "
+                      f"finishing within {grace:.0f} s…", file=sys.stderr, flush=True)
+                runtime.begin_shutdown(grace, sig)
                 supervisor.stop()
                 watchdog.arm()
             super().handle_exit(sig, frame)
@@ -127,6 +138,14 @@ def serve(host: str, port: int, *, workers_inline: bool) -> None:
         Server(config).run()
     finally:  # a server that did not start
         finish()
+
+
+async def _has_accounts() -> bool:
+    """Whether the server has an account yet (the banner says to sign in rather than create the first one)."""
+    try:
+        return await accounts.any_account(runtime.deps().db)
+    except Exception:  # the banner must not stop the start
+        return False
 
 
 def setup_observability() -> None:

@@ -1,6 +1,7 @@
 """Pinned npm packages the tests use (MCP Inspector, axe-core, the MCP Apps host: the official ext-apps AppBridge and
-esbuild to bundle it), installed from the npm registry into the checkout's `.cache/` (never committed) by
-`make node-deps` (`python -m tests.npm_cache`, part of `make test`) or on first use; later runs reuse them."""
+esbuild to bundle it; the MCP conformance suite and the Node it needs), installed from the npm registry into the
+checkout's `.cache/` (never committed) by `make node-deps` (`python -m tests.npm_cache`, part of `make test`) or on
+first use; later runs reuse them."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ PINNED: dict[str, tuple[str, ...]] = {
     "axe-core-4.14.1": ("axe-core@4.14.1",),
     "ext-apps-2.0.4": ("@modelcontextprotocol/ext-apps@2.0.4", "@modelcontextprotocol/client@2.4.0",
                        "@modelcontextprotocol/core@2.4.0", "zod@4.6.7", "esbuild@0.25.12"),
+    # The MCP conformance suite runs on Node 22 (it imports fs.globSync), pinned from npm beside it.
+    "conformance-0.1.16": ("@modelcontextprotocol/conformance@0.1.16", "node@22.23.3"),
 }
 
 

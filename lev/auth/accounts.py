@@ -152,6 +152,12 @@ async def signup(s: AsyncSession, settings: Settings, limiter: Limiter, email: s
     return {"id": user_id, "email": email, "tier": tier}
 
 
+async def any_account(db: Any) -> bool:
+    """Whether the server has an account yet (its own read transaction)."""
+    async with db.read_session() as s:
+        return await user_store.any_yet(s)
+
+
 async def create_user(s: AsyncSession, email: str, tier: str, password: str | None = None) -> uuid.UUID:
     """A new user (`lev user create`); 409 email_taken when the address, in any case, is taken."""
     if password is not None:

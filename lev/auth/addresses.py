@@ -11,7 +11,7 @@ from typing import Any
 
 from lev.auth.policy import Principal, require_manager
 from lev.core import context
-from lev.core.errors import invalid_body, not_found, rate_limited, unavailable
+from lev.core.errors import ApiError, not_found, rate_limited, unavailable
 from lev.plumbing.deps import Deps
 from lev.plumbing.ports import MailError
 from lev.store import users as user_store
@@ -40,8 +40,9 @@ async def send_verification(deps: Deps, p: Principal) -> dict[str, Any]:
         if user.get("email_verified_at") is not None:
             return {**_state(user), "sent": False}
         if deps.mailer is None:
-            raise invalid_body("This Lev sends no mail (its operator has not set LEV_SMTP_URL), so it cannot verify "
-                               "your address by mail. Opening an invitation's link while signed in verifies it too.")
+            raise ApiError("mail_unavailable", "This Lev sends no mail (its operator has not set LEV_SMTP_URL), so it "
+                           "cannot verify your address by mail. Opening an invitation's link while signed in verifies "
+                           "it too.")
         if await user_store.email_code_sent_since(s, p.user_id, RESEND_SEC):
             raise rate_limited(f"A verification mail was sent less than {RESEND_SEC} s ago; check your inbox, or "
                                "try again in a minute.", {"Retry-After": str(RESEND_SEC)}, retry_after_sec=RESEND_SEC)
@@ -67,7 +68,7 @@ async def confirm(deps: Deps, p: Principal, code: str) -> dict[str, Any]:
             raise not_found("This verification link does not work: it was used or it expired, or it was sent to "
                             "another account. Ask for a new one on your account page.")
         if not await user_store.verify_email(s, p.user_id, found["email"]):
-            raise invalid_body("Your account's address is no longer the one this link was sent to.")
+            raise ApiError("address_changed", "Your account's address is no longer the one this link was sent to.")
         user = await user_store.by_id(s, p.user_id)
     assert user is not None
     return _state(user)

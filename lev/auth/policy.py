@@ -239,11 +239,14 @@ def folder_visible(scope: Scope, folder_id: uuid.UUID) -> bool:
     return scope.folder_ids is None or folder_id in scope.folder_ids
 
 
+FOLDER_NAME_MAX_CHARS = 200  # FolderCreate.name, FolderUpdate.name
+
+
 def folder_name(name: str) -> str:
     """A folder name trimmed, or 400 invalid_body when it is blank, too long or holds NUL."""
     clean = name.strip()
-    if not clean or len(clean) > 200:
-        raise invalid_body("name must be 1-200 characters after trimming.")
+    if not clean or len(clean) > FOLDER_NAME_MAX_CHARS:
+        raise invalid_body(f"name must be 1-{FOLDER_NAME_MAX_CHARS} characters after trimming.")
     if "\x00" in clean:  # PostgreSQL text cannot hold NUL
         raise invalid_body("name must not contain NUL characters.")
     return clean

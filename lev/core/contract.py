@@ -19,7 +19,6 @@ from typing import Any
 import yaml
 from connexion.datastructures import MediaTypeDict
 from connexion.exceptions import BadRequestProblem
-from connexion.json_schema import format_error_with_path
 from connexion.resolver import Resolution, Resolver
 from connexion.security import ApiKeySecurityHandler
 from connexion.spec import OpenAPISpecification
@@ -33,7 +32,6 @@ from connexion.validators import (
 from inflection import underscore
 from jsonschema import Draft4Validator, Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError, best_match
-from openapi_spec_validator import validate
 from starlette.formparsers import MultiPartException
 from starlette.requests import cookie_parser
 from starlette.types import Scope
@@ -41,6 +39,7 @@ from starlette.types import Scope
 from lev.core import jsonguard
 from lev.core.errors import (
     ApiError,
+    file_too_large,
     invalid_body,
     invalid_id,
     method_not_allowed,
@@ -48,6 +47,7 @@ from lev.core.errors import (
 )
 from lev.core.mimes import ALLOWED_MIMES, not_accepted
 from lev.core.packagedata import packaged
+from lev.core.wording import PATTERN_SAYS, WHEN_HELP, said
 
 SPEC_PATH = packaged("openapi.yaml")
 MCP_TOOLS_PATH = packaged("mcp_tools.json")
@@ -55,10 +55,16 @@ MCP_TOOLS_PATH = packaged("mcp_tools.json")
 
 @lru_cache(maxsize=1)
 def load_spec() -> dict[str, Any]:
-    """The parsed and validated OpenAPI 3.1 document (callers must not mutate it)."""
-    spec = yaml.safe_load(SPEC_PATH.read_text())
-    validate(spec)
-    return spec
+    """The parsed OpenAPI 3.1 document (callers must not mutate it). Parsed by libyaml: the pure-Python parser and the
+    meta-schema check took most of a restart's seconds (issue 51); the check runs in the tests (`check_spec`)."""
+    return yaml.load(SPEC_PATH.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+
+
+def check_spec() -> None:
+    """Raise when openapi.yaml is not a valid OpenAPI 3.1 document (the tests call it; the package ships it checked)."""
+    from openapi_spec_validator import validate
+
+    validate(yaml.safe_load(SPEC_PATH.read_text()))
 
 
 @lru_cache(maxsize=1)
@@ -140,7 +146,11 @@ _WS = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 NON_BLANK = rf"^[{_WS}]*[^\x00{_WS}][^\x00]*$"  # linear: its parts never overlap
 NO_NUL = r"^[^\x00]*$"
 EMAIL = rf"^[^@{_WS}]+@[^@{_WS}]+$"
-HTTP_URL = r"^[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x20\x7f/?#][^\x00-\x1f\x7f]*$"
+# An invitee's address: a dot in the domain, no white space or control character (lev.sharing checks with it).
+_NOT_ADDRESS = r"@\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+INVITE_EMAIL = rf"^[^{_NOT_ADDRESS}]+@[^{_NOT_ADDRESS}]+\.[^{_NOT_ADDRESS}.]+$"
+# An http(s) URL with a host: no white space, control character or %<>"{}|\^` in the authority.
+HTTP_URL = r'^[Hh][Tt][Tt][Pp][Ss]?://([^\x00-\x20\x7f/?#@]*@)?[^\x00-\x20\x7f/?#@<>"{}|\\^`%]+([/?#][^\x00-\x1f\x7f]*)?$'
 # A search filter's forms as the contract's schemas give them (openapi.yaml, mcp_tools.json: tests compare them;
 # `lev.library.filters` checks with them): a calendar date or date-time (RFC 3339, the offset optional), and a host
 # name. What matches is accepted, nothing else.
@@ -152,15 +162,17 @@ _TIME = (r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,9})?)?"
 WHEN_PATTERN = rf"^({_YEAR}-{_MONTH_DAY}|{_LEAP_DAY})([Tt ]{_TIME})?$"
 _LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
 SITE_PATTERN = rf"^{_LABEL}(\.{_LABEL})*\.?$"
-WHEN_HELP = "an RFC 3339 date (2026-03-01) or date-time (2026-03-01T09:30:00Z)"
 _PATTERN_SAYS = {
     WHEN_PATTERN: f"is not {WHEN_HELP}",
     SITE_PATTERN: "is not a host name (example.org: letters, digits, hyphens and dots; no scheme, port or path)",
-    HTTP_URL: "must be an http or https URL with a host (no white space around it, no control characters)",
+    HTTP_URL: "must be an http or https URL with a host (no white space or control characters, and none of "
+              "%<>\"{}|\\^` in the host)",
     NON_BLANK: "needs a character that is not white space, and no NUL",
     NO_NUL: "must not contain NUL characters",
     EMAIL: "is not an email address (one @, no white space)",
+    INVITE_EMAIL: "is not an email address such as name@example.com (one @, a dot in the domain, no white space)",
 }
+PATTERN_SAYS.update(_PATTERN_SAYS)
 
 
 MAX_ERRORS = 20  # a body's schema errors looked at (the first ones): a million wrong items are not all listed
@@ -182,18 +194,6 @@ def excerpt(value: Any) -> str:
     if isinstance(value, (list, dict)) and len(value) > 4:
         return f"{_EXCERPT.repr(value)} ({len(value)} {'items' if isinstance(value, list) else 'members'})"
     return _EXCERPT.repr(value)
-
-
-def readable(error: ValidationError) -> str:
-    """A validator's message quoting at most an excerpt of the value it refused (`excerpt`), at most 300
-    characters in all: an error body never echoes a large body back."""
-    value, message = error.instance, error.message
-    if len(message) <= 80:
-        return message
-    quoted = repr(value)
-    if message.startswith(quoted) and len(quoted) > 80:
-        message = excerpt(value) + message[len(quoted):]
-    return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE] + "…"
 
 
 def first_errors(validator: Any, instance: Any) -> list[ValidationError]:
@@ -221,12 +221,12 @@ class ContractParameterValidator(ParameterValidator):
                            param_name: str | None = None) -> str | None:
         if value is None or (is_nullable(param) and is_null(value)):
             result: str | None = ParameterValidator.validate_parameter(parameter_type, value, param, param_name)
-            return result
+            return f"The {param.get('name', param_name)} parameter is required." if result else None
         try:
             _ParameterSchemaValidator(param.get("schema", param),
                                       format_checker=Draft4Validator.FORMAT_CHECKER).validate(value)
         except ValidationError as exception:
-            return f"{readable(exception)} - '{param_name or param.get('name', parameter_type)}'"
+            return said(exception, str(param_name or param.get("name", parameter_type)))
         return None
 
     def validate_path_parameter(self, param: dict[str, Any], request: Any) -> str | None:
@@ -239,11 +239,15 @@ class ContractParameterValidator(ParameterValidator):
 
 
 def _mapped_error(error: ValidationError) -> ApiError | None:
-    """Schema violations the error table gives their own code: a MIME type outside the allowlist (415); an allowed
-    type sent to the other finalize endpoint stays 400. (A declared upload size over the cap is no schema violation:
-    the service answers it 413 file_too_large.)"""
+    """Schema violations the error table gives their own code or fields: a MIME type outside the allowlist (415);
+    an allowed type sent to the other finalize endpoint stays 400; a declared upload size over the cap is 413
+    file_too_large with the cap as `maxBytes`, as the interface spec's table has it (`lev.ingest.media.check_signing`
+    says the same)."""
 
     field = error.path[-1] if error.path else None
+    if field == "size" and error.validator == "maximum" and isinstance(error.validator_value, int):
+        return file_too_large(f"size: uploads are limited to {error.validator_value} bytes (50 MB).",
+                              error.validator_value)
     if field == "mime" and error.validator == "enum" and isinstance(error.instance, str):
         if error.instance not in ALLOWED_MIMES:
             return unsupported_media_type(not_accepted(error.instance))
@@ -287,7 +291,7 @@ class ContractJSONBodyValidator(JSONRequestBodyValidator):
         if all(m is not None for m in mapped):
             raise mapped[0]  # type: ignore[misc]
         error = best_match(_branch_errors(e, body) for e, m in zip(errors, mapped, strict=True) if m is None)
-        raise BadRequestProblem(detail=f"{readable(error)}{format_error_with_path(exception=error)}")
+        raise BadRequestProblem(detail=said(error))
 
 
 class GuardedJSONBody(ContractJSONBodyValidator):

@@ -10,14 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import botocore.exceptions
-import psycopg
-import redis.exceptions
-import sqlalchemy.exc
 import structlog
 from connexion.exceptions import BadRequestProblem, OAuthProblem, ProblemException, Unauthorized
 from jsonrpcserver.exceptions import JsonRpcError
 from starlette.exceptions import HTTPException
+
+from lev.core import outages
+from lev.core.wording import in_words
 
 log = structlog.stdlib.get_logger("lev")
 
@@ -49,6 +48,7 @@ TABLE: dict[str, ErrorKind] = {
     "not_a_feed": ErrorKind(400),
     "address_refused": ErrorKind(400),
     "transcription_unavailable": ErrorKind(400, tool_result=True),
+    "mail_unavailable": ErrorKind(400, tool_result=True),
     "missing_bearer_token": ErrorKind(401, JSONRPC_INVALID_REQUEST),
     "invalid_token": ErrorKind(401, JSONRPC_INVALID_REQUEST),
     "invalid_credentials": ErrorKind(401),
@@ -70,9 +70,14 @@ TABLE: dict[str, ErrorKind] = {
     "name_taken": ErrorKind(409, tool_result=True),
     "limit_reached": ErrorKind(409),
     "email_taken": ErrorKind(409),
+    # State conflicts (issue 52): well formed, but the resource's present state refuses it (raised where they arise).
+    **{code: ErrorKind(409, tool_result=True) for code in (
+        "already_invited", "already_member", "owner_fixed", "endpoint_disabled", "feed_paused", "item_not_ready",
+        "item_changed", "words_not_found", "address_changed")},
     "file_too_large": ErrorKind(413, tool_result=True),
     "unsupported_media_type": ErrorKind(415, tool_result=True),
     "size_mismatch": ErrorKind(422),
+    "mime_mismatch": ErrorKind(422),
     "object_missing": ErrorKind(422),
     "extraction_failed": ErrorKind(422, tool_result=True),
     "rate_limited": ErrorKind(429),
@@ -164,7 +169,7 @@ def to_api_error(exc: Exception) -> ApiError:
     if isinstance(exc, (OAuthProblem, Unauthorized)):
         return missing_bearer_token()
     if isinstance(exc, BadRequestProblem):
-        return invalid_body(str(exc.detail or "The request failed validation."))
+        return invalid_body(in_words(str(exc.detail or "The request failed validation.")))
     if isinstance(exc, UnicodeDecodeError):  # Connexion decodes JSON bodies before validating them
         return invalid_body("The request body is not UTF-8 encoded JSON.")
     if isinstance(exc, ProblemException) and (exc.status or 500) < 500:
@@ -356,42 +361,11 @@ def unavailable(message: str, **extra: Any) -> ApiError:
                     retry_after_sec=UNAVAILABLE_RETRY_SEC, **extra)
 
 
-# SQLSTATE classes of a database that cannot serve now (connection, transaction rollback, insufficient resources,
-# object not in prerequisite state, operator intervention, system error): retry shortly
-OUTAGE_SQLSTATE_CLASSES = frozenset({"08", "40", "53", "55", "57", "58"})
-
-
-def query_error(exc: BaseException) -> bool:
-    """Whether `exc` is a statement refused on a live connection (by the driver before sending it, e.g. more than
-    65,535 parameters, or by the database for a reason other than its state): a bug of the statement, never an
-    outage. The connection failures SQLAlchemy notices invalidate their connection; a failed connect has no
-    statement."""
-    if not isinstance(exc, sqlalchemy.exc.DBAPIError) or exc.connection_invalidated or exc.statement is None:
-        return False
-    state = getattr(exc.orig, "sqlstate", None)
-    return state is None or state[:2] not in OUTAGE_SQLSTATE_CLASSES
+query_error = outages.query_error
 
 
 def infrastructure_error(exc: BaseException) -> ApiError | None:
-    """503 `unavailable` when `exc` says the database or Redis cannot be reached (down, restarting, pool
-    exhausted); None for anything else, which stays a bug (500), a statement refused on a live connection
-    included (`query_error`)."""
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        if query_error(cur):
-            return None
-        if isinstance(cur, (psycopg.OperationalError, psycopg.InterfaceError, sqlalchemy.exc.TimeoutError)) or (
-                isinstance(cur, sqlalchemy.exc.DBAPIError) and (
-                    cur.connection_invalidated or isinstance(cur, (sqlalchemy.exc.OperationalError,
-                                                                sqlalchemy.exc.InterfaceError)))):
-            return unavailable("The database is unavailable right now; retry shortly.", part="database")
-        if isinstance(cur, (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectionClosedError,
-                            botocore.exceptions.ConnectTimeoutError, botocore.exceptions.ReadTimeoutError)):
-            return unavailable("The object store is unavailable right now; retry shortly.", part="object_store")
-        if isinstance(cur, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
-            return unavailable("The job queue and limiter store (Redis) is unavailable right now; retry shortly.",
-                               part="redis")
-        cur = cur.__cause__ or cur.__context__
-    return None
+    """503 `unavailable` when `exc` says the database, Redis or the object store cannot be reached
+    (`lev.core.outages`); None for anything else, which stays a bug (500)."""
+    part = outages.unreachable_part(exc)
+    return None if part is None else unavailable(outages.MESSAGES[part], part=part)

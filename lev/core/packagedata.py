@@ -25,12 +25,15 @@ EXTENSION_ZIP = "extension.zip"
 _ZIP_TIME = (2026, 1, 1, 0, 0, 0)  # every entry's time: the same folder always zips to the same bytes
 
 
-def zip_folder(folder: Path) -> bytes:
-    """`folder`'s files as a zip whose root is the folder's content (what "Load unpacked" takes once unzipped)."""
+EXTENSION_TOP = "lev-extension"  # the folder the zip unpacks into (issue 51: never loose files in the current one)
+
+
+def zip_folder(folder: Path, top: str = EXTENSION_TOP) -> bytes:
+    """`folder`'s files as a zip under one top folder `top`: unzipped, that folder is what "Load unpacked" takes."""
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-            entry = zipfile.ZipInfo(path.relative_to(folder).as_posix(), _ZIP_TIME)
+            entry = zipfile.ZipInfo(f"{top}/{path.relative_to(folder).as_posix()}", _ZIP_TIME)
             entry.external_attr = 0o644 << 16
             entry.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(entry, path.read_bytes())

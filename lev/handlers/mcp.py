@@ -1,4 +1,5 @@
-"""POST /api/mcp: the MCP surface (JSON-RPC 2.0 over streamable HTTP, stateless) and its four tools.
+"""POST /api/mcp: the MCP surface (JSON-RPC 2.0 over streamable HTTP, stateless), its four tools, its resources
+(the view, and every item as `lev://items/{item_id}`) and the Server Card.
 
 One dispatch serves every protocol revision: 2025-03-26, 2025-06-18 and 2025-11-25 (opened by `initialize`) and
 2026-07-28 (per-request `_meta`, `server/discover`), chosen per request by `lev.mcp.revision`. Tools, their
@@ -22,7 +23,7 @@ from starlette.responses import Response
 from lev import runtime
 from lev.auth.policy import Principal, parse_uuid_field, require
 from lev.core import context, jsonguard
-from lev.core.contract import ContractValidator, first_errors, mcp_tools, readable
+from lev.core.contract import ContractValidator, first_errors, mcp_tools, said
 from lev.core.errors import (
     JSONRPC_INVALID_PARAMS,
     JSONRPC_INVALID_REQUEST,
@@ -45,7 +46,7 @@ from lev.ingest.request import IngestRequest
 from lev.ingest.service import ingest
 from lev.library import reads as library
 from lev.library.filters import parse_filters
-from lev.mcp import app, budget, revision
+from lev.mcp import app, budget, card, resources, revision
 from lev.oauth import server as oauth
 from lev.ops import logs
 
@@ -93,19 +94,46 @@ async def server_discover(_ctx: dict[str, Any], **params: Any) -> Any:
 
 
 async def resources_list(_ctx: dict[str, Any], **_params: Any) -> Any:
-    """The one resource: Lev's MCP App view."""
+    """The one listed resource: Lev's MCP App view (items are reached through the template, never listed)."""
     return Success({"resources": app.resources()})
 
 
-async def resources_read(_ctx: dict[str, Any], uri: Any = None, **_params: Any) -> Any:
-    """The view's HTML; an unknown URI is MCP's -32002."""
+async def resources_templates_list(_ctx: dict[str, Any], **_params: Any) -> Any:
+    return Success({"resourceTemplates": resources.TEMPLATES})
+
+
+async def resources_read(ctx: dict[str, Any], uri: Any = None, **_params: Any) -> Any:
+    """The view's HTML, or a page of an item's text under the token's scope; an unknown URI, or an item the token
+    cannot see, is MCP's -32002."""
     if not isinstance(uri, str):
         raise jsonrpc_error(invalid_body("resources/read takes a string uri."))
+    try:
+        ref = resources.parse_item_uri(uri)
+    except ApiError as err:
+        raise jsonrpc_error(err) from None
+    if ref is not None:
+        return Success(await _read_item(ctx["principal"], uri, ref))
     found = app.read(uri, context.base_url())
     if found is None:
-        raise jsonrpc_error(not_found(f"No resource {uri[:200]!r}; Lev serves {app.RESOURCE_URI}."),
-                            code=JSONRPC_RESOURCE_NOT_FOUND)
+        raise jsonrpc_error(not_found(f"No resource {uri[:200]!r}; Lev serves {app.RESOURCE_URI} and "
+                                      f"{resources.ITEM_TEMPLATE}."), code=JSONRPC_RESOURCE_NOT_FOUND)
     return Success(found)
+
+
+async def _read_item(principal: Principal, uri: str, ref: resources.ItemRef) -> dict[str, Any]:
+    """A page of the item's text within get_item's 64 KB budget, as get_item reads it (scope and kb_only)."""
+    try:
+        require(principal, "read")
+        await runtime.get_runtime().limiter.apply(principal, _tool_index()["get_item"].get("limit_class"))
+        item = await library.get_item(deps(), principal, ref.item_id)
+    except ApiError as err:
+        code = JSONRPC_RESOURCE_NOT_FOUND if err.code == "not_found" else None
+        raise jsonrpc_error(err, code=code) from None
+    except Exception as exc:  # a bug (500) or an unreachable database or Redis (503)
+        info = context.current()
+        raise jsonrpc_error(to_api_error(exc), info.request_id if info else None) from None
+    return budget.fit_page(lambda chars: resources.contents(uri, library.page(item, ref.offset, chars)),
+                           weigh=resources.wire_bytes)
 
 
 async def ping(_ctx: dict[str, Any], **_params: Any) -> Any:
@@ -129,7 +157,7 @@ def _validate_arguments(tool: dict[str, Any], arguments: Any) -> dict[str, Any]:
             else "arguments")
         if first.validator == "additionalProperties":
             where = "arguments"
-        message = f"Invalid argument {where}: {readable(first)}"
+        message = f"Invalid argument {where}: {said(first)}"
         raise jsonrpc_error(invalid_body(message))
     return arguments
 
@@ -203,11 +231,17 @@ TOOLS = {"search_knowledge_base": _search, "get_item": _get_item, "list_recent":
 
 # The methods each era serves: the tools are the same functions under every revision.
 _HANDLERS = {"initialize": initialize, "ping": ping, "server/discover": server_discover, "tools/list": tools_list,
-             "resources/list": resources_list, "resources/read": resources_read,
-             "tools/call": tools_call}
+             "resources/list": resources_list, "resources/templates/list": resources_templates_list,
+             "resources/read": resources_read, "tools/call": tools_call}
 LEGACY_METHODS = {m: _HANDLERS[m] for m in ("initialize", "ping", "tools/list", "tools/call", "resources/list",
-                                             "resources/read")}
+                                             "resources/templates/list", "resources/read")}
 MODERN_METHODS = {m: _HANDLERS[m] for m in revision.MODERN_METHODS}
+
+
+async def server_card(request: Request) -> Response:
+    """GET /.well-known/mcp/server-card.json (and /api/mcp/server-card): public, as discovery needs it."""
+    base = oauth.public_base(deps().settings, request.headers.get("host"))
+    return _json(card.server_card(base), headers={"Access-Control-Allow-Origin": "*", "Cache-Control": "max-age=300"})
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -291,7 +325,9 @@ async def _serve_modern(document: Any, text: str, request: Request, principal: P
         revision.check_request(document, request.headers)
     except ApiError as err:
         return jsonrpc_response(err, document["id"]), err.status
-    return revision.shape(document["method"], await _dispatch(text, MODERN_METHODS, principal, document))
+    params = document.get("params")
+    target = params.get("uri") if isinstance(params, dict) else None
+    return revision.shape(document["method"], await _dispatch(text, MODERN_METHODS, principal, document), target)
 
 
 async def _dispatch(text: str, methods: dict[str, Any], principal: Principal, document: Any) -> Any:

@@ -20,6 +20,7 @@ from lev.core.errors import ApiError, invalid_body
 from lev.core.packagedata import packaged
 from lev.feeds import service as feed_service
 from lev.handlers import deps
+from lev.handlers.page_words import FILTERS, STATUS_WORDS
 from lev.highlights import service as highlights
 from lev.imports import service as imports
 from lev.library import reads as library
@@ -40,6 +41,8 @@ PER_PAGE = 25
 ACTIVITY_PER_PAGE = 50
 SIMILAR_SHOWN = 5
 _env = Environment(loader=FileSystemLoader(WEB / "templates"), autoescape=select_autoescape(["html"]))
+_env.filters.update(FILTERS)
+_env.globals["status_words"] = STATUS_WORDS
 _env.globals["life"] = lambda item: lifecycle.of_row(item["status"], item["transcription_status"])
 _STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml", ".txt": "text/plain",
                  ".png": "image/png", ".ico": "image/x-icon"}
@@ -159,29 +162,49 @@ async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | Non
             "query_string": "&".join(f"{k}={str(v).lower()}" for k, v in filters.items() if v is not None)}
 
 
+async def _search(request: Request, p: Principal, folder_id: uuid.UUID | None,
+                  folders: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str, str]:
+    """The search box's hits (or its error in words), its query and its mode."""
+    q = (request.query_params.get("q") or "").strip()
+    mode = request.query_params.get("mode") or "hybrid"
+    mode = mode if mode in ("hybrid", "semantic", "keyword") else "hybrid"
+    if not q:
+        return None, q, mode
+    context.note_search(p, f"GET {request.url.path} search")
+    try:
+        box = parse_box(q[:2000])
+        filters = parse_filters(folder_id=_folder_named(folders, box.folder) if box.folder else (
+            str(folder_id) if folder_id else None), kind=box.kind or None, site=box.site, after=box.after,
+            before=box.before)
+        return await library.search(deps(), p, query=box.words, mode=mode, limit=10, filters=filters), q, mode
+    except ApiError as err:
+        return {"error": err.message or err.code, "results": []}, q, mode
+
+
 async def _library(request: Request, p: Principal, folder: dict[str, Any] | None) -> Response:
     folder_id = uuid.UUID(folder["id"]) if folder else None
     view = await _items_view(request, p, folder_id)
-    search = None
-    q = (request.query_params.get("q") or "").strip()
-    mode = request.query_params.get("mode") or "hybrid"
-    if q:
-        context.note_search(p, f"GET {request.url.path} search")
-        try:
-            mode = mode if mode in ("hybrid", "semantic", "keyword") else "hybrid"
-            box = parse_box(q[:2000])
-            filters = parse_filters(folder_id=_folder_named(view["folders"], box.folder) if box.folder else (
-                str(folder_id) if folder_id else None), kind=box.kind or None, site=box.site, after=box.after,
-                before=box.before)
-            search = await library.search(deps(), p, query=box.words, mode=mode, limit=10, filters=filters)
-        except ApiError as err:
-            search = {"error": err.message or err.code, "results": []}
+    search, q, mode = await _search(request, p, folder_id, view["folders"])
     feeds = await feed_service.list_feeds(deps(), p, folder_id) if folder_id else []
     share = await sharing.page_view(deps(), p, folder_id) if folder_id else None
     invitations = [] if folder_id else (await sharing.invitations(deps(), p, note=False))["invitations"]
     return _render("library.html", request, p, folder=folder, search=search, q=q, mode=mode, feeds=feeds,
                    poll_minutes=deps().settings.feed_poll_minutes, share=share, invitations=invitations,
                    mail=deps().mailer is not None, **view)
+
+
+async def search_partial(request: Request) -> Response:
+    """The search box's hits alone, as the box asks for them while one types (app.js)."""
+    p = await _principal(request)
+    if p is None:
+        return Response(status_code=401)
+    folder_id = _uuid(request.query_params.get("folder_id"))
+    async with deps().db.read_session() as s:
+        folders = await folder_store.list_visible(s, p.scope)
+    if folder_id is not None and not any(f["id"] == str(folder_id) for f in folders):
+        return Response(status_code=404)
+    search, q, mode = await _search(request, p, folder_id, folders)
+    return _render("_search_results.html", request, p, search=search, q=q, mode=mode)
 
 
 def _folder_named(folders: list[dict[str, Any]], name: str) -> str:
@@ -357,6 +380,7 @@ def add_routes(app: Any) -> None:
         ("/", "home", home), ("/login", "login", login_page), ("/signup", "signup", signup_page),
         ("/folders/{id}", "folder", folder_page), ("/items/{id}", "item", item_page),
         ("/items/{id}/status", "item_status", item_status), ("/partials/items", "items_partial", items_partial),
+        ("/partials/search", "search_partial", search_partial),
         ("/settings/integrations", "integrations", integrations_page), ("/activity", "activity", activity_page),
         ("/settings/account", "account", account_page), ("/static/{name}", "static", static_file),
         ("/import", "import", import_page), ("/partials/imports", "imports_partial", imports_partial),

@@ -76,7 +76,7 @@ def phrase(words: str) -> str:
 
 def locate_in(text: Spaced, words: str, char_start: int | None = None,
               char_end: int | None = None) -> tuple[int, int]:
-    """(start, end) of `words` in the text, or 400 invalid_body saying the words are not in the item."""
+    """(start, end) of `words` in the text, or 409 words_not_found saying the words are not in the item."""
     needle = phrase(words)
     if char_start is not None and char_end is not None and text.holds(needle, char_start, char_end):
         return char_start, char_end
@@ -85,12 +85,12 @@ def locate_in(text: Spaced, words: str, char_start: int | None = None,
     found = text.find(needle, hint)
     if found is None:
         quoted = needle if len(needle) <= SHOWN else needle[:SHOWN] + "…"
-        raise invalid_body(f"These words are not in the item's text: “{quoted}”.")
+        raise ApiError("words_not_found", f"These words are not in the item's text: “{quoted}”.")
     return found
 
 
 def locate(body: str, words: str, char_start: int | None = None, char_end: int | None = None) -> tuple[int, int]:
-    """(start, end) of `words` in `body`, or 400 invalid_body saying the words are not in the item."""
+    """(start, end) of `words` in `body`, or 409 words_not_found saying the words are not in the item."""
     phrase(words)
     return locate_in(Spaced(body), words, char_start, char_end)
 

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.auth.policy import Principal, folder_visible, require
 from lev.core import context
-from lev.core.errors import invalid_body, not_found
+from lev.core.errors import ApiError, invalid_body, not_found
 from lev.highlights import markdown, reader
 from lev.highlights.locate import locate, relocate
 from lev.plumbing.deps import Deps
@@ -60,7 +60,8 @@ async def of_item(deps: Deps, principal: Principal, item_id: uuid.UUID) -> list[
 
 async def create(deps: Deps, principal: Principal, item_id: uuid.UUID, body: dict[str, Any]) -> dict[str, Any]:
     """A new highlight of the item: the passage at `char_start`/`char_end` when it holds `text`, else where
-    `text` occurs in the item's text (nearest the offsets given, the first without); 400 when it does not."""
+    `text` occurs in the item's text (nearest the offsets given, the first without); 409 words_not_found when it
+    does not."""
     require(principal, "write")
     text, note = body.get("text"), clean_note(body.get("note"))
     if not isinstance(text, str) or "\x00" in text:
@@ -71,7 +72,7 @@ async def create(deps: Deps, principal: Principal, item_id: uuid.UUID, body: dic
     if item is None:
         raise not_found()
     if not item["text"]:
-        raise invalid_body("This item has no text to highlight (yet): wait until it is ready.")
+        raise ApiError("item_not_ready", "This item has no text to highlight (yet): wait until it is ready.")
     found: tuple[int, int] = await asyncio.to_thread(locate, item["text"], text, start, end)  # 40 ms at 1M characters
     start, end = found
     passage = item["text"][start:end]
@@ -79,7 +80,8 @@ async def create(deps: Deps, principal: Principal, item_id: uuid.UUID, body: dic
     async with deps.db.transaction() as s:
         locked = await store.item_body(s, principal.scope, item_id, lock=True)
         if locked is None or locked["text"] != item["text"]:  # deleted, or captured again, meanwhile
-            raise not_found() if locked is None else invalid_body("The item's text changed; try again.")
+            raise not_found() if locked is None else ApiError(
+                "item_changed", "The item's text changed meanwhile; try again.")
         made = await store.create(s, user_id=principal.user_id, item_id=item_id, text=passage, note=note,
                                   char_start=start, char_end=end, embedding=vector)
         await events.record(s, principal.user_id, "highlight.created", event_data(made, locked))

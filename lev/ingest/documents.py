@@ -15,7 +15,7 @@ from typing import Any
 from PIL import Image, ImageOps
 
 from lev.core.errors import ApiError, extraction_failed
-from lev.store.locations import Outline, joined_pages, normalize_text
+from lev.store.locations import Outline, joined_pages, normalize_text, reflow
 
 MAX_IMAGE_PIXELS = 50_000_000
 Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
@@ -257,7 +257,7 @@ def extract(path: Path, mime: str) -> Extracted:
     """Text, metadata and outline of a document file, PDF or image (blocking; run in a thread)."""
     if mime == "application/pdf":
         pages, meta = extract_pdf(path)
-        text, outline = joined_pages([(p.number, p.text) for p in pages])
+        text, outline = joined_pages([(p.number, reflow(p.text)) for p in pages])  # lines made paragraphs
         return Extracted(text, meta, outline)
     text, meta = extract_image(path)
     return Extracted(normalize_text(text), meta, Outline())

@@ -17,7 +17,7 @@ import filetype
 from lev.core.errors import extraction_failed, file_too_large, invalid_body, unsupported_media_type
 from lev.core.mimes import ALLOWED_MIMES, AUDIO_MIMES, DOCUMENT_MIMES, FORMAT_MIMES, VIDEO_MIMES, not_accepted
 
-MAX_UPLOAD_BYTES = 52428800
+MAX_UPLOAD_BYTES = 52428800  # every MIME type; openapi.yaml's UploadSize maximum (a test holds them together)
 
 MediaClass = Literal["document", "audio", "video"]
 
@@ -77,9 +77,8 @@ def check_signing(mime: str, size: int) -> None:
     """Refuse a signed-URL request whose size or MIME type the service will not accept."""
     if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
         raise invalid_body("size must be a positive integer (bytes).")
-    if size > MAX_UPLOAD_BYTES:
-        raise file_too_large(f"Uploads are limited to {MAX_UPLOAD_BYTES} bytes (50 MB).",
-                       max_bytes=MAX_UPLOAD_BYTES)
+    if size > MAX_UPLOAD_BYTES:  # the schema's maximum, refused as the contract's validation refuses it
+        raise file_too_large(f"size: uploads are limited to {MAX_UPLOAD_BYTES} bytes (50 MB).", MAX_UPLOAD_BYTES)
     if media_class(mime) is None:
         raise unsupported_media_type(not_accepted(mime))
 

@@ -121,6 +121,13 @@ async def _link(s: AsyncSession, r: Resolved, title: str | None) -> Saved | None
     return Saved(Stored(state.phase, row["id"], item_id, folder_id), transforms([item_id]) if ready else [])
 
 
+def _created(plan: Plan) -> lifecycle.State:
+    """The state a new item is created in: processing, also when its chunks were embedded in the request (it is
+    indexed, and made ready, later in the same transaction), so `item.created` says processing and precedes
+    `item.ready` (issue 51)."""
+    return lifecycle.start(plan.kind, ready=False) if plan.state.status is lifecycle.Status.READY else plan.state
+
+
 async def _new_item(s: AsyncSession, principal: Principal, *, state: lifecycle.State, **values: Any) -> uuid.UUID:
     item_id = await item_store.create_item(s, user_id=principal.user_id, folder_id=principal.new_item_folder,
                                            created_by=principal.token_id, state=state, **values)
@@ -171,12 +178,13 @@ async def save(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> Saved:
         if content_id is None:  # the same URL was stored meanwhile, but this object is ours: keep it unshared
             content_id = await content_store.create_content(s, canonical_url=None, **values)
         assert content_id is not None
+        ready = plan.state.status is lifecycle.Status.READY
         item_id = await _new_item(s, principal, content_id=content_id, kind=plan.kind, title=plan.title,
-                                  url=source.url, in_kb=r.in_kb, auto_transform=r.auto_transform, state=plan.state)
+                                  url=source.url, in_kb=r.in_kb, auto_transform=r.auto_transform,
+                                  state=_created(plan))
         if source.upload:
             assert source.path is not None
             await upload_store.set_item(s, source.path, item_id)
-        ready = plan.state.status is lifecycle.Status.READY
         todo = await index_content(s, content_id, plan.title, chunks, plan.state) if ready else []
     stored = Stored(plan.state.phase, content_id, item_id, principal.new_item_folder)
     return Saved(stored, finishing(plan.job, content_id, principal.user_id) + transforms(todo))
@@ -270,7 +278,7 @@ async def _save_capture(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> 
         if earlier is None:
             item_id = await _new_item(s, principal, content_id=content_id, kind=plan.kind, title=plan.title,
                                       url=source.url, in_kb=r.in_kb, auto_transform=r.auto_transform,
-                                      state=plan.state)
+                                      state=_created(plan))
         else:
             item_id = earlier["item_id"]
             await capture_store.repoint_item(s, item_id, content_id, url=source.url, title=plan.title, in_kb=r.in_kb,

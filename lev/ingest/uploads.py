@@ -136,7 +136,7 @@ async def finalize(deps: Deps, principal: Principal, body: dict[str, Any], endpo
     if row is None or row["user_id"] != principal.user_id:
         raise object_missing()
     if row["mime"] != mime:
-        raise invalid_body(f"mime {mime} differs from the {row['mime']} this upload was signed for.")
+        raise ApiError("mime_mismatch", f"mime {mime} differs from the {row['mime']} this upload was signed for.")
     if media_class(mime) in lifecycle.RECORDINGS and deps.transcriber is None:
         raise transcription_unavailable()
     stored = await deps.objects.stat(path)

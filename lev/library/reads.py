@@ -28,6 +28,8 @@ from lev.store.filters import NONE as NO_FILTERS
 from lev.store.filters import Filters
 from lev.store.scope import Scope
 
+MAX_LIMIT = 50  # results of a search (REST and MCP) and of similar items
+
 
 def search_params(s: Settings) -> search_store.SearchParams:
     return search_store.SearchParams(candidates=s.search_candidates, semantic_weight=s.search_semantic_weight,
@@ -46,8 +48,8 @@ async def search(deps: Deps, principal: Principal, *, query: str, mode: str = "h
         raise invalid_body("The search query must not contain NUL characters.")
     if mode not in search_store.MODES:
         raise invalid_body("mode must be hybrid, semantic or keyword.")
-    if not 1 <= limit <= 50:
-        raise invalid_body("limit must be between 1 and 50.")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise invalid_body(f"limit must be between 1 and {MAX_LIMIT}.")
     folder_id, item_id = filters.folder_id, filters.item_id
     if folder_id is not None and not folder_visible(principal.scope, folder_id):
         raise not_found()
@@ -194,8 +196,8 @@ async def list_recent(deps: Deps, principal: Principal, limit: int) -> list[dict
 
 async def similar_items(deps: Deps, principal: Principal, item_id: uuid.UUID, limit: int = 10) -> dict[str, Any]:
     """Visible in-KB items ranked by how near their chunks lie to the item's chunks (search's scope rules)."""
-    if not 1 <= limit <= 50:
-        raise invalid_body("limit must be between 1 and 50.")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise invalid_body(f"limit must be between 1 and {MAX_LIMIT}.")
     async with deps.db.read_session() as s:
         results = await similar_store.similar_items(s, principal.scope, item_id, limit=limit,
                                                     params=search_params(deps.settings))

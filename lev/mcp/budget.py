@@ -43,15 +43,16 @@ def wire_bytes(obj: dict[str, Any]) -> int:
 
 
 def fit_page(paged: Callable[[int], dict[str, Any]], budget: int = GET_ITEM_BYTES,
-             chars: int = DEFAULT_PAGE_CHARS) -> dict[str, Any]:
+             chars: int = DEFAULT_PAGE_CHARS, weigh: Callable[[dict[str, Any]], int] = wire_bytes) -> dict[str, Any]:
     """The longest page of at most `chars` characters (`paged(n)`: the answer with n characters) whose answer fits
-    the budget; a page of one character when even that does not fit (its other fields are too large)."""
+    the budget (`weigh`: its bytes on the wire, a tool result's by default); a page of one character when even that
+    does not fit (its other fields are too large)."""
     answer = paged(chars)
-    size = wire_bytes(answer)
+    size = weigh(answer)
     while size > budget and chars > 1:
         chars = max(1, min(chars - 1, int(chars * budget / size * 0.97)))
         answer = paged(chars)
-        size = wire_bytes(answer)
+        size = weigh(answer)
     return answer
 
 

@@ -35,7 +35,8 @@ MODERN = "2026-07-28"
 LEGACY = ("2025-11-25", "2025-06-18", "2025-03-26")
 SUPPORTED = (MODERN, *LEGACY)
 # The methods 2026-07-28 serves (`initialize` and `ping` are gone from it; `server/discover` is new).
-MODERN_METHODS = ("server/discover", "tools/list", "tools/call", "resources/list", "resources/read")
+MODERN_METHODS = ("server/discover", "tools/list", "tools/call", "resources/list", "resources/templates/list",
+                  "resources/read")
 
 PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
@@ -51,7 +52,7 @@ NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "u
 # Cache hints on the results the revision marks cacheable. The tool list and the discovery answer change only
 # when Lev is upgraded, so clients may reuse them for five minutes; "private" because every Lev request is
 # authenticated and a shared cache must not answer a caller Lev never saw.
-CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/read")
+CACHEABLE = ("server/discover", "tools/list", "resources/list", "resources/templates/list", "resources/read")
 CACHE_TTL_MS = 300_000
 CACHE_SCOPE = "private"
 
@@ -134,14 +135,15 @@ def check_request(document: dict[str, Any], headers: Headers) -> None:
         raise method_not_found(method, list(MODERN_METHODS))
 
 
-def shape(method: str, answer: dict[str, Any]) -> tuple[dict[str, Any], int]:
+def shape(method: str, answer: dict[str, Any], target: Any = None) -> tuple[dict[str, Any], int]:
     """A 2026-07-28 answer and its HTTP status: results gain `resultType`, the cache hints where the method is
-    cacheable, and the server's identity in `_meta`; errors keep their body and take the revision's status."""
+    cacheable (a read only of the view: an item's text changes when it is captured again), and the server's
+    identity in `_meta`; errors keep their body and take the revision's status."""
     if "error" in answer:
         return answer, STATUS_BY_CODE.get(answer["error"].get("code"), 200)
     result = dict(answer["result"])
     result["resultType"] = "complete"
-    if method in CACHEABLE:
+    if method in CACHEABLE and (method != "resources/read" or str(target).startswith("ui://")):
         result.update(ttlMs=CACHE_TTL_MS, cacheScope=CACHE_SCOPE)
     meta = result.get("_meta")
     result["_meta"] = {**(meta if isinstance(meta, dict) else {}), SERVER_INFO_KEY: SERVER_INFO}

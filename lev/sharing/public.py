@@ -16,6 +16,7 @@ from lev.core import context
 from lev.core.xmltext import xml_text
 from lev.plumbing.deps import Deps
 from lev.store import publications as publication_store
+from lev.store.locations import title_prefix
 
 MAX_ENTRIES = 100
 CACHE_SEC = 5.0  # how long a process serves a published folder's entries before reading them again
@@ -46,6 +47,11 @@ class Published:
     @property
     def updated(self) -> datetime | None:
         return max((e.filed_at for e in self.entries), default=None)
+
+
+def _untitled(text: str | None, title: str | None) -> str:
+    """The text after its opening title (the page shows the title already)."""
+    return (text or "")[title_prefix(text or "", title):]
 
 
 def excerpt(text: str | None, limit: int = EXCERPT_CHARS) -> str:
@@ -94,7 +100,8 @@ async def published(deps: Deps, slug: str) -> Published | None:
         if entries is None:
             rows = await publication_store.shown_items(s, folder["folder_id"], MAX_ENTRIES)
             entries = [Entry(id=str(r["id"]), title=r["title"] or r["url"] or "Untitled", link=_http(r["url"]),
-                             kind=r["kind"], saved_at=r["saved_at"], filed_at=r["filed_at"], excerpt=excerpt(r["text"]))
+                             kind=r["kind"], saved_at=r["saved_at"], filed_at=r["filed_at"], excerpt=excerpt(
+                                 _untitled(r["text"], r["title"])))
                        for r in rows]
             _recent.put(folder["folder_id"], entries)
     page = f"{context.base_url()}/p/{slug}"

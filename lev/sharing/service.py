@@ -12,7 +12,6 @@ Every change to who reaches a folder ends every process's cached principals when
 from __future__ import annotations
 
 import hashlib
-import re
 import secrets
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -23,7 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from lev.auth.policy import Principal, folder_visible, require, require_manager, require_owner, require_whole_library
 from lev.auth.principal_cache import changing_auth
 from lev.core import context
-from lev.core.errors import invalid_body, not_found
+from lev.core.contract import INVITE_EMAIL, ecma_pattern
+from lev.core.errors import ApiError, invalid_body, not_found
 from lev.ops import logs
 from lev.plumbing.deps import Deps
 from lev.plumbing.ports import MailError
@@ -36,10 +36,10 @@ SLUG_BYTES = 24  # 192 bits of randomness (at least 128 asked)
 LINK_BYTES = 32
 LINK_DAYS = 30  # an invitation's link works once, for this long; its owner can make a new one
 LINK_PATH = "/invite/"
+MAX_EMAIL_CHARS = 320  # InvitationCreate.email
 DEAD_LINK = ("This invitation link does not work: it was answered, withdrawn or replaced by a newer one, or it "
              "expired. Ask the person who invited you for a new one.")
 log = logs.get_logger("lev.sharing")
-_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
 
 
 def _role(value: object) -> str:
@@ -50,7 +50,7 @@ def _role(value: object) -> str:
 
 def _email(value: object) -> str:
     email = str(value or "").strip()
-    if len(email) > 320 or not _EMAIL.fullmatch(email) or any(ord(c) < 0x20 for c in email):
+    if len(email) > MAX_EMAIL_CHARS or not ecma_pattern(INVITE_EMAIL).search(email):
         raise invalid_body(f"email must be an email address such as name@example.com; {email[:80]!r} is not one.")
     return email
 
@@ -116,13 +116,13 @@ async def invite(deps: Deps, p: Principal, folder_id: uuid.UUID, body: dict[str,
         await member_store.lock_folder_members(s, folder_id)
         inviter = await _email_of(s, p)
         if email.lower() == inviter.lower():
-            raise invalid_body("You cannot invite yourself: you own this folder already.")
+            raise ApiError("already_member", "You cannot invite yourself: you own this folder already.")
         if await member_store.is_member_email(s, folder_id, email):
-            raise invalid_body(f"{email} is a member of this folder already; change their role instead.")
+            raise ApiError("already_member", f"{email} is a member of this folder already; change their role instead.")
         created = await member_store.create_invitation(s, folder_id, email, role, p.user_id, code_digest, expires)
         if created is None:
-            raise invalid_body(f"{email} has been invited to this folder already; withdraw that invitation to send "
-                               "another, or make a new link for it.")
+            raise ApiError("already_invited", f"{email} has been invited to this folder already; withdraw that "
+                           "invitation to send another, or make a new link for it.")
         folder = await member_store.folder(s, folder_id)
     return await _hand_out(deps, created, code, expires, folder["name"] if folder else "", inviter)
 
@@ -212,7 +212,8 @@ async def answer_link(deps: Deps, p: Principal, code: str, body: dict[str, Any])
         if invitation is None:
             raise not_found(DEAD_LINK)
         if invitation["owner_id"] == p.user_id:
-            raise invalid_body("This invitation is to your own folder: send its link to the person you invited.")
+            raise ApiError("already_member",
+                           "This invitation is to your own folder: send its link to the person you invited.")
         await user_store.verify_email(s, p.user_id, invitation["email"])
         return await _join(s, p, invitation, accept)
 
@@ -248,7 +249,7 @@ async def set_role(deps: Deps, p: Principal, folder_id: uuid.UUID, user_id: uuid
     async with changing_auth(deps.db) as s:
         require_owner(await _reach(s, p, folder_id, lock=True), "change roles")
         if user_id == p.user_id:
-            raise invalid_body("The owner's role cannot change: an owner stays the owner of their folder.")
+            raise ApiError("owner_fixed", "The owner's role cannot change: an owner stays the owner of their folder.")
         await member_store.lock_folder_members(s, folder_id)
         if not await member_store.set_role(s, folder_id, user_id, role):
             raise not_found("This user is not a member of this folder.")
@@ -269,7 +270,7 @@ async def remove(deps: Deps, p: Principal, folder_id: uuid.UUID, user_id: uuid.U
         if not leaving:
             require_owner(role, "remove members")
         elif role == member_store.OWNER:
-            raise invalid_body("The owner cannot leave their own folder; delete the folder instead.")
+            raise ApiError("owner_fixed", "The owner cannot leave their own folder; delete the folder instead.")
         folder = await member_store.folder(s, folder_id)
         assert folder is not None
         await member_store.lock_folder_members(s, folder_id)

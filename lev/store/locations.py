@@ -202,6 +202,68 @@ def locations(spans: Sequence[tuple[int, int] | None], outline: Outline) -> list
     return [index.locate(s) for s in spans]
 
 
+def title_prefix(text: str, title: str | None) -> int:
+    """How many characters of `text` its opening `title` takes, with the white space after it (0 when the text does
+    not open with the title, word for word, or is nothing but the title): passages shown without it (issue 51)."""
+    words = (title or "").split()
+    if not words:
+        return 0
+    pos = 0
+    for word in words:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        end = pos
+        while end < len(text) and not text[end].isspace():
+            end += 1
+        if text[pos:end].casefold() != word.casefold():
+            return 0
+        pos = end
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos if pos < len(text) and pos > 0 and text[pos - 1].isspace() else 0
+
+
+_HYPHENS = ("-", "\u00ad", "\ufffe", "\u2010")
+_END = re.compile(r"[.!?:;…][\"'”’)\]]*$")
+_BULLET = re.compile(r"^(?:[•◦▪‣*–—-]\s|\(?\d{1,3}[.)]\s|\(?[a-z][.)]\s)")
+
+
+def reflow(page: str) -> str:
+    """A PDF page's lines as paragraphs (issue 51): a line that continues a sentence is joined to the next one (a
+    word broken by a hyphen at a line's end joined whole); a short line before a capital (a heading), a list item,
+    a blank line and a short line that ends a sentence end their paragraph. Paragraphs are apart by a blank line;
+    the result is in the stored form (`normalize_text`)."""
+    page = page.replace("\ufffe\n", "").replace("\ufffe", "")  # pdfium's mark of a word hyphenated at a line's end
+    lines = [line.strip() for line in normalize_whitespace(page).split("\n")]
+    widths = sorted(len(line) for line in lines if line)
+    if len(widths) < 2:
+        return normalize_text(page)
+    full = widths[len(widths) * 3 // 4] * 0.8  # a line this long runs to the margin
+    paragraphs: list[str] = []
+    current = ""
+    for i, line in enumerate(lines):
+        if not line:
+            if current:
+                paragraphs.append(current)
+            current = ""
+            continue
+        if current and current[-1:] in _HYPHENS and current[-2:-1].isalpha() and (
+                line[:1].islower() or current[-1:] != "-"):
+            current = current[:-1] + line  # a word broken at the line's end (pdfium marks soft hyphens U+FFFE)
+        else:
+            current = f"{current} {line}" if current else line
+        after = lines[i + 1] if i + 1 < len(lines) else ""
+        if not after:
+            continue  # a blank line or the end closes it
+        short = len(line) < full
+        if _BULLET.match(after) or (short and (_END.search(line) or after[:1].isupper() and line[-1:] != ",")):
+            paragraphs.append(current)
+            current = ""
+    if current:
+        paragraphs.append(current)
+    return normalize_text("\n\n".join(paragraphs))
+
+
 def joined_pages(pages: Sequence[tuple[int, str]]) -> tuple[str, Outline]:
     """Page texts `(page number, text)` as one normalised text (pages apart by a blank line; empty pages left
     out) and the outline of where each page starts."""
@@ -224,9 +286,11 @@ def page_outline(text: str, pages: Sequence[tuple[int, str]]) -> Outline:
     """Where each page starts in a PDF's stored text, from its pages' text layers read again (a PDF stored before
     pages were kept): exactly when the text is those pages joined; else each page found in order, a page without a
     text layer (OCRed when stored) starting where the page before it ended."""
-    joined, outline = joined_pages(pages)
-    if joined == text:
-        return outline
+    for form in (pages, [(n, reflow(t)) for n, t in pages]):  # stored as read (before issue 51), or reflowed
+        joined, outline = joined_pages(form)
+        if joined == text:
+            return outline
+    pages = [(n, reflow(t)) for n, t in pages] if "\n\n" in text else pages
     starts: list[tuple[int, int]] = []
     pos, pending = 0, None  # pending: the first page since the last one found, when it had no text to find
     for number, raw in pages:

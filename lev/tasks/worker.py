@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -139,6 +140,11 @@ class LevWorker(Worker):
             self._job_completion_wait = int(runtime.shutdown_budget(self.grace_sec))
             ShutdownWatchdog(self.grace_sec, on_overrun=offload.shutdown).arm()
         super().handle_sig_wait_for_completion(signum)
+
+    def handle_sig(self, signum: Any) -> None:
+        """arq closes an inline worker as if on SIGUSR1 and logs that: log the signal the process got instead."""
+        got = runtime.stop_signal()
+        super().handle_sig(signal.Signals(got) if signum == signal.SIGUSR1 and got else signum)
 
     async def finish_job(self, *args: Any, **kwargs: Any) -> None:
         await self._once_redis_answers(lambda: Worker.finish_job(self, *args, **kwargs))

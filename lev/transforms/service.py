@@ -21,6 +21,7 @@ import numpy as np
 from lev.core.retry import async_retrying
 from lev.core.settings import Settings
 from lev.plumbing.ports import Embedder
+from lev.store.locations import title_prefix
 from lev.transforms.stopwords import ENGLISH_STOP_WORDS
 
 MAX_SENTENCES = 160  # sentences embedded for the local summary (evenly sampled beyond this)
@@ -113,8 +114,8 @@ class LocalTransformer:
         return await asyncio.to_thread(self.transform_sync, title, text)
 
     def transform_sync(self, title: str | None, text: str) -> list[Output]:
-        """The blocking implementation (embeds sentences and phrases)."""
-        sentences = split_sentences(text)
+        """The blocking implementation (embeds sentences and phrases); the title is not summarised again."""
+        sentences = split_sentences(text[title_prefix(text, title):])
         if not sentences:
             return []
         if len(sentences) > MAX_SENTENCES:

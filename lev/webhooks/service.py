@@ -15,7 +15,7 @@ import httpx
 
 from lev.auth.policy import Principal, require, require_whole_library
 from lev.core import clock, weburl
-from lev.core.errors import ApiError, found, invalid_body, limit_reached, not_found
+from lev.core.errors import ApiError, address_refused, found, invalid_body, limit_reached, not_found
 from lev.net.guard import AddressRefused, check_host
 from lev.plumbing.deps import Deps
 from lev.plumbing.ports import Outbound
@@ -56,15 +56,16 @@ def shape_attempt(row: dict[str, Any]) -> dict[str, Any]:
 
 async def check_url(outbound: Outbound, url: str) -> str:
     """The endpoint URL when it is http(s) and its host resolves to addresses deliveries may reach; else 400
-    invalid_body saying why. (Each delivery checks the address again when it connects.)"""
+    invalid_body (not an http(s) URL) or address_refused (an address refused, or none), saying why. (Each delivery
+    checks the address again when it connects.)"""
     url = weburl.http_url(url, "url", max_chars=MAX_URL_CHARS)
     parsed = httpx.URL(url)
     try:
         await check_host(outbound, parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80))
     except AddressRefused as exc:
         raise exc.refused_as("The endpoint's address") from None
-    except ApiError as exc:
-        raise invalid_body(f"url is refused: {exc.message or exc.code}.") from None
+    except ApiError as exc:  # its host resolves to nothing: no delivery could reach it
+        raise address_refused(f"The endpoint's address is refused: {exc.message or exc.code}.") from None
     return url
 
 
@@ -164,7 +165,7 @@ async def deliveries(deps: Deps, p: Principal, webhook_id: uuid.UUID) -> list[di
 async def _enabled(s: Any, p: Principal, webhook_id: uuid.UUID) -> dict[str, Any]:
     row = found(await webhook_store.get(s, p.user_id, webhook_id, lock=True))
     if not row["enabled"]:
-        raise invalid_body("This endpoint is disabled: enable it first (PATCH enabled: true).")
+        raise ApiError("endpoint_disabled", "This endpoint is disabled: enable it first (PATCH enabled: true).")
     return row
 
 

@@ -60,12 +60,12 @@ def test_hostile_rest_bodies_are_refused_at_once_with_a_short_400(server, user: 
     assert c.get(f"/api/v1/items/{item}").status_code == 200  # nothing was deleted
 
 
-def test_a_large_invalid_array_is_answered_with_an_excerpt_of_it(server, user: User) -> None:
+def test_a_large_invalid_array_is_answered_with_its_size_not_its_values(server, user: User) -> None:
     c = httpx.Client(base_url=server.url, timeout=120, headers={"Authorization": f"Bearer {user.token(write=True)}"})
     r = c.post("/api/v1/items/bulk-delete", json={"ids": list(range(5000))})
     assert r.status_code == 400, r.text
     message = r.json()["message"]
-    assert message.startswith("[0, 1, 2, 3, ...] (5000 items) is too long") and len(message) < 400, message
+    assert message.startswith("IDs must have at most") and "(it has 5000)" in message and "0, 1" not in message, message
     r = c.post("/api/v1/items/bulk-delete", json={"ids": ["x" * 1500] * 50})
     assert r.status_code == 400 and len(r.json()["message"]) < 400, r.text
 

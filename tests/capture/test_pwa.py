@@ -45,7 +45,8 @@ def test_manifest_service_worker_and_icons_over_http(server) -> None:  # type: i
 
 
 def test_the_extension_is_a_download_linked_from_integrations(server, admin: Admin) -> None:  # type: ignore[no-untyped-def]
-    """GET /extension.zip: the extension/ folder, zipped (what a user of the wheel loads unpacked once unzipped)."""
+    """GET /extension.zip: the extension/ folder, zipped under one top folder (issue 51: unzipping it makes
+    `lev-extension/`, what a user of the wheel loads unpacked, not loose files in the current folder)."""
     import io
     import json
     import zipfile
@@ -58,9 +59,9 @@ def test_the_extension_is_a_download_linked_from_integrations(server, admin: Adm
     assert "attachment" in r.headers["content-disposition"]
     archive = zipfile.ZipFile(io.BytesIO(r.content))
     files = sorted(p.relative_to(ROOT / "extension").as_posix() for p in (ROOT / "extension").rglob("*") if p.is_file())
-    assert sorted(archive.namelist()) == files
-    assert all(archive.read(name) == (ROOT / "extension" / name).read_bytes() for name in files)
-    assert json.loads(archive.read("manifest.json"))["manifest_version"] == 3
+    assert sorted(archive.namelist()) == [f"lev-extension/{name}" for name in files]
+    assert all(archive.read(f"lev-extension/{name}") == (ROOT / "extension" / name).read_bytes() for name in files)
+    assert json.loads(archive.read("lev-extension/manifest.json"))["manifest_version"] == 3
     b = Browser(server.url)
     assert b.signup().status_code == 201
     page = b.client.get("/settings/integrations").text

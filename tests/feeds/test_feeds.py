@@ -135,7 +135,7 @@ def test_pause_resume_rename_move_and_unfollow(api, user: User, site: FeedSite) 
     assert r.status_code == 200, r.text
     assert (r.json()["status"], r.json()["title"], r.json()["folder_id"], r.json()["next_check_at"]) == \
         ("paused", "Renamed", two, None)
-    err(c.post(f"/api/v1/feeds/{feed['id']}/refresh"), 400, "invalid_body")
+    assert "resume it" in err(c.post(f"/api/v1/feeds/{feed['id']}/refresh"), 409, "feed_paused")["message"]
     site.publish("manage", FeedEntry(702))
     time.sleep(2)
     assert len(items(c)) == 1  # paused: not checked

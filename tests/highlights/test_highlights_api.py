@@ -83,11 +83,11 @@ def test_offsets_slice_the_text_exactly_and_words_are_found_without_them(api, us
         assert text[x["char_start"]:x["char_end"]] == x["text"]
 
 
-def test_words_not_in_the_item_and_bad_bodies_are_400_and_change_nothing(api, user: User) -> None:
+def test_words_not_in_the_item_are_409_bad_bodies_400_and_both_change_nothing(api, user: User) -> None:
     c = api(user.token(write=True))
     item = add_text(c)
-    body = err(c.post(f"/api/v1/items/{item}/highlights", json={"text": "The kelp forest sways"}), 400,
-               "invalid_body")
+    body = err(c.post(f"/api/v1/items/{item}/highlights", json={"text": "The kelp forest sways"}), 409,
+               "words_not_found")
     assert "not in the item" in body["message"] and "kelp forest" in body["message"]
     for bad in ({}, {"text": ""}, {"text": "   "}, {"text": "tide", "char_start": -1}, {"text": "tide", "x": 1},
                 {"text": "tide", "note": "a\x00b"},
@@ -284,6 +284,47 @@ def test_on_a_shared_item_each_member_has_their_own_highlights(api, user: User, 
     assert theirs.delete(f"/api/v1/highlights/{h['id']}").status_code == 204
 
 
+def test_an_item_without_text_yet_and_a_text_changed_meanwhile_are_conflicts(api, user: User, admin: Admin) -> None:
+    """409 item_not_ready while an item has no text (still read or transcribed); 409 item_changed when its text is
+    replaced between the words being found and the highlight being stored (a page captured again): retry. Neither
+    stores anything."""
+    import threading
+    import time
+
+    c = api(user.token(write=True))
+    item = add_text(c)
+    content = admin.sql("SELECT content_id FROM user_items WHERE id = :i", i=item)[0][0]
+    admin.sql("UPDATE contents SET text = NULL WHERE id = :c", c=content)
+    assert "wait until it is ready" in err(c.post(f"/api/v1/items/{item}/highlights", json={"text": "low tide"}),
+                                           409, "item_not_ready")["message"]
+
+    stop = threading.Event()
+
+    def recapture() -> None:  # the text flips between two captures that both hold the words
+        n = 0
+        while not stop.is_set():
+            n += 1
+            admin.sql("UPDATE contents SET text = :t WHERE id = :c", c=content, t=TIDES + " " * (n % 2))
+
+    flipper = threading.Thread(target=recapture)
+    flipper.start()
+    answers: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while 409 not in answers and time.monotonic() < deadline:
+            r = c.post(f"/api/v1/items/{item}/highlights", json={"text": "ochre sea star"})
+            assert r.status_code in (201, 409), r.text
+            if r.status_code == 409:
+                assert "try again" in err(r, 409, "item_changed")["message"]
+            answers.append(r.status_code)
+    finally:
+        stop.set()
+        flipper.join()
+    assert 409 in answers
+    made = c.get(f"/api/v1/items/{item}/highlights").json()["highlights"]
+    assert len(made) == answers.count(201) and all(h["text"] == "ochre sea star" for h in made)
+
+
 def test_a_highlight_on_a_huge_text_answers_at_once_and_holds_up_no_one(api, user: User, server) -> None:  # type: ignore[no-untyped-def]
     """Issue 47: 1,000 words searched in a note of 100,000 froze the event loop 13.5 s (every request waited)."""
     import threading
@@ -307,7 +348,7 @@ def test_a_highlight_on_a_huge_text_answers_at_once_and_holds_up_no_one(api, use
             assert probe.get("/healthz").status_code == 200
             worst = max(worst, time.monotonic() - started)
         t.join()
-    err(answer["response"], 400, "invalid_body")
+    err(answer["response"], 409, "words_not_found")
     assert answer["seconds"] < 5 and worst < 3, (answer["seconds"], worst)  # 14.3 s and 13.5 s before
     made = c.post(f"/api/v1/items/{item}/highlights", json={"text": "a  a\na", "char_start": 150_001})
     assert made.status_code == 201 and made.json()["char_start"] == 150_000, made.text  # ties go to the earlier

@@ -31,12 +31,16 @@ def test_whitespace_runs_match_any_whitespace_and_code_points_count_as_one() -> 
     assert BODY[start:end] == "🐚 The" and end - start == 5  # the shell is one character (a code point)
 
 
-@pytest.mark.parametrize("words", ["The sea is dry", "   ", "tides turn"])
-def test_words_not_in_the_text_are_refused_saying_so(words: str) -> None:
+@pytest.mark.parametrize(("words", "code", "status", "says"), [
+    ("The sea is dry", "words_not_found", 409, "not in the item"), ("tides turn", "words_not_found", 409,
+                                                                    "not in the item"),
+    ("   ", "invalid_body", 400, "some words")])
+def test_words_not_in_the_text_are_refused_saying_so(words: str, code: str, status: int, says: str) -> None:
+    """Words the item's text (its state) lacks are a conflict, 409; no words at all are a bad body, 400."""
     with pytest.raises(ApiError) as err:
         locate(BODY, words)
-    assert err.value.code == "invalid_body" and err.value.status == 400
-    assert "not in the item" in (err.value.message or "") or "some words" in (err.value.message or "")
+    assert (err.value.code, err.value.status) == (code, status)
+    assert says in (err.value.message or "")
 
 
 def test_parts_break_at_lines_and_every_offset_has_one_part() -> None:

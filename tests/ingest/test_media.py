@@ -53,8 +53,8 @@ def test_size_cap_is_inclusive() -> None:
     check_signing("application/pdf", MAX_UPLOAD_BYTES)
     with pytest.raises(ApiError) as exc:
         check_signing("application/pdf", MAX_UPLOAD_BYTES + 1)
-    assert exc.value.status == 413
-    assert rest_body(exc.value)["error"] == "file_too_large"
+    assert exc.value.status == 400  # as the contract's schema (maximum 52428800) refuses it
+    assert rest_body(exc.value)["error"] == "invalid_body"
     assert rest_body(exc.value)["maxBytes"] == 52428800
 
 

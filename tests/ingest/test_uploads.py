@@ -214,9 +214,10 @@ def test_finalize_errors_change_nothing(server, api, user, admin, data_dir, tmp_
     assert r.status_code == 400 and r.json()["error"] == "invalid_body"
     assert "/api/v1/uploads/finalize-document" in r.json()["message"]
     r = finalize(c, good, "image/png", len(pdf), "good.pdf")
-    assert r.status_code == 400 and r.json()["error"] == "invalid_body"  # not the MIME it was signed for
+    assert r.status_code == 422 and r.json()["error"] == "mime_mismatch"  # not the MIME it was signed for
+    assert "image/png differs from the application/pdf" in r.json()["message"]
     r = finalize(c, good, "application/pdf", 52428801, "good.pdf")
-    assert r.status_code == 413
+    assert r.status_code == 413 and r.json()["error"] == "file_too_large" and r.json()["maxBytes"] == 52428800
     r = finalize(c, good, "application/pdf", len(pdf), "good.pdf", title="nul\u0000title")
     assert r.status_code == 400 and r.json()["error"] == "invalid_body"
     r = finalize(api(user.token()), good, "application/pdf", len(pdf), "good.pdf")

@@ -1,6 +1,7 @@
 """MCP Inspector's CLI (pinned 2.12.0, Node) against the live app with a pasted token: it lists the four tools and
-calls one. The package is installed once into `.cache/` (about 12 s from the npm registry; later runs reuse it,
-and each Inspector run then takes about a second: `npx` itself would spend some 15 s per run resolving it)."""
+calls one, lists the item template and reads an item. The package is installed once into `.cache/` (about 12 s from
+the npm registry; later runs reuse it, and each Inspector run then takes about a second: `npx` itself would spend
+some 15 s per run resolving it)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lev.core.contract import mcp_tools
-from tests.stack import ROOT
+from tests.stack import ROOT, make_item
 
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 HOME = ROOT / ".cache" / "inspector-2.12.0"
@@ -50,3 +51,14 @@ def test_inspector_cli_lists_and_calls_tools_with_a_pasted_token(server, user) -
     assert [t["name"] for t in listed["tools"]] == [t["name"] for t in mcp_tools()["tools"]]
     called = _run(server.url, token, "--method", "tools/call", "--tool-name", "list_recent", "--tool-arg", "limit=1")
     assert called["isError"] is False and called["structuredContent"] == {"items": []}
+
+
+def test_inspector_cli_lists_the_item_template_and_reads_an_item(server, user) -> None:  # type: ignore[no-untyped-def]
+    token = user.token()
+    listed = _run(server.url, token, "--method", "resources/templates/list")
+    assert [t["uriTemplate"] for t in listed["resourceTemplates"]] == ["lev://items/{item_id}"]
+    item = make_item(user, title="Inspected")
+    read = _run(server.url, token, "--method", "resources/read", "--uri", f"lev://items/{item}")
+    (content,) = read["contents"]
+    assert content["uri"] == f"lev://items/{item}" and content["text"] == "text of Inspected"
+    assert content["_meta"]["lev/item"]["title"] == "Inspected"

@@ -141,8 +141,8 @@ def test_declining_by_link_the_owners_own_link_and_an_expired_link(api, admin: A
              201)
     own_code = code_of(own["accept_url"])
     assert ok(a.get(f"/api/v1/invitation-links/{own_code}"))["own"] is True
-    assert "yourself" not in err(a.post(f"/api/v1/invitation-links/{own_code}", json={"accept": True}), 400,
-                                 "invalid_body")
+    assert "own folder" in err(a.post(f"/api/v1/invitation-links/{own_code}", json={"accept": True}), 409,
+                               "already_member")
     read_only = api(alice.token(write=False, kb_only=False))
     err(read_only.post(f"/api/v1/invitation-links/{own_code}", json={"accept": True}), 403, "capability_denied")
     scoped = api(alice.token(write=True, kb_only=False, folders=[folder]))
@@ -259,5 +259,23 @@ def test_with_a_mail_server_the_link_is_mailed_and_an_address_verifies_by_mail(a
 def test_without_a_mail_server_verification_by_mail_is_refused_in_words(server) -> None:  # type: ignore[no-untyped-def]
     b = Browser(server.url)
     assert b.signup().status_code == 201
-    assert "LEV_SMTP_URL" in err(b.call("POST", "/api/account/email/verification"), 400, "invalid_body")
+    assert "LEV_SMTP_URL" in err(b.call("POST", "/api/account/email/verification"), 400,
+                                 "mail_unavailable")
     err(httpx.post(f"{server.url}/api/account/email/verification"), 401, "not_signed_in")
+
+
+def test_a_verification_link_for_an_address_the_account_no_longer_has_is_a_conflict(server, admin: Admin) -> None:  # type: ignore[no-untyped-def]
+    """The link verifies the address it was sent to; once the account's address is another, it is 409
+    address_changed, and changes nothing (asked again, the same answer)."""
+    import hashlib
+
+    b = Browser(server.url)
+    assert b.signup().status_code == 201
+    code = "changed-address-" + "x" * 32
+    admin.sql("INSERT INTO email_verifications (code_digest, user_id, email, created_at, expires_at) "
+              "VALUES (:d, :u, :e, now(), now() + interval '1 hour')",
+              d=hashlib.sha256(code.encode()).digest(), u=b.user_id, e="earlier-" + b.email)
+    assert "no longer the one" in err(b.call("POST", f"/api/account/email/verification/{code}"), 409,
+                                      "address_changed")
+    assert ok(b.client.get("/api/account"))["email_verified"] is False
+    err(b.call("POST", f"/api/account/email/verification/{code}"), 409, "address_changed")

@@ -171,7 +171,8 @@ def test_invitation_roles_and_what_each_member_sees(api, admin: Admin, server) -
     assert found(v, "pangolin") == {fact}  # what they saved stays theirs
     err(v.get(f"/api/v1/items/{owned}"), 404, "not_found")
     assert ok(o.get("/api/v1/folders"))["folders"][0]["shared"] is False
-    err(o.delete(f"/api/v1/folders/{folder}/members/{owner.id}"), 400, "invalid_body")
+    assert "delete the folder" in err(o.delete(f"/api/v1/folders/{folder}/members/{owner.id}"), 409,
+                                      "owner_fixed")
 
 
 def test_bad_input_is_refused_in_words_and_changes_nothing(api, admin: Admin) -> None:
@@ -181,19 +182,19 @@ def test_bad_input_is_refused_in_words_and_changes_nothing(api, admin: Admin) ->
     m = api(member.token(write=True))
     share(o, folder, member, m, "viewer")
     path = f"/api/v1/folders/{folder}/invitations"
-    assert "yourself" in err(o.post(path, json={"email": owner.email, "role": "viewer"}), 400, "invalid_body")
+    assert "yourself" in err(o.post(path, json={"email": owner.email, "role": "viewer"}), 409, "already_member")
     assert "role" in err(o.post(path, json={"email": "x@example.com", "role": "admin"}), 400, "invalid_body")
     assert "email" in err(o.post(path, json={"email": "not-an-email", "role": "viewer"}), 400, "invalid_body")
-    assert "member" in err(o.post(path, json={"email": member.email, "role": "editor"}), 400, "invalid_body")
+    assert "member" in err(o.post(path, json={"email": member.email, "role": "editor"}), 409, "already_member")
     ok(o.post(path, json={"email": "later@example.com", "role": "viewer"}), 201)
-    assert "already" in err(o.post(path, json={"email": "LATER@example.com", "role": "editor"}), 400,
-                            "invalid_body")
+    assert "already" in err(o.post(path, json={"email": "LATER@example.com", "role": "editor"}), 409,
+                            "already_invited")
     listed = ok(o.get(f"/api/v1/folders/{folder}/members"))
     assert [i["email"] for i in listed["invitations"]] == ["later@example.com"]
     assert len(listed["members"]) == 2
     assert "role" in err(o.patch(f"/api/v1/folders/{folder}/members/{member.id}", json={"role": "owner"}), 400,
                          "invalid_body")
-    err(o.patch(f"/api/v1/folders/{folder}/members/{owner.id}", json={"role": "viewer"}), 400, "invalid_body")
+    err(o.patch(f"/api/v1/folders/{folder}/members/{owner.id}", json={"role": "viewer"}), 409, "owner_fixed")
     err(o.delete(f"{path}/00000000-0000-4000-8000-000000000000"), 404, "not_found")
     err(o.get("/api/v1/folders/not-a-uuid/members"), 400, "invalid_id")
     # a viewer's token scoped to the shared folder reads it, and adds nothing to it (no auto-filing either)

@@ -4,6 +4,7 @@ and where it is; a bad operator is said in words."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import quote_plus
 
@@ -51,8 +52,8 @@ def test_operators_narrow_the_search(page: Any, admin: Admin, server) -> None:  
     assert titles("harbour lighthouse before:2026-02-01") == ["Old harbour note"]
     assert "Old harbour note" not in titles("after:2026-02-01 harbour lighthouse")
     assert titles('harbour lighthouse folder:"cuttings"') == ["Harbour elsewhere"]
-    meta = page.locator(".results li .muted").first.inner_text()
-    assert meta.startswith("url · saved 20")
+    meta = page.locator(".results li .hit-meta").first.inner_text()
+    assert re.match(r"Web page\s*·?\s*\S+\s*·?\s*saved \d+ \w{3} 20\d\d", meta), meta
     assert page.locator("#q").input_value() == 'harbour lighthouse folder:"cuttings"'  # the box keeps what was typed
     titles("harbour lighthouse kind:spreadsheet")
     assert "kind" in page.get_by_role("alert").inner_text()

@@ -79,14 +79,10 @@ def test_signed_out_home_is_sign_in_and_wrong_password_is_said_in_words(page: An
 def test_a_person_walks_every_flow(page: Any, admin: Admin, server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     email = sign_up(page)
     assert "Your library is empty" in page.inner_text("#items")
-    # free tier: minting is refused with tier, cap and used in words
+    # free tier: the form is off and says who changes the plan, and how (issue 51: no dead-end error)
     page.goto("/settings/integrations")
-    page.get_by_label("Name").fill("first try")
-    page.get_by_role("button", name="Mint token").click()
-    alert = page.locator("#mint-form [role=alert]")
-    alert.wait_for()
-    assert alert.inner_text() == ("Your free plan cannot mint more tokens: the cap is 0 and you have 0. "
-                                  "Upgrade the plan to mint tokens.")
+    assert page.get_by_role("button", name="Mint token").is_disabled()
+    assert f"lev user set-tier {email} pro" in page.locator("[data-plan-note]").inner_text()
     admin.sql("UPDATE users SET tier = 'pro' WHERE lower(email) = :e", e=email)
 
     # a folder, a note filed into it that is ready when its page shows
@@ -142,6 +138,8 @@ def test_a_person_walks_every_flow(page: Any, admin: Admin, server, tmp_path: Pa
     snippets = page.locator("[data-snippet]").all_inner_texts()
     assert len(snippets) == 4 and all(token in s for s in snippets)
     assert "claude mcp add" in snippets[0] and f"{server.url}/api/mcp" in snippets[0]
+    page.locator("#tokens tr", has_text="Agent for Research").wait_for()  # listed at once (issue 51)
+    assert page.locator("#tokens .empty").count() == 0
     shot(page, "integrations")
     api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {token}"})
     assert [f["name"] for f in api.get("/api/v1/folders").json()["folders"]] == ["Research"]
@@ -176,7 +174,10 @@ def test_a_person_walks_every_flow(page: Any, admin: Admin, server, tmp_path: Pa
     # change the password: the page warns first, then says how many tokens died; they answer 401
     page.goto("/settings/integrations")
     page.get_by_label("Name").fill("two")
+    page.get_by_label("Specific folders").check()
+    assert page.locator("#t-folders").is_visible()
     page.get_by_label("Whole library").check()
+    assert page.locator("#t-folders").is_hidden()  # no folder picker for a whole-library token (issue 51)
     page.get_by_role("button", name="Mint token").click()
     page.locator("#minted").wait_for()
     second = page.inner_text("#new-token")

@@ -5,6 +5,7 @@ redirects refused, answers kept to 1 KB, the last attempt and the three-day disa
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -178,7 +179,9 @@ def test_test_event_resend_and_rotation(api, user: User, receiver: WebhookReceiv
                                                          "description": "paused"})
     assert (r.json()["enabled"], r.json()["events"], r.json()["disabled_reason"]) == \
         (False, ["item.ready"], "disabled by you")
-    err(c.post(f"/api/v1/webhooks/{hook['id']}/test"), 400, "invalid_body")
+    assert "enable it first" in err(c.post(f"/api/v1/webhooks/{hook['id']}/test"), 409,
+                                    "endpoint_disabled")["message"]
+    err(c.post(f"/api/v1/webhooks/{hook['id']}/deliveries/{attempt['id']}/resend"), 409, "endpoint_disabled")
     err(c.patch(f"/api/v1/webhooks/{hook['id']}", json={"secret": "whsec_AAAA"}), 400, "invalid_body")
     assert c.delete(f"/api/v1/webhooks/{hook['id']}").json() == {"id": hook["id"], "deleted": True}
     err(c.get(f"/api/v1/webhooks/{hook['id']}/deliveries"), 404, "not_found")
@@ -259,10 +262,30 @@ def test_scope_and_bad_input(api, user: User) -> None:
                400, "invalid_body")
     assert "http or https" in body["message"]
     body = err(owner.post("/api/v1/webhooks", json={"url": "http://no-such-host.invalid/x",
-                                                    "events": ["item.ready"]}), 400, "invalid_body")
+                                                    "events": ["item.ready"]}), 400, "address_refused")
     assert "refused" in body["message"] and "resolve" in body["message"]
     body = err(owner.post("/api/v1/webhooks", json={"url": "http://127.0.0.1:9/", "events": ["item.exploded"]}),
                400, "invalid_body")
     assert "item.exploded" in body["message"] and all(e in body["message"] for e in ALL), body
     err(owner.post("/api/v1/webhooks", json={"url": "http://127.0.0.1:9/", "events": []}), 400, "invalid_body")
     err(owner.get("/api/v1/webhooks/not-a-uuid"), 400, "invalid_id")
+
+
+def test_each_items_events_arrive_in_causal_order(api, user: User, receiver: WebhookReceiver) -> None:
+    """Issue 51: `item.ready` reached the receiver before `item.created` for 2 of 3 notes (both recorded in one
+    transaction, due at the same instant, sent in parallel), and `item.created` said `ready`. Now every item's
+    created arrives first and says processing (the note was indexed after its item was made)."""
+    c = api(user.token(write=True, kb_only=False))
+    add_hook(c, receiver.url, ["item.created", "item.ready"])
+    ids = []
+    for n in range(6):
+        r = c.post("/api/v1/ingest", json={"kind": "text", "text": f"Causal note {n} about kingfishers diving."})
+        assert r.status_code == 200 and r.json()["status"] == "ready", r.text
+        ids.append(r.json()["user_item_id"])
+    got = receiver.wait_for(of_type("item.ready", 6))
+    order: dict[str, list[tuple[str, str]]] = {}
+    for d in got:
+        body = json.loads(d.body)
+        order.setdefault(body["data"]["item_id"], []).append((body["type"], body["data"]["status"]))
+    for item_id in ids:
+        assert order[item_id] == [("item.created", "processing"), ("item.ready", "ready")], order[item_id]

@@ -24,7 +24,7 @@
   function words(r) {
     const d = r.data || {};
     switch (d.error) {
-      case "payment_required": return `Your ${d.tier} plan cannot mint more tokens: the cap is ${d.cap} and you have ${d.used}. Upgrade the plan to mint tokens.`;
+      case "payment_required": return `Your ${d.tier} plan cannot mint more tokens: the cap is ${d.cap} and you have ${d.used}. Revoke one, or ask this server's operator to change your plan.`;
       case "quota_exceeded": return d.message || `The monthly transcription quota of your ${d.tier} plan (${d.cap_per_month} min) is used up.`;
       case "file_too_large": return "The file is larger than 50 MB, the upload limit.";
       case "unsupported_media_type": return d.message || "This kind of file is not supported: upload a PDF, an image, audio or video.";
@@ -48,7 +48,8 @@
       if (!el.name || el.disabled || el.hasAttribute("data-skip")) continue;
       const box = el.closest("[data-kind]");
       if (box && box.hidden) continue;
-      if (el.type === "checkbox") body[el.name] = el.checked;
+      if (el.type === "checkbox" && el.hasAttribute("data-list")) { body[el.name] = body[el.name] || []; if (el.checked) body[el.name].push(el.value); }
+      else if (el.type === "checkbox") body[el.name] = el.checked;
       else if (el.type === "radio") { if (el.checked) body[el.name] = el.value; }
       else if (el.hasAttribute("data-list")) body[el.name] = Array.from(el.selectedOptions).map((o) => o.value);
       else if (el.hasAttribute("data-number")) body[el.name] = Number(el.value);
@@ -60,6 +61,16 @@
       else if (!body.folder_ids || !body.folder_ids.length) return { error: "Choose at least one folder, or give the token the whole library." };
     }
     return { body };
+  }
+
+  // Replace the section #id with the same section of the page as the server renders it now.
+  async function refreshSection(id) {
+    try {
+      const res = await fetch(location.href, { credentials: "same-origin" });
+      const fresh = new DOMParser().parseFromString(await res.text(), "text/html").getElementById(id);
+      const old = document.getElementById(id);
+      if (fresh && old) old.replaceWith(document.importNode(fresh, true));
+    } catch (e) { /* the list updates on the next visit */ }
   }
 
   async function then(how, r, scope) {
@@ -82,6 +93,7 @@
       box.setAttribute("tabindex", "-1");
       box.focus();
       box.scrollIntoView();
+      refreshSection("tokens"); // the list shows the new token at once
     } else if (how === "invite-link") { // an invitation's secret link, shown once
       const box = document.getElementById("invite-link");
       document.getElementById("invite-url").textContent = d.accept_url;
@@ -115,7 +127,7 @@
 
   async function run(el, method, url, body) {
     if (el.dataset.confirm && !window.confirm(el.dataset.confirm)) return;
-    const scope = el.tagName === "FORM" ? el : el.closest("section, form, nav, div");
+    const scope = el.tagName === "FORM" ? el : el.closest(".inline, section, form, nav, div");
     const err = scope && scope.querySelector('[role="alert"]');
     if (err) err.hidden = true;
     const button = el.tagName === "FORM" ? el.querySelector('[type="submit"]') : el;
@@ -159,6 +171,9 @@
   });
 
   document.addEventListener("change", (ev) => {
+    if (ev.target.name === "access" && ev.target.form && ev.target.form.id === "mint-form") {
+      document.getElementById("t-folders-box").hidden = ev.target.value !== "folders";
+    }
     if (ev.target.name === "kind" && ev.target.form && ev.target.form.id === "add-form") {
       ev.target.form.querySelectorAll("[data-kind]").forEach((box) => { box.hidden = box.dataset.kind !== ev.target.value; });
     }

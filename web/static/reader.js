@@ -76,8 +76,9 @@
     if (float) {
       const box = got.range.getBoundingClientRect();
       const host = reader.getBoundingClientRect();
-      float.style.top = `${Math.max(0, box.top - host.top + reader.offsetTop - 38)}px`; // just above the words
-      float.style.left = `${Math.max(0, box.left - host.left)}px`;
+      // just below the selection's last line, where it covers the line after the words, never the words above them
+      float.style.top = `${box.bottom - host.top + reader.offsetTop + 6}px`;
+      float.style.left = `${Math.min(Math.max(0, box.right - host.left - 90), Math.max(0, reader.clientWidth - 110))}px`;
       float.hidden = false;
     }
   });
