@@ -24,3 +24,7 @@ def main() -> None:
     else:
         cli = importlib.import_module("lev.cli")
     cli.main()
+
+
+if __name__ == "__main__":
+    main()

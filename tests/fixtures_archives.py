@@ -9,6 +9,7 @@ import stat
 import struct
 import zipfile
 import zlib
+from collections.abc import Mapping
 
 NOTES = {
     "Vault/Welcome.md": "---\ntitle: Welcome to the vault\ntags: [start]\n---\n# Welcome\n\nTides follow the moon "
@@ -22,7 +23,7 @@ NOTES = {
 }
 
 
-def zip_of(files: dict[str, bytes | str], *, method: int = zipfile.ZIP_DEFLATED) -> bytes:
+def zip_of(files: Mapping[str, bytes | str], *, method: int = zipfile.ZIP_DEFLATED) -> bytes:
     """A ZIP holding `files` (name -> content), in order."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", method) as zf:

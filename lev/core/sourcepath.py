@@ -10,6 +10,12 @@ MAX_CHARS = 1024
 MAX_DEPTH = 100  # folders above the file
 MAX_FOLDER_NAME = 200  # FolderCreate.name
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SPACE = r"\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"  # white space that is no control
+# The rule of `problem` but the length, as openapi.yaml's `source_path` states it (ECMA-262, linear: a part's
+# leading spaces, its first other character, the rest): parts of no control character and no `/`, none empty,
+# blank, `.` or `..`, at most 101 of them.
+_PART = rf"(?!\.\.?(?:/|$))[{_SPACE}]*[^\x00-\x20\x7f/{_SPACE[4:]}][^\x00-\x1f\x7f/]*"
+PATTERN = rf"^{_PART}(?:/{_PART}){{0,{MAX_DEPTH}}}$"
 
 
 def problem(value: str) -> str | None:

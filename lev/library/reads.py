@@ -207,13 +207,16 @@ async def similar_items(deps: Deps, principal: Principal, item_id: uuid.UUID, li
     return {"item_id": str(item_id), "results": results}
 
 
+MAX_SOURCE_FILES = 1000  # a page of GET /api/v1/source-files
+
+
 async def source_files(deps: Deps, principal: Principal, prefix: str, after: str | None,
                        limit: int) -> dict[str, Any]:
     """The files the caller's library keeps by their path (`lev sync` compares them with a folder), those under
     `prefix`, in byte order of their paths, a page of `limit` after `after`; a whole-library token's."""
     require_whole_library(principal, "list the files kept by their path")
-    if not 1 <= limit <= 1000:
-        raise invalid_body("limit must be between 1 and 1000.")
+    if not 1 <= limit <= MAX_SOURCE_FILES:
+        raise invalid_body(f"limit must be between 1 and {MAX_SOURCE_FILES}.")
     async with deps.db.read_session() as s:
         rows = await source_store.listing(s, principal.user_id, prefix, after, limit + 1)
     more = len(rows) > limit

@@ -213,11 +213,11 @@ def test_the_progress_line_is_drawn_on_a_terminal_only() -> None:
 
 
 def test_the_command_starts_without_the_servers_modules(sync: tuple[Run, httpx.Client]) -> None:
-    """`lev sync` through its front door (lev.entry, the console script) in a subprocess, LEV_TOKEN from the
+    """`lev sync` through its front door (lev.launch, the console script) in a subprocess, LEV_TOKEN from the
     environment; what it imported of Lev's is the small client alone."""
     run, c = sync
     probe = ("import runpy, sys; sys.argv = ['lev'] + sys.argv[1:]\n"
-             "try:\n    runpy.run_module('lev.entry', run_name='__main__')\n"
+             "try:\n    runpy.run_module('lev.launch', run_name='__main__')\n"
              "except SystemExit as e:\n"
              "    print(sorted(m for m in sys.modules if m.startswith('lev')), file=sys.stderr); raise\n")
     r = subprocess.run([sys.executable, "-c", probe, "sync", str(run.root), "--url", run.url, "--folder", "Notes"],
@@ -227,6 +227,6 @@ def test_the_command_starts_without_the_servers_modules(sync: tuple[Run, httpx.C
     assert r.stdout.strip() == "lev sync: 3 added, 0 updated, 0 unchanged, 0 deleted, 1 skipped, 0 failed"
     loaded = eval(r.stderr.strip().splitlines()[-1])  # noqa: S307  (our own probe's list of names)
     assert not [m for m in loaded if not m.startswith(("lev.sync", "lev.core.mimes", "lev.core.sourcepath",
-                                                       "lev.core.packagedata", "lev.entry"))
+                                                       "lev.core.packagedata", "lev.core.steps", "lev.launch"))
                 and m not in ("lev", "lev.core")], loaded
     assert len(kept(c)) == 3

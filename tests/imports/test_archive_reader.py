@@ -7,7 +7,11 @@ import stat
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from lev.core import sourcepath
+from lev.core.contract import ecma_pattern
 from lev.core.errors import ApiError
 from lev.core.mimes import NAME_MIME, mime_for_name
 from lev.imports.archive import Limits, Listing, Refused, is_zip, read_listing
@@ -137,3 +141,12 @@ def test_a_zips_files_are_typed_by_name_as_uploads_are() -> None:
     """The reader's own table (it must not import the readers) answers what lev.ingest.formats does."""
     names = [f"note{ext}" for ext in NAME_MIME] + ["a.exe", "b", "c.ZIP", "d.MD", "e.Docx"]
     assert {n: mime_for_name(n) for n in names} == {n: mime_for(n) for n in names}
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["a", "Vault", " ", ".", "..", ".x", "\u3000", "\x01", "é", "a b", ""]),
+                min_size=1, max_size=6).map("/".join))
+def test_the_schemas_source_path_pattern_is_the_servers_rule(value: str) -> None:
+    """openapi.yaml's `source_path` pattern (read as clients read it, ECMA-262) refuses exactly what the server
+    refuses (but the length, which maxLength states)."""
+    assert bool(ecma_pattern(sourcepath.PATTERN).search(value)) == (sourcepath.problem(value) is None), value

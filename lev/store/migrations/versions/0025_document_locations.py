@@ -3,13 +3,13 @@ starts on, the sheet and rows of a spreadsheet's passage (`store.locations.Locat
 chunk stored before keeps its location as it was.
 
 Revision ID: 0025
-Revises: 0023
+Revises: 0024
 """
 
 from alembic import op
 
 revision = "0025"
-down_revision = "0023"
+down_revision = "0024"  # after main's 0024 (re-chained when main was merged into folders)
 
 
 def upgrade() -> None:
