@@ -1,4 +1,5 @@
-"""The `lev` command line: serve, worker, migrate, and user/token/folder/activity administration."""
+"""The `lev` command line: serve, worker, migrate, user/token/folder/activity administration, and `lev sync` (whose
+own front door, lev.entry, starts it without this module)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from lev.ops.backup import BackupError, backup, restore
 from lev.runtime import get_object_store
 from lev.store import activity, db, folders, maintenance, tokens, users
 from lev.store.objects import ObjectStore
+from lev.sync import command as sync_command
 
 
 def _die(message: str, code: int = 1) -> None:
@@ -356,6 +358,10 @@ def build_parser() -> argparse.ArgumentParser:
     f = command(folder, "list", "list a user's folders with their item counts")
     f.add_argument("--user", required=True, metavar="EMAIL", help="the owner's email address")
     f.set_defaults(fn=cmd_folder_list)
+
+    sc = command(sub, "sync", sync_command.HELP)
+    sync_command.add_arguments(sc)
+    sc.set_defaults(fn=lambda args: sys.exit(sync_command.run(args)))
 
     act = group("activity", "manage activity logs")
     a = command(act, "clear", "delete a user's activity log")

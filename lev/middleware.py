@@ -237,8 +237,8 @@ class LevMiddleware:
     def _body_cap(self, path: str) -> tuple[int, Callable[[], ApiError]]:
         """The body-size cap of a path and the 413 past it (an import file and a captured page have their own, larger
         bounds)."""
-        if path == IMPORTS_PATH:
-            limit = self.settings.import_max_bytes
+        if path == IMPORTS_PATH:  # a ZIP of a folder may be larger than the other import files (their handler's cap)
+            limit = max(self.settings.import_max_bytes, self.settings.import_archive_max_bytes)
             return limit + MULTIPART_SLACK, lambda: file_too_large(
                 f"Import files are limited to {limit} bytes ({limit // (1 << 20)} MiB).", limit)
         if path == INGEST_PATH:

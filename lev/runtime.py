@@ -126,7 +126,7 @@ async def start(settings: Settings | None = None, *, migrate: bool = True, inges
     if _runtime is not None:
         return _runtime
     settings = settings or get_settings()
-    offload.configure(settings.cpu_processes, ingest_nice)
+    offload.configure(settings.cpu_processes, ingest_nice, settings.extract_memory_mb << 20)
     emb = build_embedder(settings, ingest_nice)
     try:
         loaded, urls = await asyncio.gather(asyncio.to_thread(_load_model, emb), _servers(settings),

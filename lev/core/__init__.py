@@ -4,5 +4,5 @@ which failures are outages (`outages`), the settings read from the environment (
 parsing (`jsonguard`), the retry policy for outside providers (`retry`), the MIME types an upload may have
 (`mimes`), the pages' security headers (`pagepolicy`), the release and the files shipped inside the package
 (`packagedata`) and the one parser of the URLs people send (`weburl`), text made fit for XML (`xmltext`), the text
-encodings a declared charset may name (`charsets`), validation errors in words (`wording`) and what a starting
-server says (`steps`)."""
+encodings a declared charset may name (`charsets`), validation errors in words (`wording`), what a starting
+server says (`steps`) and a file's path as Lev keeps it (`sourcepath`)."""

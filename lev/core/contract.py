@@ -45,7 +45,7 @@ from lev.core.errors import (
     method_not_allowed,
     unsupported_media_type,
 )
-from lev.core.mimes import ALLOWED_MIMES
+from lev.core.mimes import ALLOWED_MIMES, not_accepted
 from lev.core.packagedata import packaged
 from lev.core.wording import PATTERN_SAYS, WHEN_HELP, said
 
@@ -253,8 +253,7 @@ def _mapped_error(error: ValidationError) -> ApiError | None:
                               "has more.", error.validator_value)
     if field == "mime" and error.validator == "enum" and isinstance(error.instance, str):
         if error.instance not in ALLOWED_MIMES:
-            return unsupported_media_type(f"MIME type {error.instance[:200]!r} is not accepted; upload a PDF, an "
-                                          "image, audio or video (lower case, without parameters).")
+            return unsupported_media_type(not_accepted(error.instance))
         wanted = "finalize" if error.instance.startswith(("audio/", "video/")) else "finalize-document"
         return invalid_body(f"{error.instance} uploads are finalized with POST /api/v1/uploads/{wanted}.")
     return None

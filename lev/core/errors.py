@@ -322,8 +322,8 @@ def name_taken(message: str) -> ApiError:
     return ApiError("name_taken", message)
 
 
-def file_too_large(message: str, max_bytes: int) -> ApiError:
-    return ApiError("file_too_large", message, maxBytes=max_bytes)
+def file_too_large(message: str, max_bytes: int, **extra: Any) -> ApiError:
+    return ApiError("file_too_large", message, maxBytes=max_bytes, **extra)
 
 
 def unsupported_media_type(message: str) -> ApiError:

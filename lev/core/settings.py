@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     cpu_processes: int = 2
     """Child processes that parse feeds and OPML, extract pages and chunk large texts (the API never waits behind
     them); niced like the ingest threads."""
+    extract_memory_mb: int = 1024
+    """Memory (address space, MiB) a child process reading an uploaded document may take beyond what it holds when
+    it starts; a file that needs more fails in words."""
     worker_heartbeat_sec: float = 3.0
     """How often a worker proves it is alive; one silent for 5 beats is dead and its jobs go to another worker."""
     job_max_tries: int = 3
@@ -153,6 +156,13 @@ class Settings(BaseSettings):
     """Longest a process reuses an authenticated token unchecked (revocations still apply at once); 0: no cache."""
     import_max_bytes: int = 10 * 1024 * 1024
     """Largest import file (bookmarks, Pocket or Raindrop CSV, Lev export), in bytes (413 above)."""
+    import_archive_max_bytes: int = 512 * 1024 * 1024
+    """Largest ZIP of a folder `POST /api/v1/imports` takes, in bytes (413 above)."""
+    import_archive_max_files: int = 20_000
+    """Entries (files and folders) one ZIP may hold (413 above)."""
+    import_archive_max_unpacked: int = 2 * 1024 * 1024 * 1024
+    """Bytes the files one ZIP imports may unpack to in all (413 above; past 64 MiB, also at most 100 times the
+    archive's size: a ZIP bomb is refused before anything is unpacked)."""
     import_concurrency: int = 4
     """Links one import fetches at the same time."""
     feed_poll_minutes: int = 30

@@ -1,5 +1,5 @@
-"""Imports and export: POST /imports (a bookmark, Pocket, Raindrop or Lev export file), GET /imports and
-/imports/{id} (progress), GET /export (the library as JSON Lines)."""
+"""Imports and export: POST /imports (a ZIP of a folder, a bookmark, Pocket, Raindrop or Lev export file),
+GET /imports and /imports/{id} (progress), GET /export (the library as JSON Lines)."""
 
 from __future__ import annotations
 
@@ -10,22 +10,21 @@ from starlette.responses import StreamingResponse
 
 from lev.auth.policy import parse_uuid
 from lev.core import clock, context
-from lev.core.errors import file_too_large, invalid_body
+from lev.core.errors import invalid_body
 from lev.handlers import deps, principal
 from lev.imports import service as imports
 from lev.library import export as library_export
 
 
-async def create_import(token_info: dict[str, Any], file: Any = None) -> tuple[dict[str, Any], int]:
+async def create_import(token_info: dict[str, Any], file: Any = None,
+                        body: dict[str, Any] | None = None) -> tuple[dict[str, Any], int]:
     p = principal(token_info)
     if not isinstance(file, UploadFile):
         raise invalid_body("Send the file as the multipart/form-data field `file`.")
-    d = deps()
-    cap = d.settings.import_max_bytes
-    data = await file.read(cap + 1)
-    if len(data) > cap:
-        raise file_too_large(f"Import files are limited to {cap} bytes ({cap // (1 << 20)} MiB).", cap)
-    result = await imports.start(d, p, data, file.filename)
+    folder = (body or {}).get("folder")
+    if folder is not None and not isinstance(folder, str):
+        raise invalid_body("`folder` is a text field of the form.")
+    result = await imports.start_upload(deps(), p, file.file, file.filename, folder)
     context.note_results(result["total"])
     return result, 202
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from lev.handlers import deps, principal
 from lev.ingest import uploads
+from lev.library import reads as library
 
 
 async def create_upload_url(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict[str, Any], int]:
@@ -39,3 +40,8 @@ async def finalize_document_upload(body: dict[str, Any], token_info: dict[str, A
     stored = await uploads.finalize(deps(), principal(token_info), {**body, "size": int(body["size"])},
                                     "finalize-document")
     return stored.answer(), 200
+
+
+async def list_source_files(token_info: dict[str, Any], prefix: str = "", after: str | None = None,
+                            limit: int = 1000) -> dict[str, Any]:
+    return await library.source_files(deps(), principal(token_info), prefix, after, limit)

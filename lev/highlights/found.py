@@ -55,7 +55,8 @@ def as_result(score: float, r: dict[str, Any], mode: str, outline: locations.Out
         "highlight_id": str(r["id"]), "note": r["note"], "kind": r["kind"], "saved_at": r["created_at"].isoformat(),
         "stored_media": bool(r["stored_media"]), "start_sec": r["start_sec"], "end_sec": r["end_sec"],
         "location": {"char_start": where.char_start, "char_end": where.char_end, "page": where.page,
-                     "page_end": where.page_end, "heading": where.heading},
+                     "page_end": where.page_end, "heading": where.heading, "slide": where.slide, "sheet": where.sheet,
+                     "row_start": where.row_start, "row_end": where.row_end},
     }
 
 

@@ -147,15 +147,25 @@ async def as_markdown(deps: Deps, principal: Principal, item_id: uuid.UUID) -> t
     return markdown.render(item, found), markdown.filename(item["title"], item["id"])
 
 
-async def text_replaced(s: AsyncSession, item_id: uuid.UUID, body: str, title: str | None, url: str | None) -> None:
-    """The item's text was replaced (its page captured again), in the caller's transaction: every highlight is moved
-    to its words in the new text; one whose words are gone is deleted (highlight.deleted to its user)."""
+async def text_replaced(s: AsyncSession, item_id: uuid.UUID, body: str, title: str | None,
+                        url: str | None) -> list[dict[str, Any]]:
+    """The item's text was replaced (its page captured again, its file updated), in the caller's transaction: every
+    highlight is moved to its words in the new text; one whose words are gone is deleted (highlight.deleted to its
+    user) and returned."""
     kept, lost = await asyncio.to_thread(relocate, body, await store.all_of_item(s, item_id))
     for h in kept:
         await store.move(s, uuid.UUID(h["id"]), char_start=h["char_start"], char_end=h["char_end"], text=h["text"])
     await store.delete_ids(s, [h["id"] for h in lost])
     for h in lost:
         await events.record(s, h["user_id"], "highlight.deleted", event_data(h, {"title": title, "url": url}))
+    return lost
+
+
+async def content_text_stored(s: AsyncSession, content_id: uuid.UUID, body: str, title: str | None) -> None:
+    """A job stored a content's text: the highlights its items had (an updated file's, made on its old text) move to
+    their words, as `text_replaced` moves them; a new content's items have none."""
+    for item_id in await store.items_with_highlights(s, content_id):
+        await text_replaced(s, item_id, body, title, None)
 
 
 async def reading(deps: Deps, principal: Principal, item: dict[str, Any], part: int,

@@ -1,5 +1,6 @@
-"""Imports: `POST /api/v1/imports` reads the file (lev.imports.bookmarks), creates its folders and records every
-link as a pending entry in one transaction, then the `run_import` job ingests the links in the background.
+"""Imports: `POST /api/v1/imports` reads the file (lev.imports.bookmarks; a ZIP of a folder: lev.imports.files),
+creates its folders and records every link (or file) as a pending entry in one transaction, then the `run_import`
+job ingests them in the background.
 
 Durable like the rest of the pipeline: the entries in PostgreSQL are the record of the promised work. The job runs
 in slices of a few minutes (each slice queues the next under its own fixed job id) and the reconciler re-queues a
@@ -15,18 +16,21 @@ import gc
 import hashlib
 import time
 import uuid
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import IO, Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.auth.policy import Principal, require, require_whole_library
-from lev.core.errors import ApiError, file_too_large, infrastructure_error, not_found
+from lev.core.errors import ApiError, file_too_large, infrastructure_error, invalid_body, not_found
+from lev.imports import files
+from lev.imports.archive import is_zip
 from lev.imports.bookmarks import parse
 from lev.imports.importfile import Parsed, dedupe_key
-from lev.ingest.request import IngestRequest
+from lev.ingest.request import IngestRequest, source_path
 from lev.ingest.save import save_failed
 from lev.ingest.service import ingest
 from lev.ingest.urls import classify_media_url
@@ -52,6 +56,39 @@ def slice_job_id(import_id: uuid.UUID | str, slice_no: int) -> str:
 
 def _lock_key(user_id: uuid.UUID) -> int:
     return int.from_bytes(hashlib.sha256(b"lev-import:" + user_id.bytes).digest()[:8], "big", signed=True)
+
+
+async def start_upload(deps: Deps, principal: Principal, file: IO[bytes], filename: str | None,
+                       folder: str | None = None) -> dict[str, Any]:
+    """POST /imports: a ZIP of a folder (its top folder named `folder` when given), else a bookmark, CSV or Lev
+    export file read whole; returns the import's status."""
+    require(principal, "write")
+    require_whole_library(principal, "import into the library")
+    head = await asyncio.to_thread(_head, file)
+    if is_zip(head, filename):
+        root = source_path(folder.strip(), "folder") if folder and folder.strip() else None
+        import_id = await files.record_archive(deps, principal, file, filename, root)
+        return await _started(deps, principal, import_id)
+    if folder is not None:
+        raise invalid_body("`folder` names the top folder of a ZIP; this file is not one.")
+    cap = deps.settings.import_max_bytes
+    data = await asyncio.to_thread(file.read, cap + 1)
+    return await start(deps, principal, data, filename)
+
+
+def _head(file: IO[bytes]) -> bytes:
+    file.seek(0)
+    head = file.read(4)
+    file.seek(0)
+    return head
+
+
+async def _started(deps: Deps, principal: Principal, import_id: uuid.UUID) -> dict[str, Any]:
+    """Queue a recorded import's first slice (when it has entries); its status."""
+    answer = await status(deps, principal, import_id)
+    if answer["total"]:
+        await enqueue_job(deps.queue, "run_import", str(import_id), 0, job_id=slice_job_id(import_id, 0))
+    return answer
 
 
 async def start(deps: Deps, principal: Principal, data: bytes, filename: str | None) -> dict[str, Any]:
@@ -131,14 +168,20 @@ async def status(deps: Deps, principal: Principal, import_id: uuid.UUID) -> dict
             raise not_found()
         found = await import_store.live_folders(s, principal.user_id, row["folder_ids"])
         failed = await import_store.failures(s, import_id, FAILURES_SHOWN)
+        lost = await import_store.lost_highlights(s, import_id, FAILURES_SHOWN)
     total, done, failures = int(row["total"]), int(row["done"]), int(row["failed"])
+    present, updated = int(row["already_present"]), int(row["updated"])
     return {
         "id": str(row["id"]), "status": row["status"], "format": row["format"], "filename": row["filename"],
         "size_bytes": row["size_bytes"], "total": total, "done": done, "failed": failures,
-        "pending": total - done - failures, "already_present": int(row["already_present"]),
+        "pending": total - done - failures, "already_present": present,
+        "added": done - present - updated, "updated": updated, "unchanged": present,
+        "skipped_total": row["skipped_total"] if row["skipped_total"] is not None else len(row["skipped"]),
         "folders_created": row["folders_created"], "folders": found,
-        "failures": [{"line": f["line"], "url": f["url"], "title": f["title"], "error": f["error"] or "failed",
-                      "item_id": str(f["item_id"]) if f["item_id"] else None} for f in failed],
+        "failures": [{"line": f["line"], "url": f["url"], "path": f["path"], "title": f["title"],
+                      "error": f["error"] or "failed", "item_id": str(f["item_id"]) if f["item_id"] else None}
+                     for f in failed],
+        "highlights_lost": [{"path": h["path"], "item_id": str(h["item_id"]), "highlights": h["lost"]} for h in lost],
         "skipped": row["skipped"], "created_at": row["created_at"].isoformat(),
         "finished_at": row["finished_at"].isoformat() if row["finished_at"] else None,
     }
@@ -171,7 +214,8 @@ async def run_slice(deps: Deps, import_id: uuid.UUID, slice_no: int) -> int:
     async with deps.db.try_advisory_lock(_lock_key(row["user_id"])) as held:
         if not held:
             return 0  # another import of this user is running; it starts this one when it is done
-        count, more = await _work(deps, principal, row)
+        async with files.opened(deps, row) as archive:
+            count, more = await _work(deps, principal, row, archive)
         async with deps.db.transaction() as s:
             if more:
                 following = await import_store.next_slice(s, import_id, slice_no)
@@ -215,7 +259,8 @@ class _Pager:
             return entry
 
 
-async def _work(deps: Deps, principal: Principal, row: dict[str, Any]) -> tuple[int, bool]:
+async def _work(deps: Deps, principal: Principal, row: dict[str, Any],
+                archive: zipfile.ZipFile | None) -> tuple[int, bool]:
     """Run the pending entries with bounded concurrency until none is left or the slice's time is up; returns the
     entries finished and whether some are left."""
     deadline = time.monotonic() + SLICE_SEC
@@ -228,7 +273,7 @@ async def _work(deps: Deps, principal: Principal, row: dict[str, Any]) -> tuple[
             entry = await pager.next()
             if entry is None:
                 return
-            await _run_entry(deps, principal, row["created_at"], entry)
+            await _run_entry(deps, principal, row["created_at"], entry, archive)
             finished += 1
 
     async with asyncio.TaskGroup() as group:
@@ -237,11 +282,16 @@ async def _work(deps: Deps, principal: Principal, row: dict[str, Any]) -> tuple[
     return finished, not (pager.exhausted and not pager.buffer)
 
 
-async def _run_entry(deps: Deps, principal: Principal, started: datetime, entry: dict[str, Any]) -> None:
-    """Import one entry; anything but an outage of the database or Redis ends as the entry's failure."""
+async def _run_entry(deps: Deps, principal: Principal, started: datetime, entry: dict[str, Any],
+                     archive: zipfile.ZipFile | None) -> None:
+    """Import one entry (a link, a text, or a ZIP's file); anything but an outage of the database or Redis ends as
+    the entry's failure."""
     try:
         async with asyncio.timeout(ENTRY_TIMEOUT_SEC):
-            await _import_entry(deps, principal, started, entry)
+            if entry["kind"] == "file":
+                await files.import_file(deps, principal, started, entry, archive)
+            else:
+                await _import_entry(deps, principal, started, entry)
     except Exception as exc:
         if infrastructure_error(exc) is not None:
             raise  # the job is retried; the entry is still pending
@@ -283,7 +333,11 @@ async def _finish(deps: Deps, entry: dict[str, Any], item_id: uuid.UUID, *, ours
 
 async def _fail(deps: Deps, principal: Principal, started: datetime, entry: dict[str, Any], reason: str) -> None:
     """The entry failed: a link becomes a failed item saying why (filed like the rest); a text that cannot be
-    stored fails without an item."""
+    stored, or a ZIP's file, fails without an item."""
+    if entry["kind"] == "file":
+        async with deps.db.transaction() as s:
+            await import_store.fail_entry(s, entry, reason)
+        return
     found = await _existing(deps, principal.user_id, entry)
     if found is not None:
         await _finish(deps, entry, found["id"], ours=found["created_at"] >= started, existing=False, error=reason)
@@ -311,7 +365,8 @@ async def _announce(s: AsyncSession, user_id: uuid.UUID, import_id: uuid.UUID) -
     row = await import_store.get_import(s, user_id, import_id)
     if row is None:
         return
-    total, failed = int(row["total"]), int(row["failed"])
+    total, failed, present, updated = (int(row[k]) for k in ("total", "failed", "already_present", "updated"))
     await events.record(s, user_id, "import.finished", {
         "import_id": str(import_id), "status": "done", "total": total, "done": int(row["done"]), "failed": failed,
-        "already_present": int(row["already_present"]), "folder_ids": [str(f) for f in row["folder_ids"]]})
+        "already_present": present, "added": int(row["done"]) - present - updated, "updated": updated,
+        "folder_ids": [str(f) for f in row["folder_ids"]]})

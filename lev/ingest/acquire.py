@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lev.core.errors import ApiError, ingest_failed, transcription_unavailable
-from lev.ingest import youtube
+from lev.ingest import formats, youtube
 from lev.ingest.documents import INLINE_OCR_PAGES, extract, pdf_plan
 from lev.ingest.download import download
 from lev.ingest.media import media_class, media_duration_seconds
@@ -27,6 +27,7 @@ from lev.store import uploads as upload_store
 from lev.store.locations import Outline
 
 INLINE_DOC_BYTES = 20 * 1024 * 1024  # documents larger than this are finished by the worker
+INLINE_FORMAT_BYTES = 4 * 1024 * 1024  # an Office file, e-book or text format larger than this: read by the worker
 
 
 @dataclass(frozen=True)
@@ -41,11 +42,13 @@ class Source:
     url: str | None = None
     canonical: str | None = None  # the key a fetched URL's content is shared by
     owner_url: str | None = None  # a page captured in the user's browser: the key it is the user's own by
+    attached_to: str | None = None  # an e-mail's attachment Lev stored: the message's item
 
     @property
     def upload(self) -> bool:
-        """An object the client uploaded itself (finalize), as opposed to one Lev downloaded."""
-        return self.url is None and self.path is not None
+        """An object the client uploaded itself (finalize), as opposed to one Lev downloaded or took out of an
+        e-mail."""
+        return self.url is None and self.path is not None and self.attached_to is None
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,8 @@ class Text:
     source: Source
     metadata: dict[str, Any] = field(default_factory=dict)
     headings: tuple[str, ...] = ()  # a page's section headings, in order (found as lines of its text)
-    outline: Outline | None = None  # a PDF's page starts in `body`
+    outline: Outline | None = None  # a PDF's page starts in `body`; a document's own structure
+    attachments: tuple[formats.Attachment, ...] = ()  # an e-mail's, each to become an item of its own
 
 
 @dataclass(frozen=True)
@@ -191,6 +195,9 @@ async def file(deps: Deps, source: Source, local: Path, title: str | None) -> Ac
         duration = await asyncio.to_thread(media_duration_seconds, local)
         meta["duration_sec"] = round(duration, 3)
         return Recording(klass, title or source.filename, source, duration, meta)
+    found = formats.resolve(source.filename, mime)
+    if found is not None and found[0] in formats.KINDS:
+        return await _document(source, local, title, found, meta)
     kind = "pdf" if mime == "application/pdf" else "image"
     queued = (source.size or 0) > INLINE_DOC_BYTES
     if kind == "pdf":
@@ -202,6 +209,18 @@ async def file(deps: Deps, source: Source, local: Path, title: str | None) -> Ac
     meta = {**doc.metadata, **meta}
     return Text(kind, title or doc.metadata.get("title") or source.filename, doc.text, source, meta,
                 outline=doc.outline)
+
+
+async def _document(source: Source, local: Path, title: str | None, found: tuple[str, str],
+                    meta: dict[str, Any]) -> Acquired:
+    """An Office file, e-book, Markdown note, saved page, e-mail or text file, read now (in a bounded child) unless
+    it is larger than INLINE_FORMAT_BYTES (an e-mail always now: its attachments become items in this request)."""
+    kind, mime = found
+    if kind != "email" and (source.size or 0) > INLINE_FORMAT_BYTES:
+        return Unread(kind, title or source.filename, source, {**meta, **({} if title else {"title_from_file": True})})
+    doc = await formats.read(mime, str(local), source.filename)
+    return Text(kind, title or doc.title or source.filename, doc.text, source, {**doc.metadata, **meta},
+                outline=doc.outline, attachments=doc.attachments)
 
 
 async def _youtube(deps: Deps, canonical: str, title: str | None) -> Acquired:

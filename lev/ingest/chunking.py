@@ -19,6 +19,7 @@ child process (`passages` is what `lev.plumbing.offload` runs), never on the eve
 from __future__ import annotations
 
 import asyncio
+import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -93,14 +94,18 @@ def _boundaries(text: str, offsets: list[tuple[int, int]]) -> list[int]:
     return scores
 
 
-def _split_tokens(n: int, scores: list[int], capacity: int, overlap: int) -> list[tuple[int, int]]:
-    """Token ranges [start, end) of the chunks."""
+def _split_tokens(n: int, scores: list[int], capacity: int, overlap: int,
+                  breaks: Sequence[int] = ()) -> list[tuple[int, int]]:
+    """Token ranges [start, end) of the chunks; no chunk spans one of the (sorted) token indices `breaks`."""
     spans: list[tuple[int, int]] = []
     start = 0
     while start < n:
-        if n - start <= capacity:
-            spans.append((start, n))
-            break
+        at = bisect.bisect_right(breaks, start)
+        limit = breaks[at] if at < len(breaks) and breaks[at] < n else n
+        if limit - start <= capacity:
+            spans.append((start, limit))
+            start = limit
+            continue
         hard_end = start + capacity
         # best boundary in the back half of the window: strongest first, then latest
         end = max(range(start + capacity // 2, hard_end + 1), key=lambda i: (scores[i], i))
@@ -135,10 +140,12 @@ def _offsets(text: str, max_tokens: int | None) -> list[tuple[int, int]]:
     return offsets
 
 
-def chunk_spans(text: str, title: str | None, max_chunks: int | None = None) -> list[tuple[int, int]]:
+def chunk_spans(text: str, title: str | None, max_chunks: int | None = None,
+                breaks: Sequence[int] = ()) -> list[tuple[int, int]]:
     """Character ranges [start, end) of the chunks of `text`, which must already be `normalize_whitespace`d;
     each range holds no surrounding white space. [] for blank text. With `max_chunks`, the first ones only (the
-    text is tokenized only as far as they reach)."""
+    text is tokenized only as far as they reach). No chunk spans one of the character offsets `breaks` (where a
+    slide or a sheet starts)."""
     if not text:
         return []
     capacity = capacity_for(title)
@@ -146,8 +153,10 @@ def chunk_spans(text: str, title: str | None, max_chunks: int | None = None) -> 
     if not offsets:
         return []
     scores = _boundaries(text, offsets)
+    starts = [a for a, _ in offsets]
+    cuts = sorted({i for i in (bisect.bisect_left(starts, b) for b in breaks) if 0 < i < len(offsets)})
     spans: list[tuple[int, int]] = []
-    for start, end in _split_tokens(len(offsets), scores, capacity, int(capacity * OVERLAP_RATIO)):
+    for start, end in _split_tokens(len(offsets), scores, capacity, int(capacity * OVERLAP_RATIO), cuts):
         if max_chunks is not None and len(spans) >= max_chunks:
             break
         lo, hi = _strip(text, offsets[start][0], offsets[end - 1][1])
@@ -211,11 +220,15 @@ class Passages:
 def passages(text: str, title: str | None, max_chunks: int | None = None, headings: Sequence[str] = (),
              outline: Outline | None = None) -> Passages:
     """`text` in its stored form, with its outline (the given one, markdown headings, the `headings` found as
-    lines) and its chunks (at most `max_chunks`), each with its location: `Passages.text[char_start:char_end]` is
-    the chunk's body. A module-level function of picklable values: `lev.plumbing.offload` runs it."""
+    lines; a structured outline, a document's own, alone) and its chunks (at most `max_chunks`), each with its
+    location: `Passages.text[char_start:char_end]` is the chunk's body. A module-level function of picklable values:
+    `lev.plumbing.offload` runs it."""
     norm = normalize_text(text)
-    found = (outline or Outline()).with_headings([*markdown_headings(norm), *line_headings(norm, headings)])
-    spans = chunk_spans(norm, title, None if max_chunks is None else max_chunks + 1)
+    found = outline or Outline()
+    if not found.structured:
+        found = found.with_headings([*markdown_headings(norm), *line_headings(norm, headings)])
+    breaks = [o for o, _ in found.slides] + [o for o, _ in found.sheets]  # a passage stays on its slide or sheet
+    spans = chunk_spans(norm, title, None if max_chunks is None else max_chunks + 1, breaks)
     kept = spans if max_chunks is None else spans[:max_chunks]
     cut = kept[-1][1] if max_chunks is not None and len(spans) > max_chunks else None
     return Passages(norm, found, [norm[a:b] for a, b in kept], locations(kept, found), indexed_chars=cut)

@@ -8,7 +8,8 @@ import asyncio
 import uuid
 from typing import Any
 
-from lev.ingest import progress
+from lev.highlights import service as highlights
+from lev.ingest import formats, progress
 from lev.ingest.chunking import embed_chunks, timed_passages
 from lev.ingest.followups import EMBED, EXTRACT, TRANSCRIBE, Followup, enqueue, finishing, transforms
 from lev.ingest.plan import Chunks, cut_text
@@ -30,19 +31,22 @@ EMBED_BATCH = 32  # chunks the worker embeds between two progress reports (and d
 async def finish_content(deps: Deps, content_id: uuid.UUID, title: str | None, body: str, *,
                          content_values: dict[str, Any] | None = None, charge: tuple[uuid.UUID, float] | None = None,
                          segments: list[dict[str, Any]] | None = None, field: str = "text",
-                         outline: Outline | None = None) -> int:
+                         outline: Outline | None = None, retitle: str | None = None) -> int:
     """Chunk, embed and store `body` of a queued content, mark it and its items ready, charge the transcription
     and queue transforms, reporting progress. With timed `segments` (a transcript) the chunks are cut from them
     and keep their seconds. The text the chunks were cut from is stored as the content's `field` (text or
     transcript) with its outline (`outline`: what the text alone does not say, a PDF's pages, a page's headings).
+    `retitle`: the title the document itself gave, for the content and its items (stored under their file's name).
     Returns the chunk count (0 when the content was deleted or finished meanwhile)."""
+    title = retitle or title
     await progress.report(deps.redis, content_id, "chunking", 0, None)
     chunks = Chunks()
     if segments:
         chunks = Chunks.of(await asyncio.to_thread(timed_passages, segments, title))
     if not chunks.bodies:
         chunks = await cut_text(body, title, deps.settings.max_chunks_per_item, outline=outline)
-    content_values = {**(content_values or {}), field: chunks.text, "outline": chunks.outline.to_json()}
+    content_values = {**(content_values or {}), field: chunks.text, "outline": chunks.outline.to_json(),
+                      **({"title": retitle} if retitle else {})}
     bodies = chunks.bodies
     for start in range(0, len(bodies), EMBED_BATCH):  # batches, so GET /items/{id} can show how far it is
         if start and not await _still_wanted(deps, content_id):
@@ -57,6 +61,9 @@ async def finish_content(deps: Deps, content_id: uuid.UUID, title: str | None, b
         if row is None or row["status"] != lifecycle.Status.PROCESSING:
             return 0  # deleted while we worked, or finished by another run of this job (no second chunks or charge)
         ready = lifecycle.advance(lifecycle.of_content(row["kind"], row["status"]), lifecycle.Event.FINISHED)
+        if retitle:
+            await item_store.set_items_of_content(s, content_id, title=retitle)
+        await highlights.content_text_stored(s, content_id, chunks.text or "", title)
         todo = await index_content(s, content_id, title, chunks, ready, content_values=content_values)
         if charge is not None:
             await quota.charge(s, charge[0], charge[1])
@@ -93,6 +100,6 @@ def to_finish(row: dict[str, Any]) -> Followup:
     content_id, user_id = row["id"], row["pending_user"]
     if user_id is not None and not row["transcript"]:
         return finishing(TRANSCRIBE, content_id, user_id)[0]
-    if row["kind"] in ("pdf", "image") and row["object_path"] and not (row["text"] or "").strip():
+    if row["kind"] in ("pdf", "image", *formats.KINDS) and row["object_path"] and not (row["text"] or "").strip():
         return finishing(EXTRACT, content_id, user_id)[0]
     return finishing(EMBED, content_id, user_id)[0]

@@ -15,7 +15,7 @@ import enzyme
 import filetype
 
 from lev.core.errors import extraction_failed, file_too_large, invalid_body, unsupported_media_type
-from lev.core.mimes import ALLOWED_MIMES, AUDIO_MIMES, DOCUMENT_MIMES, VIDEO_MIMES
+from lev.core.mimes import ALLOWED_MIMES, AUDIO_MIMES, DOCUMENT_MIMES, FORMAT_MIMES, VIDEO_MIMES, not_accepted
 
 MAX_UPLOAD_BYTES = 52428800  # every MIME type; openapi.yaml's UploadSize maximum (a test holds them together)
 
@@ -42,7 +42,7 @@ def normalize_mime(mime: str) -> str:
 def media_class(mime: str) -> MediaClass | None:
     """Which pipeline handles this MIME type, or None when it is not allowed."""
     m = normalize_mime(mime)
-    if m in DOCUMENT_MIMES:
+    if m in DOCUMENT_MIMES or m in FORMAT_MIMES:
         return "document"
     if m in AUDIO_MIMES:
         return "audio"
@@ -80,7 +80,7 @@ def check_signing(mime: str, size: int) -> None:
     if size > MAX_UPLOAD_BYTES:  # the schema's maximum, refused as the contract's validation refuses it
         raise file_too_large(f"size: uploads are limited to {MAX_UPLOAD_BYTES} bytes (50 MB).", MAX_UPLOAD_BYTES)
     if media_class(mime) is None:
-        raise unsupported_media_type(f"MIME type {mime!r} is not accepted; upload a PDF, an image, audio or video.")
+        raise unsupported_media_type(not_accepted(mime))
 
 
 # ISO-BMFF brands of still-image formats (HEIF/HEIC, AVIF, JPEG 2000, Canon raw): not audio or video.
@@ -129,6 +129,39 @@ _RULE = {
 }
 
 
+ZIP_MAGIC = b"PK\x03\x04"
+OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # the compound file of old Office files and encrypted new ones
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def is_text(head: bytes) -> bool:
+    """The leading bytes of a text file: UTF-16 with its byte-order mark, or no NUL and no known binary signature
+    (the reader decodes UTF-8, a declared charset, else Windows-1252)."""
+    if head.startswith(_UTF16_BOMS):
+        return True
+    if b"\x00" in head or head.startswith((ZIP_MAGIC, OLE2_MAGIC, b"%PDF-", b"{\\rtf")):
+        return False
+    return filetype.guess(head) is None
+
+
+# The format MIME types by how their bytes start: ZIP containers (OOXML also as an encrypted OLE2 package, which
+# the reader refuses in words), RTF, and text.
+_OOXML = frozenset(m for m in FORMAT_MIMES if "openxmlformats" in m or "macroenabled" in m)
+_ZIPPED = _OOXML | {"application/vnd.oasis.opendocument.text", "application/vnd.oasis.opendocument.presentation",
+                    "application/vnd.oasis.opendocument.spreadsheet", "application/epub+zip"}
+_RTF = frozenset({"application/rtf", "text/rtf"})
+
+
+def _format_sniff(m: str, head: bytes) -> bool:
+    if m in _ZIPPED:
+        return head.startswith(ZIP_MAGIC) or (m in _OOXML and head.startswith(OLE2_MAGIC))
+    if m in _RTF:
+        return head.lstrip().startswith(b"{\\rtf")
+    if m == "application/vnd.ms-excel":  # a .csv as Windows names it; an old binary .xls is refused in words
+        return is_text(head) or head.startswith(OLE2_MAGIC)
+    return is_text(head)
+
+
 def sniff_matches(mime: str, head: bytes) -> bool:
     """True when the leading bytes are of the declared (allowed) MIME type.
 
@@ -139,6 +172,8 @@ def sniff_matches(mime: str, head: bytes) -> bool:
     m = normalize_mime(mime)
     if m not in ALLOWED_MIMES:
         return False
+    if m in FORMAT_MIMES:
+        return _format_sniff(m, head)
     rule = _RULE.get(m, m)
     if rule == "quicktime" and _ftyp_brand(head) is not None:
         # Many .mov files carry an ISO brand; any ftyp box is acceptable for QuickTime.

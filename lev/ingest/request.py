@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from lev.auth.policy import Principal, filing_target, require, require_filer
-from lev.core import weburl
+from lev.core import sourcepath, weburl
 from lev.core.errors import file_too_large, ingest_failed, invalid_body, transcription_unavailable
 from lev.ingest import youtube
 from lev.ingest.urls import canonical_url, classify_media_url
@@ -20,6 +20,7 @@ from lev.store import lifecycle
 from lev.store import members as member_store
 
 MAX_TEXT_CHARS = 1_000_000
+
 MAX_URL_CHARS = 4096
 MAX_HTML_BYTES = 5 * 1024 * 1024  # 5242880 bytes of UTF-8: a captured page as the browser rendered it
 # The request body that carries it: JSON escaping (quotes, backslashes, newlines) can double the HTML's size.
@@ -46,6 +47,23 @@ class IngestRequest:
 
 
 @dataclass(frozen=True)
+class FileAt:
+    """A file kept by its path (a ZIP's member, a synced file): its source path and the SHA-256 of its bytes."""
+
+    path: str
+    sha256: str
+    size: int
+
+
+def source_path(value: str, field: str = "source_path") -> str:
+    """A file's path as Lev keeps it (lev.core.sourcepath), or 400 invalid_body saying why not."""
+    why = sourcepath.problem(value)
+    if why is not None:
+        raise invalid_body(f"{field} {why}.")
+    return value
+
+
+@dataclass(frozen=True)
 class Resolved:
     """A checked request: `kind` is what the item will be (text, url, youtube, pdf, audio, video, or page: a page
     captured in the user's browser, with its `html`); `canonical` the key a URL's content is shared by (a captured
@@ -61,6 +79,7 @@ class Resolved:
     text: str | None = None
     source_url: str | None = None
     html: bytes | None = None
+    file: FileAt | None = None  # an upload kept by its path: a new item there, or its item updated in place
 
 
 async def resolve(deps: Deps, principal: Principal, req: IngestRequest) -> Resolved:

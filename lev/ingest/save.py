@@ -22,29 +22,39 @@ from lev.core.errors import not_found, object_missing
 from lev.highlights import service as highlights
 from lev.ingest.followups import Followup, finishing, transforms
 from lev.ingest.plan import Chunks, Plan
-from lev.ingest.request import Resolved
+from lev.ingest.request import FileAt, Resolved
 from lev.limits import quota
 from lev.plumbing.deps import Deps
 from lev.store import captures as capture_store
 from lev.store import contents as content_store
 from lev.store import items as item_store
 from lev.store import lifecycle
+from lev.store import sourcefiles as source_store
 from lev.store import uploads as upload_store
 from lev.webhooks import events
 
 
 @dataclass(frozen=True)
 class Stored:
-    """An ingest's answer."""
+    """An ingest's answer; for a file kept by its path, what it did there (`change`: added, updated, unchanged)
+    and the highlights an update found no words for (`lost`, deleted)."""
 
     phase: lifecycle.Phase
     content_id: uuid.UUID
     item_id: uuid.UUID
     folder_id: uuid.UUID | None
+    file: FileAt | None = None
+    change: str | None = None
+    lost: tuple[dict[str, Any], ...] = ()
 
     def answer(self) -> dict[str, Any]:
-        return {"status": self.phase.value, "content_id": str(self.content_id), "user_item_id": str(self.item_id),
-                "folder_id": str(self.folder_id) if self.folder_id else None}
+        out: dict[str, Any] = {"status": self.phase.value, "content_id": str(self.content_id),
+                               "user_item_id": str(self.item_id),
+                               "folder_id": str(self.folder_id) if self.folder_id else None}
+        if self.file is not None:
+            out["source_file"] = {"path": self.file.path, "sha256": self.file.sha256, "change": self.change,
+                                  "highlights_lost": [{"text": h["text"], "note": h["note"]} for h in self.lost]}
+        return out
 
 
 @dataclass(frozen=True)
@@ -145,6 +155,8 @@ async def save(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> Saved:
     source, principal = plan.source, r.principal
     if source.owner_url is not None:
         return await _save_capture(deps, r, plan, chunks)
+    if r.file is not None:
+        return await _save_file(deps, r, plan, chunks, r.file)
     async with deps.db.transaction() as s:
         if source.upload:
             assert source.path is not None
@@ -156,11 +168,7 @@ async def save(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> Saved:
                 return Saved(earlier)
         if plan.quota_seconds is not None:
             await quota.reserve(s, deps.settings, principal.user_id, principal.tier, plan.quota_seconds)
-        values: dict[str, Any] = {
-            "kind": plan.kind, "title": plan.title, "text": plan.text, "url": source.url, "metadata": plan.metadata,
-            "status": plan.state.status, "mime": source.mime, "object_path": source.path,
-            "size_bytes": source.size, "duration_sec": plan.duration, "transcript": plan.transcript,
-            "outline": plan.outline.to_json()}
+        values = _content_values(plan)
         content_id = await content_store.create_content(s, canonical_url=source.canonical, **values)
         if content_id is None and source.path is None:  # the same page was stored meanwhile: link to it
             linked = await _link(s, r, plan.title)
@@ -179,6 +187,75 @@ async def save(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> Saved:
             await upload_store.set_item(s, source.path, item_id)
         todo = await index_content(s, content_id, plan.title, chunks, plan.state) if ready else []
     stored = Stored(plan.state.phase, content_id, item_id, principal.new_item_folder)
+    return Saved(stored, finishing(plan.job, content_id, principal.user_id) + transforms(todo))
+
+
+async def kept_file(s: AsyncSession, user_id: uuid.UUID, at: FileAt) -> Stored | None:
+    """The answer for a file whose path already made an item from the same bytes (`unchanged`), else None."""
+    kept = await source_store.get(s, user_id, at.path)
+    if kept is None or kept["sha256"] != at.sha256:
+        return None
+    item = await upload_store.item_state(s, kept["item_id"])
+    if item is None:
+        return None
+    phase = lifecycle.of_row(item["status"], item["transcription_status"]).phase
+    folder = await upload_store.first_folder(s, item["id"])
+    return Stored(phase, item["content_id"], item["id"], folder, at, "unchanged")
+
+
+def _content_values(plan: Plan) -> dict[str, Any]:
+    source = plan.source
+    return {"kind": plan.kind, "title": plan.title, "text": plan.text, "url": source.url, "metadata": plan.metadata,
+            "status": plan.state.status, "mime": source.mime, "object_path": source.path, "size_bytes": source.size,
+            "duration_sec": plan.duration, "transcript": plan.transcript, "outline": plan.outline.to_json()}
+
+
+async def _save_file(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks, at: FileAt) -> Saved:
+    """An upload kept by its path, in one transaction: a new item (filed where the principal files), or the item
+    the path made before moved onto the new content in place (same id; the old text, its chunks, its object and
+    the item's outputs go; highlights move to their words, those without words are deleted and reported). The
+    same bytes at the same path (sent twice at once) answer the item they made."""
+    source, principal = plan.source, r.principal
+    assert source.path is not None and source.upload
+    async with deps.db.transaction() as s:
+        await source_store.lock_path(s, principal.user_id, at.path)  # before any row lock
+        if principal.new_item_folder is not None and not await item_store.lock_writable_folder(
+                s, principal.user_id, principal.new_item_folder):
+            raise not_found()  # folders are locked before items and contents in every writer
+        row = await upload_store.get_upload(s, source.path, for_update=True)
+        if row is None:
+            raise object_missing()
+        earlier = await finalized(s, principal, row)
+        if earlier is not None:  # a concurrent finalize won
+            return Saved(earlier)
+        kept = await source_store.get(s, principal.user_id, at.path, lock=True)
+        if kept is not None and kept["sha256"] == at.sha256:
+            same = await kept_file(s, principal.user_id, at)
+            assert same is not None
+            return Saved(same)
+        if plan.quota_seconds is not None:
+            await quota.reserve(s, deps.settings, principal.user_id, principal.tier, plan.quota_seconds)
+        content_id = await content_store.create_content(s, canonical_url=None, **_content_values(plan))
+        assert content_id is not None
+        lost: list[dict[str, Any]] = []
+        ready = plan.state.status is lifecycle.Status.READY
+        if kept is None:
+            item_id = await _new_item(s, principal, content_id=content_id, kind=plan.kind, title=plan.title,
+                                      url=None, in_kb=r.in_kb, auto_transform=r.auto_transform, state=plan.state)
+        else:
+            item_id = kept["item_id"]
+            old = await upload_store.item_state(s, item_id)
+            assert old is not None
+            await capture_store.repoint_item(s, item_id, content_id, kind=plan.kind, title=plan.title, error=None,
+                                             **plan.state.columns())
+            await source_store.drop_content(s, old["content_id"])
+            if ready:  # else the job that reads the file moves them (finish.finish_content)
+                lost = await highlights.text_replaced(s, item_id, plan.text or "", plan.title, None)
+        await upload_store.set_item(s, source.path, item_id)
+        await source_store.record(s, principal.user_id, at.path, item_id, at.sha256, at.size)
+        todo = await index_content(s, content_id, plan.title, chunks, plan.state) if ready else []
+    stored = Stored(plan.state.phase, content_id, item_id, principal.new_item_folder, at,
+                    "added" if kept is None else "updated", tuple(lost))
     return Saved(stored, finishing(plan.job, content_id, principal.user_id) + transforms(todo))
 
 
@@ -233,6 +310,12 @@ async def index_content(s: AsyncSession, content_id: uuid.UUID, title: str | Non
                                    chunks.locations)
     await events.items_changed(s, "item.ready", content_id=content_id)
     return await item_store.auto_transform_items(s, content_id)
+
+
+async def record_attachments(deps: Deps, content_id: uuid.UUID, metadata: dict[str, Any]) -> None:
+    """An e-mail's metadata once its attachments are items: each one's file name and item (or why it failed)."""
+    async with deps.db.transaction() as s:
+        await content_store.update_content(s, content_id, metadata=metadata)
 
 
 async def save_failed(deps: Deps, principal: Principal, *, kind: str, url: str, title: str | None, error: str,

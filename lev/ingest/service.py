@@ -11,14 +11,22 @@ and YouTube without captions wait for their transcription (`transcribing`).
 
 from __future__ import annotations
 
+import asyncio
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
 from lev.auth.policy import Principal
+from lev.core.errors import ApiError
 from lev.embedding.pool import turn as embedding_turn
 from lev.ingest import acquire as sources
 from lev.ingest.chunking import embed_chunks
 from lev.ingest.followups import enqueue
+from lev.ingest.formats import Attachment
 from lev.ingest.plan import chunk, plan
 from lev.ingest.request import IngestRequest, Resolved, resolve
-from lev.ingest.save import Stored, link_existing, save
+from lev.ingest.save import Stored, link_existing, record_attachments, save
 from lev.net import share
 from lev.plumbing.deps import Deps
 from lev.store import uploads as upload_store
@@ -53,4 +61,37 @@ async def keep(deps: Deps, r: Resolved, acquired: sources.Acquired) -> Stored:
                 await upload_store.queue_deletion(s, [acquired.source.path])
         raise
     await enqueue(deps.queue, saved.followups)
+    if isinstance(acquired, sources.Text) and acquired.attachments:
+        links = [await _attachment(deps, r, saved.stored, a) for a in acquired.attachments]
+        await record_attachments(deps, saved.stored.content_id, {**acquired.metadata, "attachments": links})
     return saved.stored
+
+
+async def _attachment(deps: Deps, r: Resolved, message: Stored, a: Attachment) -> dict[str, Any]:
+    """An e-mail's attachment kept as an item of its own (its file stored, read like an upload, filed where the
+    message is), linked both ways: its `attached_to` names the message, the message lists it (or why it failed)."""
+    local = await asyncio.to_thread(_spill, a.data)
+    path = deps.objects.new_path(str(r.principal.user_id), a.filename)
+    try:
+        await deps.objects.put_file(path, local, a.mime)
+        source = sources.Source(filename=a.filename, path=path, mime=a.mime, size=len(a.data),
+                                attached_to=str(message.item_id))
+        try:
+            acquired = await sources.file(deps, source, local, None)
+            acquired = replace(acquired, metadata={**acquired.metadata, "attached_to": str(message.item_id)})
+            if isinstance(acquired, sources.Text):
+                acquired = replace(acquired, attachments=())  # an attachment's own attachments are not unpacked
+            stored = await keep(deps, replace(r, kind=acquired.kind, title=None, file=None), acquired)
+        except ApiError as exc:
+            async with deps.db.transaction() as s:
+                await upload_store.queue_deletion(s, [path])
+            return {"filename": a.filename, "item_id": None, "error": exc.message or exc.code}
+        return {"filename": a.filename, "item_id": str(stored.item_id), "kind": acquired.kind}
+    finally:
+        local.unlink(missing_ok=True)
+
+
+def _spill(data: bytes) -> Path:
+    with tempfile.NamedTemporaryFile(prefix="lev-attachment-", delete=False) as fh:
+        fh.write(data)
+        return Path(fh.name)

@@ -8,12 +8,16 @@ the first one did.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
-from lev.auth.policy import Principal, require
-from lev.core import clock, context
+from lev.auth.policy import Principal, require, require_whole_library
+from lev.core import clock, context, sourcepath
 from lev.core.errors import (
     ApiError,
     file_too_large,
@@ -28,11 +32,12 @@ from lev.core.errors import (
 from lev.ingest import acquire
 from lev.ingest.acquire import Source
 from lev.ingest.media import SNIFF_HEAD, check_signing, finalize_endpoint, media_class, normalize_mime, sniff_matches
-from lev.ingest.request import Resolved
-from lev.ingest.save import Stored, finalized
+from lev.ingest.request import FileAt, Resolved, filing, source_path
+from lev.ingest.save import Stored, finalized, kept_file
 from lev.ingest.service import keep
 from lev.ops import logs
 from lev.plumbing.deps import Deps
+from lev.store import imports as import_store
 from lev.store import lifecycle
 from lev.store import uploads as upload_store
 from lev.store.objects import InvalidObjectPath, LocalObjectStore, SignatureError, SizeExceeded, check_path
@@ -103,15 +108,21 @@ async def receive_upload(deps: Deps, path: str, *, expires: str | None, size: st
 
 
 async def finalize(deps: Deps, principal: Principal, body: dict[str, Any], endpoint: str) -> Stored:
-    """POST /uploads/finalize (audio, video) and /uploads/finalize-document (PDF, images)."""
+    """POST /uploads/finalize (audio, video) and /uploads/finalize-document (PDF, images, text); with
+    `source_path`, the file is kept by its path (a new item in the folder its path names, or that path's item
+    updated in place, or, for the same bytes, nothing done)."""
     require(principal, "write")
-    _no_nul(**{k: body.get(k) for k in ("path", "mime", "filename", "title")})
+    _no_nul(**{k: body.get(k) for k in ("path", "mime", "filename", "title", "source_path")})
     mime = normalize_mime(body["mime"])
     size = body["size"]
     check_signing(mime, size)
     wanted = finalize_endpoint(mime)
     if wanted != endpoint:
         raise invalid_body(f"{mime} uploads are finalized with POST /api/v1/uploads/{wanted}, not {endpoint}.")
+    at = body.get("source_path")
+    if at is not None:
+        at = source_path(at)
+        require_whole_library(principal, "keep files by their path (source_path)")
     path = body["path"]
     try:
         check_path(path)
@@ -126,8 +137,7 @@ async def finalize(deps: Deps, principal: Principal, body: dict[str, Any], endpo
         raise object_missing()
     if row["mime"] != mime:
         raise ApiError("mime_mismatch", f"mime {mime} differs from the {row['mime']} this upload was signed for.")
-    klass = media_class(mime)
-    if klass in lifecycle.RECORDINGS and deps.transcriber is None:
+    if media_class(mime) in lifecycle.RECORDINGS and deps.transcriber is None:
         raise transcription_unavailable()
     stored = await deps.objects.stat(path)
     if stored is None:
@@ -135,27 +145,69 @@ async def finalize(deps: Deps, principal: Principal, body: dict[str, Any], endpo
     if stored != size or size != row["size_bytes"]:
         raise size_mismatch(f"The stored object has {stored} bytes; the upload declared {row['size_bytes']} and "
                             f"this call {size}.")
+    folder_id = await folder_for(deps, principal, at) if at is not None else None
+    title = (body.get("title") or "").strip() or None
+    source = Source(filename=row["filename"], path=path, mime=mime, size=size)
+    return await keep_upload(deps, principal, source, title=title, in_kb=body.get("in_kb", True),
+                             auto_transform=body.get("auto_transform", True), at=at, folder_id=folder_id)
+
+
+async def folder_for(deps: Deps, principal: Principal, at: str) -> uuid.UUID | None:
+    """The user's folder a file's path names (created when missing), or None for a file at the top."""
+    name = sourcepath.folder_of(at.split("/")[:-1])
+    if name is None:
+        return None
+    async with deps.db.transaction() as s:
+        ids, _created = await import_store.ensure_folders(s, principal.user_id, [name])
+    return ids[name.lower()]
+
+
+async def keep_upload(deps: Deps, principal: Principal, source: Source, *, title: str | None, in_kb: bool,
+                      auto_transform: bool, at: str | None = None, sha256: str | None = None,
+                      folder_id: uuid.UUID | None = None) -> Stored:
+    """The way in of every stored upload (finalize; each file of a folder's import): its magic bytes checked, read
+    (`acquire.file`) and kept (`service.keep`) filed into `folder_id`. Kept by its path `at`, bytes of the SHA-256
+    that path already has change nothing (the upload is discarded). An upload that cannot be read is discarded."""
+    assert source.path is not None and source.mime is not None
+    path, mime = source.path, source.mime
     head = await deps.objects.read_head(path, SNIFF_HEAD)
     if not sniff_matches(mime, head):
         await discard_upload(deps, path)
         raise unsupported_media_type(
             f"The uploaded bytes are not {mime} (their magic bytes do not match); the upload was discarded.")
-    title = (body.get("title") or "").strip() or None
-    r = Resolved(principal, klass or "audio", title, body.get("in_kb", True), body.get("auto_transform", True))
-    source = Source(filename=row["filename"], path=path, mime=mime, size=size)
     try:
         local = await deps.objects.local_copy(path)
     except FileNotFoundError:
         raise object_missing() from None
     try:
+        file_at = None
+        if at is not None:
+            digest = sha256 if sha256 is not None else await asyncio.to_thread(file_sha256, local)
+            file_at = FileAt(at, digest, source.size or 0)
+            async with deps.db.read_session() as s:
+                same = await kept_file(s, principal.user_id, file_at)
+            if same is not None:
+                await discard_upload(deps, path)
+                return same
+        filer = await filing(deps, principal, folder_id) if folder_id is not None else principal
+        r = Resolved(filer, media_class(mime) or "audio", title, in_kb, auto_transform, file=file_at)
         try:
             acquired = await acquire.file(deps, source, local, title)
         except ApiError:
             await discard_upload(deps, path)  # unreadable: it will never become an item
             raise
-        return await keep(deps, r, acquired)
+        kept = await keep(deps, r, acquired)
+        if kept.change == "unchanged":  # the same bytes were kept there meanwhile
+            await discard_upload(deps, path)
+        return kept
     finally:
         local.unlink(missing_ok=True)
+
+
+def file_sha256(local: Path) -> str:
+    """The SHA-256 of a local file, in hexadecimal (blocking)."""
+    with local.open("rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 async def discard_upload(deps: Deps, path: str) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev.auth.policy import Principal, folder_name, folder_visible, require_owner
+from lev.auth.policy import Principal, folder_name, folder_visible, require_owner, require_whole_library
 from lev.core import context
 from lev.core.errors import invalid_body, name_taken, not_found
 from lev.core.settings import Settings
@@ -23,6 +23,7 @@ from lev.store import items as item_store
 from lev.store import members as member_store
 from lev.store import search as search_store
 from lev.store import similar as similar_store
+from lev.store import sourcefiles as source_store
 from lev.store.filters import NONE as NO_FILTERS
 from lev.store.filters import Filters
 from lev.store.scope import Scope
@@ -79,7 +80,8 @@ async def search(deps: Deps, principal: Principal, *, query: str, mode: str = "h
 
 def located_hit(hit: dict[str, Any]) -> dict[str, Any]:
     """A search hit as the contract shows it: its item's kind and saved date, and its location (characters of the
-    item's text, or of its transcript for a recording; the pages of a PDF; the heading above it). A transcript
+    item's text, or of its transcript for a recording; the pages of a PDF; the slide of a presentation; the sheet and
+    rows of a spreadsheet; the heading above it). A transcript
     chunk (audio, video, YouTube) also carries `start_sec` and `end_sec`, beside the location and in it, and its
     `url` opens that moment."""
     kind, stored = hit["kind"], hit.pop("stored_media", False)
@@ -88,6 +90,10 @@ def located_hit(hit: dict[str, Any]) -> dict[str, Any]:
     where: dict[str, Any] = {"char_start": raw["char_start"], "char_end": raw["char_end"]}
     if kind == "pdf":
         where["page"], where["page_end"] = raw["page"], raw["page_end"]
+    if kind == "presentation":
+        where["slide"] = raw.get("slide")
+    if kind == "spreadsheet":
+        where.update({k: raw.get(k) for k in ("sheet", "row_start", "row_end")})
     if start is not None and kind in lifecycle.MEDIA_KINDS:
         hit["start_sec"], hit["end_sec"] = round(start, 3), round(end if end is not None else start, 3)
         where["start_sec"], where["end_sec"] = hit["start_sec"], hit["end_sec"]
@@ -199,3 +205,24 @@ async def similar_items(deps: Deps, principal: Principal, item_id: uuid.UUID, li
         raise not_found()
     context.note_results(len(results))
     return {"item_id": str(item_id), "results": results}
+
+
+MAX_SOURCE_FILES = 1000  # a page of GET /api/v1/source-files
+
+
+async def source_files(deps: Deps, principal: Principal, prefix: str, after: str | None,
+                       limit: int) -> dict[str, Any]:
+    """The files the caller's library keeps by their path (`lev sync` compares them with a folder), those under
+    `prefix`, in byte order of their paths, a page of `limit` after `after`; a whole-library token's."""
+    require_whole_library(principal, "list the files kept by their path")
+    if not 1 <= limit <= MAX_SOURCE_FILES:
+        raise invalid_body(f"limit must be between 1 and {MAX_SOURCE_FILES}.")
+    async with deps.db.read_session() as s:
+        rows = await source_store.listing(s, principal.user_id, prefix, after, limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    context.note_results(len(rows))
+    return {"files": [{"path": r["path"], "sha256": r["sha256"], "size_bytes": int(r["size_bytes"]),
+                       "item_id": str(r["item_id"]), "status": r["status"], "updated_at": r["updated_at"].isoformat()}
+                      for r in rows],
+            "next_after": rows[-1]["path"] if more else None}

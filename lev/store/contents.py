@@ -75,7 +75,8 @@ async def add_chunks(session: AsyncSession, content_id: uuid.UUID, title: str | 
     at = list(places) if places and len(places) == len(bodies) else [Location(None, None)] * len(bodies)
     await session.execute(insert(chunk_locations).values([
         {"chunk_id": chunk_id, "char_start": p.char_start, "char_end": p.char_end, "page": p.page,
-         "page_end": p.page_end, "heading": p.heading}
+         "page_end": p.page_end, "heading": p.heading, "slide": p.slide, "sheet": p.sheet, "row_start": p.row_start,
+         "row_end": p.row_end}
         for chunk_id, p in zip(ids, at, strict=True)
     ]))
     return len(bodies)

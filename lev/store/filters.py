@@ -15,8 +15,9 @@ from lev.store.lifecycle import MEDIA_KINDS
 from lev.store.models import contents, item_folders, user_items
 
 # The kinds an item has; `page` is a web page saved as the user's browser rendered it (stored as kind `url`, so
-# `url` finds those too).
-KINDS = ("url", "page", "text", "pdf", "image", *sorted(MEDIA_KINDS))
+# `url` finds those too); the documents Lev reads itself (`lev.core.mimes.FORMAT_KINDS`; `text` is one of them).
+KINDS = ("url", "page", "text", "pdf", "image", *sorted(MEDIA_KINDS), "document", "presentation", "spreadsheet",
+         "ebook", "markdown", "html", "email")
 
 
 @dataclass(frozen=True)

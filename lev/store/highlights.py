@@ -129,6 +129,14 @@ async def all_of_item(session: AsyncSession, item_id: uuid.UUID) -> list[dict[st
     return [{**shape(r), "user_id": r.user_id} for r in rows]
 
 
+async def items_with_highlights(session: AsyncSession, content_id: uuid.UUID) -> list[uuid.UUID]:
+    """The items of a content that have highlights."""
+    rows = await session.execute(select(user_items.c.id).where(
+        user_items.c.content_id == content_id, exists().where(highlights.c.item_id == user_items.c.id))
+        .order_by(user_items.c.id))
+    return list(rows.scalars())
+
+
 async def move(session: AsyncSession, highlight_id: uuid.UUID, *, char_start: int, char_end: int, text: str) -> None:
     await session.execute(update(highlights).where(highlights.c.id == uuid.UUID(str(highlight_id)))
                           .values(char_start=char_start, char_end=char_end, text=text))

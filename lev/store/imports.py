@@ -9,12 +9,13 @@ from datetime import datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
-from sqlalchemy import and_, func, insert, literal, select, union_all, update
+from sqlalchemy import and_, func, insert, literal, null, select, union_all, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev.store.models import contents, folders, import_entries, imports, item_folders, outputs, user_items
+from lev.store.import_models import import_entries, imports
+from lev.store.models import contents, folders, item_folders, object_deletions, outputs, user_items
 
 
 async def ensure_folders(session: AsyncSession, user_id: uuid.UUID,
@@ -38,19 +39,23 @@ async def ensure_folders(session: AsyncSession, user_id: uuid.UUID,
 
 async def create_import(session: AsyncSession, *, user_id: uuid.UUID, token_id: uuid.UUID | None, fmt: str,
                  filename: str | None, size_bytes: int, folder_ids: list[uuid.UUID], folders_created: int,
-                 skipped: list[dict[str, Any]], entries: list[dict[str, Any]]) -> uuid.UUID:
-    """Record an import and all its entries (each `pending`) in the caller's transaction."""
+                 skipped: list[dict[str, Any]], entries: list[dict[str, Any]], skipped_total: int | None = None,
+                 object_path: str | None = None) -> uuid.UUID:
+    """Record an import and all its entries (each `pending`) in the caller's transaction; a ZIP's import keeps its
+    archive at `object_path` while it runs."""
     import_id = uuid.uuid4()
     await session.execute(insert(imports).values(
         id=import_id, user_id=user_id, token_id=token_id, format=fmt, filename=filename, size_bytes=size_bytes,
         status="running" if entries else "done", folder_ids=folder_ids, folders_created=folders_created,
-        skipped=skipped, slice=0, finished_at=None if entries else func.now()))
+        skipped=skipped, slice=0, finished_at=None if entries else func.now(),
+        skipped_total=len(skipped) if skipped_total is None else skipped_total,
+        object_path=object_path if entries else None))
     await _copy_entries(session, import_id, entries)
     return import_id
 
 
 _ENTRY_COLUMNS = ("import_id", "ord", "line", "url", "text", "kind", "title", "metadata", "folder_ids", "in_kb",
-                  "archived", "outputs", "status", "existing")
+                  "archived", "outputs", "status", "existing", "path", "member", "mime")
 
 
 async def _copy_entries(session: AsyncSession, import_id: uuid.UUID, entries: list[dict[str, Any]]) -> None:
@@ -64,11 +69,11 @@ async def _copy_entries(session: AsyncSession, import_id: uuid.UUID, entries: li
     columns = ", ".join(_ENTRY_COLUMNS)
     async with conn.cursor() as cur, cur.copy(f"COPY import_entries ({columns}) FROM STDIN") as copy:
         copy.set_types(["uuid", "int4", "int4", "text", "text", "text", "text", "jsonb", "uuid[]", "bool", "bool",
-                        "jsonb", "text", "bool"])
+                        "jsonb", "text", "bool", "text", "text", "text"])
         for ord_, e in enumerate(entries):
             await copy.write_row((import_id, ord_, e["line"], e["url"], e["text"], e["kind"], e["title"],
                                   Jsonb(e["metadata"]), e["folder_ids"], e["in_kb"], e["archived"], Jsonb(e["outputs"]),
-                                  e["status"], e["existing"]))
+                                  e["status"], e["existing"], e.get("path"), e.get("member"), e.get("mime")))
             if ord_ % 256 == 255:
                 await asyncio.sleep(0)  # write_row rarely waits: let other requests run between rows
 
@@ -84,6 +89,7 @@ async def get_import(session: AsyncSession, user_id: uuid.UUID, import_id: uuid.
         func.count().filter(import_entries.c.status == "done").label("done"),
         func.count().filter(import_entries.c.status == "failed").label("failed"),
         func.count().filter(import_entries.c.existing).label("already_present"),
+        func.count().filter(import_entries.c.status == "done", import_entries.c.change == "updated").label("updated"),
     ).where(import_entries.c.import_id == imports.c.id).lateral())
     row = (await session.execute(
         select(imports, counts).select_from(imports.join(counts, literal(True)))
@@ -107,8 +113,17 @@ async def list_recent(session: AsyncSession, user_id: uuid.UUID, limit: int) -> 
 async def failures(session: AsyncSession, import_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:
     rows = await session.execute(
         select(import_entries.c.line, import_entries.c.url, import_entries.c.title, import_entries.c.error,
-               import_entries.c.item_id)
+               import_entries.c.item_id, import_entries.c.path)
         .where(import_entries.c.import_id == import_id, import_entries.c.status == "failed")
+        .order_by(import_entries.c.ord).limit(limit))
+    return [_shape(r) for r in rows]
+
+
+async def lost_highlights(session: AsyncSession, import_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:
+    """The import's updated files whose items lost highlights (their words gone from the new text), in file order."""
+    rows = await session.execute(
+        select(import_entries.c.path, import_entries.c.item_id, import_entries.c.lost)
+        .where(import_entries.c.import_id == import_id, import_entries.c.lost.isnot(None))
         .order_by(import_entries.c.ord).limit(limit))
     return [_shape(r) for r in rows]
 
@@ -157,7 +172,8 @@ async def existing_by_text(session: AsyncSession, user_id: uuid.UUID, text: str)
 
 
 async def finish_entry(session: AsyncSession, entry: dict[str, Any], item_id: uuid.UUID, *, ours: bool,
-                       existing: bool, error: str | None = None) -> None:
+                       existing: bool, error: str | None = None, change: str | None = None,
+                       lost: list[dict[str, Any]] | None = None) -> None:
     """File the entry's item into the import's folders that still exist and mark the entry done (or failed with
     `error`), in the caller's transaction. An item this import created (`ours`) also gets the entry's metadata,
     archived flag and outputs; an item the user already had keeps its own."""
@@ -185,7 +201,7 @@ async def finish_entry(session: AsyncSession, entry: dict[str, Any], item_id: uu
         update(import_entries)
         .where(import_entries.c.import_id == entry["import_id"], import_entries.c.ord == entry["ord"])
         .values(status="failed" if error else "done", error=error, existing=existing,
-                item_id=item_id if locked is not None else None))
+                item_id=item_id if locked is not None else None, change=change, lost=lost if lost else null()))
 
 
 async def fail_entry(session: AsyncSession, entry: dict[str, Any], error: str) -> None:
@@ -197,15 +213,20 @@ async def fail_entry(session: AsyncSession, entry: dict[str, Any], error: str) -
 
 
 async def complete_if_done(session: AsyncSession, import_id: uuid.UUID) -> tuple[bool, bool]:
-    """Mark the import done when no entry is pending: whether it is (now or already) done, and whether this call
-    finished it (import.finished is told once)."""
+    """Mark the import done when no entry is pending (its archive, if any, queued for deletion): whether it is (now
+    or already) done, and whether this call finished it (import.finished is told once)."""
     pending = (await session.execute(
         select(import_entries.c.ord).where(import_entries.c.import_id == import_id,
                                            import_entries.c.status == "pending").limit(1))).first()
     if pending is not None:
         return False, False
+    archive = (await session.execute(select(imports.c.object_path).where(imports.c.id == import_id)
+                                     .with_for_update())).scalar()
     now = (await session.execute(update(imports).where(imports.c.id == import_id, imports.c.status == "running")
-                                 .values(status="done", finished_at=func.now()).returning(imports.c.id))).first()
+                                 .values(status="done", finished_at=func.now(), object_path=None)
+                                 .returning(imports.c.id))).first()
+    if now is not None and archive:
+        await session.execute(pg_insert(object_deletions).values(path=archive, attempts=0).on_conflict_do_nothing())
     return True, now is not None
 
 

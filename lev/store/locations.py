@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Any
 
@@ -41,39 +41,60 @@ def normalize_text(text: str) -> str:
 
 @dataclass(frozen=True)
 class Outline:
-    """A text's structure: headings `(offset, heading)` and PDF page starts `(offset, page number)`, each sorted
-    by offset into the normalised text."""
+    """A text's structure, each part sorted by offset into the normalised text: headings `(offset, heading)` (a
+    heading path, `Part > Chapter`, for the documents Lev reads itself), PDF page starts `(offset, page number)`, a
+    presentation's slide starts `(offset, slide number)`, a spreadsheet's sheet starts `(offset, sheet name)` and
+    row starts `(offset, row number)`. `structured`: the outline is the document's own (its headings are all
+    there are; none are looked for in the text)."""
 
     headings: tuple[tuple[int, str], ...] = ()
     pages: tuple[tuple[int, int], ...] = ()
+    slides: tuple[tuple[int, int], ...] = ()
+    sheets: tuple[tuple[int, str], ...] = ()
+    rows: tuple[tuple[int, int], ...] = ()
+    structured: bool = False
 
     def to_json(self) -> dict[str, Any] | None:
-        if not self.headings and not self.pages:
+        if not (self.headings or self.pages or self.slides or self.sheets or self.rows or self.structured):
             return None
-        return {"headings": [list(h) for h in self.headings], "pages": [list(p) for p in self.pages]}
+        value: dict[str, Any] = {"headings": [list(h) for h in self.headings], "pages": [list(p) for p in self.pages]}
+        for name in ("slides", "sheets", "rows"):
+            if getattr(self, name):
+                value[name] = [list(x) for x in getattr(self, name)]
+        if self.structured:
+            value["structured"] = True
+        return value
 
     @classmethod
     def from_json(cls, value: Any) -> Outline:
         if not isinstance(value, dict):
             return cls()
         return cls(tuple((int(o), str(h)) for o, h in value.get("headings") or ()),
-                   tuple((int(o), int(n)) for o, n in value.get("pages") or ()))
+                   tuple((int(o), int(n)) for o, n in value.get("pages") or ()),
+                   tuple((int(o), int(n)) for o, n in value.get("slides") or ()),
+                   tuple((int(o), str(n)) for o, n in value.get("sheets") or ()),
+                   tuple((int(o), int(n)) for o, n in value.get("rows") or ()),
+                   bool(value.get("structured")))
 
     def with_headings(self, headings: Iterable[tuple[int, str]]) -> Outline:
         merged = sorted({*self.headings, *islice(headings, MAX_HEADINGS)})
-        return Outline(tuple(merged[:MAX_HEADINGS]), self.pages)
+        return replace(self, headings=tuple(merged[:MAX_HEADINGS]))
 
 
 @dataclass(frozen=True)
 class Location:
-    """A chunk's place: characters [char_start, char_end) of the stored text, the pages it spans (PDFs) and the
-    nearest heading above it."""
+    """A chunk's place: characters [char_start, char_end) of the stored text, the pages it spans (PDFs), the nearest
+    heading above it, the slide it starts on (presentations), the sheet and rows it spans (spreadsheets)."""
 
     char_start: int | None
     char_end: int | None
     page: int | None = None
     page_end: int | None = None
     heading: str | None = None
+    slide: int | None = None
+    sheet: str | None = None
+    row_start: int | None = None
+    row_end: int | None = None
 
 
 def markdown_headings(text: str) -> list[tuple[int, str]]:
@@ -126,25 +147,59 @@ def locate(text: str, bodies: Sequence[str]) -> list[tuple[int, int] | None]:
     return spans
 
 
+class _Index:
+    """An outline's offsets as sorted lists, built once for the many chunks located against it."""
+
+    def __init__(self, outline: Outline) -> None:
+        self.outline = outline
+        self.pages = [o for o, _ in outline.pages]
+        self.headings = [o for o, _ in outline.headings]
+        self.slides = [o for o, _ in outline.slides]
+        self.sheets = [o for o, _ in outline.sheets]
+        self.rows = [o for o, _ in outline.rows]
+
+    def locate(self, span: tuple[int, int] | None) -> Location:
+        if span is None:
+            return Location(None, None)
+        o = self.outline
+        start, end = span
+        last_char = max(start, end - 1)
+        page = page_end = heading = slide = sheet = row_start = row_end = None
+        if o.pages:
+            first = max(bisect.bisect_right(self.pages, start) - 1, 0)
+            last = max(bisect.bisect_right(self.pages, last_char) - 1, first)
+            page, page_end = o.pages[first][1], o.pages[last][1]
+        if o.headings:
+            at = bisect.bisect_right(self.headings, start) - 1
+            heading = o.headings[at][1] if at >= 0 else None
+        if o.slides:
+            slide = o.slides[max(bisect.bisect_right(self.slides, start) - 1, 0)][1]
+        if o.sheets:
+            at = max(bisect.bisect_right(self.sheets, start) - 1, 0)
+            sheet = o.sheets[at][1]
+            low = self.sheets[at]
+            high = self.sheets[at + 1] if at + 1 < len(self.sheets) else None
+            row_start, row_end = self._rows(start, last_char, low, high)
+        return Location(start, end, page, page_end, heading, slide, sheet, row_start, row_end)
+
+    def _rows(self, start: int, last_char: int, low: int, high: int | None) -> tuple[int | None, int | None]:
+        """The first and last rows of the sheet starting at `low` (and ending before `high`) that characters
+        [start, last_char] touch; None where none does (a passage of the sheet's title alone)."""
+        first = max(bisect.bisect_right(self.rows, start) - 1, bisect.bisect_left(self.rows, low))
+        last = bisect.bisect_right(self.rows, last_char if high is None else min(last_char, high - 1)) - 1
+        if first >= len(self.rows) or last < first or (high is not None and self.rows[first] >= high):
+            return None, None
+        return self.outline.rows[first][1], self.outline.rows[last][1]
+
+
 def location(span: tuple[int, int] | None, outline: Outline) -> Location:
     """The location of a chunk at `span` of the text whose outline is given."""
-    if span is None:
-        return Location(None, None)
-    start, end = span
-    page = page_end = heading = None
-    if outline.pages:
-        offsets = [o for o, _ in outline.pages]
-        first = max(bisect.bisect_right(offsets, start) - 1, 0)
-        last = max(bisect.bisect_right(offsets, max(start, end - 1)) - 1, first)
-        page, page_end = outline.pages[first][1], outline.pages[last][1]
-    if outline.headings:
-        at = bisect.bisect_right([o for o, _ in outline.headings], start) - 1
-        heading = outline.headings[at][1] if at >= 0 else None
-    return Location(start, end, page, page_end, heading)
+    return _Index(outline).locate(span)
 
 
 def locations(spans: Sequence[tuple[int, int] | None], outline: Outline) -> list[Location]:
-    return [location(s, outline) for s in spans]
+    index = _Index(outline)
+    return [index.locate(s) for s in spans]
 
 
 def title_prefix(text: str, title: str | None) -> int:

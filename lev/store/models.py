@@ -116,6 +116,10 @@ chunk_locations = Table(  # where a chunk stands in its content's text (or trans
     Column("page", Integer),
     Column("page_end", Integer),
     Column("heading", Text),
+    Column("slide", Integer),  # a presentation's passage: the slide it starts on
+    Column("sheet", Text),  # a spreadsheet's passage: its sheet and the rows it spans
+    Column("row_start", Integer),
+    Column("row_end", Integer),
 )
 
 outputs = Table(
@@ -249,43 +253,6 @@ oauth_refresh_tokens = Table(
     Column("token_id", UUID(as_uuid=True), ForeignKey("tokens.id"), nullable=False),
     Column("created_at", DateTime(timezone=True)),
     Column("rotated_at", DateTime(timezone=True)),
-)
-
-imports = Table(
-    "imports", metadata,
-    Column("id", UUID(as_uuid=True), primary_key=True),
-    Column("user_id", UUID(as_uuid=True), ForeignKey("users.id"), nullable=False),
-    Column("token_id", UUID(as_uuid=True)),
-    Column("format", Text, nullable=False),
-    Column("filename", Text),
-    Column("size_bytes", BigInteger, nullable=False),
-    Column("status", Text, nullable=False),
-    Column("folder_ids", ARRAY(UUID(as_uuid=True)), nullable=False),
-    Column("folders_created", Integer, nullable=False),
-    Column("skipped", JSONB, nullable=False),
-    Column("slice", Integer, nullable=False),
-    Column("created_at", DateTime(timezone=True)),
-    Column("finished_at", DateTime(timezone=True)),
-)
-
-import_entries = Table(
-    "import_entries", metadata,
-    Column("import_id", UUID(as_uuid=True), ForeignKey("imports.id"), primary_key=True),
-    Column("ord", Integer, primary_key=True),
-    Column("line", Integer, nullable=False),
-    Column("url", Text),
-    Column("text", Text),
-    Column("kind", Text),
-    Column("title", Text),
-    Column("metadata", JSONB, nullable=False),
-    Column("folder_ids", ARRAY(UUID(as_uuid=True)), nullable=False),
-    Column("in_kb", Boolean, nullable=False),
-    Column("archived", Boolean, nullable=False),
-    Column("outputs", JSONB, nullable=False),
-    Column("status", Text, nullable=False),
-    Column("existing", Boolean, nullable=False),
-    Column("item_id", UUID(as_uuid=True)),
-    Column("error", Text),
 )
 
 feeds = Table(

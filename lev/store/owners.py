@@ -8,7 +8,8 @@ from typing import Literal
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev.store.models import feeds, imports, user_items
+from lev.store.import_models import imports
+from lev.store.models import feeds, user_items
 
 Subject = Literal["content", "item", "import", "feed"]
 

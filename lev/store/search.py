@@ -124,7 +124,8 @@ def _rest(chunk: str) -> str:
 # and location and, for its content, the newest item visible to the caller ({item}: a correlated, per-scope subquery).
 _DETAILS = """
 SELECT r.chunk_id, r.cos, r.bm25, r.score, c.text, c.start_sec, c.end_sec, v.item_id, v.item_title, v.item_url,
-       v.item_kind, v.item_media, v.item_created, l.char_start, l.char_end, l.page, l.page_end, l.heading
+       v.item_kind, v.item_media, v.item_created, l.char_start, l.char_end, l.page, l.page_end, l.heading,
+       l.slide, l.sheet, l.row_start, l.row_end
   FROM ranked r
   JOIN chunks c ON c.id = r.chunk_id
   LEFT JOIN chunk_locations l ON l.chunk_id = r.chunk_id
@@ -389,7 +390,8 @@ async def search(
         "kind": r.item_kind, "saved_at": r.item_created.isoformat(), "stored_media": bool(r.item_media),
         "start_sec": r.start_sec, "end_sec": r.end_sec,
         "location": {"char_start": r.char_start, "char_end": r.char_end, "page": r.page, "page_end": r.page_end,
-                     "heading": r.heading},
+                     "heading": r.heading, "slide": r.slide, "sheet": r.sheet, "row_start": r.row_start,
+                     "row_end": r.row_end},
     } for r in rows]
 
 

@@ -10,7 +10,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from lev.core.errors import ApiError
-from lev.ingest.documents import extract
+from lev.ingest import formats
+from lev.ingest.documents import Extracted, extract
 from lev.ingest.finish import fail_content, finish_content
 from lev.ingest.media import EXT_MIME, media_duration_seconds
 from lev.ingest.youtube import youtube_audio
@@ -32,7 +33,8 @@ async def _queued(deps: Deps, content_id: uuid.UUID) -> dict[str, Any] | None:
 
 
 async def extract_document(ctx: dict[str, Any], content_id: str) -> int:
-    """Extract (OCR) and embed a queued PDF or image upload, within a time bound from its size."""
+    """Extract (OCR) and embed a queued PDF or image upload, or read a large document (Office, e-book, text
+    formats), within a time bound from its size."""
     cid = uuid.UUID(content_id)
     row = await _queued(ctx["deps"], cid)
     if row is None or not row["object_path"]:
@@ -48,8 +50,16 @@ async def _extract(ctx: dict[str, Any], cid: uuid.UUID, row: dict[str, Any]) -> 
     except FileNotFoundError:
         await fail_content(deps, cid, "the uploaded file is gone")
         return 0
+    meta = row["metadata"] or {}
+    found = formats.resolve(meta.get("filename") or "", row["mime"])
     try:
-        doc = await asyncio.to_thread(extract, local, row["mime"])
+        if found is not None and found[0] in formats.KINDS:
+            document = await formats.read(found[1], str(local), meta.get("filename") or "",
+                                          seconds=formats.time_bound(row["size_bytes"] or 0))
+            doc = Extracted(document.text, document.metadata, document.outline)
+            retitle = document.title if meta.get("title_from_file") else None
+        else:
+            doc, retitle = await asyncio.to_thread(extract, local, row["mime"]), None
     except ApiError as exc:
         await fail_content(deps, cid, exc.message or exc.code)
         return 0
@@ -59,9 +69,10 @@ async def _extract(ctx: dict[str, Any], cid: uuid.UUID, row: dict[str, Any]) -> 
         return 0
     finally:
         local.unlink(missing_ok=True)
-    metadata = {**(row["metadata"] or {}), **doc.metadata}
+    metadata = {**meta, **doc.metadata}
+    metadata.pop("title_from_file", None)
     return await finish_content(deps, cid, row["title"], doc.text, content_values={"metadata": metadata},
-                                outline=doc.outline)
+                                outline=doc.outline, retitle=retitle)
 
 
 async def _transcribe(ctx: dict[str, Any], row: dict[str, Any], workdir: Path) -> tuple[Transcript, float] | None:

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from lev.auth import passwords, policy
+from lev.core import sourcepath
 from lev.core.contract import HTTP_URL, INVITE_EMAIL, load_spec, mcp_tools
 from lev.feeds import service as feeds
 from lev.highlights import service as highlights
@@ -72,6 +73,11 @@ CAPS = [
         ("IngestUrl", "url"), ("IngestPage", "url"), ("IngestText", "source_url"), ("FeedCreate", "url"),
         ("WebhookCreate", "url"))],
     (prop("InvitationCreate", "email"), "pattern", INVITE_EMAIL),
+    (prop("FinalizeRequest", "source_path"), "maxLength", sourcepath.MAX_CHARS),
+    (prop("FinalizeRequest", "source_path"), "pattern", sourcepath.PATTERN),
+    (param("/api/v1/source-files", "get", "limit"), "maximum", reads.MAX_SOURCE_FILES),
+    (param("/api/v1/source-files", "get", "prefix"), "maxLength", sourcepath.MAX_CHARS),
+    (param("/api/v1/source-files", "get", "after"), "maxLength", sourcepath.MAX_CHARS),
 ]
 
 

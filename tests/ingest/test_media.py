@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from lev.core.errors import ApiError, rest_body
+from lev.core.mimes import FORMAT_MIMES
 from lev.ingest.media import (
     ALLOWED_MIMES,
     MAX_UPLOAD_BYTES,
@@ -57,7 +58,7 @@ def test_size_cap_is_inclusive() -> None:
     assert rest_body(exc.value)["maxBytes"] == 52428800
 
 
-@pytest.mark.parametrize("mime", ["application/zip", "text/html", "image/svg+xml", "application/x-msdownload",
+@pytest.mark.parametrize("mime", ["application/zip", "application/x-sh", "image/svg+xml", "application/x-msdownload",
                                   "", "image/heic"])
 def test_mime_outside_allowlist_is_415(mime: str) -> None:
     with pytest.raises(ApiError) as exc:
@@ -78,12 +79,15 @@ def test_classes_and_finalize_endpoints() -> None:
     assert media_class("audio/x-m4a") == "audio"
     assert media_class("Audio/Ogg; codecs=opus") == "audio"
     assert media_class("video/quicktime") == "video"
-    assert media_class("text/plain") is None
+    assert media_class("text/plain") == "document"  # a text file, read by lev.ingest.formats
+    assert media_class("application/vnd.openxmlformats-officedocument.wordprocessingml.document") == "document"
+    assert media_class("application/zip") is None
+    assert finalize_endpoint("text/markdown") == "finalize-document"
     assert finalize_endpoint("image/png") == "finalize-document"
     assert finalize_endpoint("application/pdf") == "finalize-document"
     assert finalize_endpoint("audio/mpeg") == "finalize"
     assert finalize_endpoint("video/mp4") == "finalize"
-    assert len(ALLOWED_MIMES) == 20
+    assert len(ALLOWED_MIMES) == 20 + len(FORMAT_MIMES) == 47
 
 
 SNIFF_CASES = [
