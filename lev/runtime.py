@@ -46,6 +46,7 @@ class Runtime:
     activity: Any = None
     principals: Any = None
     deps: Deps | None = None
+    warming: asyncio.Task[None] | None = None  # the document readers' children starting (offload.prepare)
 
 
 _runtime: Runtime | None = None
@@ -162,6 +163,8 @@ async def start(settings: Settings | None = None, *, migrate: bool = True, inges
                    embedder=emb, queries=QueryBatcher(emb.embed_queries, max(1, settings.query_batch_max),
                                                       QUERY_THREADS),
                    transcriber=transcriber_from(settings), mailer=mailer_from(settings))
+    # the children that read uploaded documents start now, niced, not on the first upload (their imports take seconds)
+    rt.warming = asyncio.create_task(offload.prepare("lev.ingest.formats"))
     _runtime = rt
     return rt
 

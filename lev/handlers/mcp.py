@@ -217,8 +217,11 @@ async def _add(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
     has_url, has_text = "url" in args, "text" in args
     if has_url == has_text:
         raise invalid_body("Give exactly one of url or text.")
+    if has_url and "kind" in args:
+        raise invalid_body("kind goes with text (what the text is), not with url.")
     req = IngestRequest(
-        "url" if has_url else "text", url=args.get("url"), text=args.get("text"), title=args.get("title"),
+        "url" if has_url else args.get("kind", "text"), url=args.get("url"), text=args.get("text"),
+        title=args.get("title"),
         in_kb=args.get("in_kb", True), auto_transform=args.get("auto_transform", False),
         folder_id=parse_uuid_field(args.get("folder_id"), "folder_id"),
     )

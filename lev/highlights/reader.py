@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lev.store.locations import PATH_SEPARATOR, Outline
+
 PART_CHARS = 30_000  # about ten pages of a book: instant to render, few parts for a long article
 PART_LINES = 2_000  # and at most this many lines (a PDF of one-letter lines made 15,000 paragraphs of a part)
 MARKS_PER_RUN = 32  # the oldest highlights covering a run that it names (the page marks the first)
@@ -31,6 +33,8 @@ class Paragraph:
     runs: list[Run]
     page: int | None = None  # a PDF page that starts in this paragraph (shown as a heading before it)
     moment: float | None = None  # a recording's second this paragraph is spoken at (a ▶ before it)
+    label: str | None = None  # where a part of a document starts here (`Slide 3`, shown as a heading before it)
+    heading: bool = False  # the paragraph is one of the document's headings (a sheet's name, a chapter's title)
 
 
 @dataclass
@@ -68,12 +72,20 @@ def part_of(starts: list[int], offset: int) -> int:
     return max(1, bisect.bisect_right(starts, offset))
 
 
+def heading_lines(text: str, outline: Outline) -> list[int]:
+    """Where a document's own headings stand as lines of its text (a heading path's last part at its offset; an
+    e-mail's subject, which has no line of its own, is none)."""
+    return [at for at, path in outline.headings if text.startswith(path.rsplit(PATH_SEPARATOR, 1)[-1], at)]
+
+
 def view(text: str, highlights: list[dict[str, Any]], part: int = 1, size: int = PART_CHARS,
          showing: str | None = None, pages: Sequence[tuple[int, int]] = (),
-         moments: Sequence[tuple[int, float]] = ()) -> View:
+         moments: Sequence[tuple[int, float]] = (), labels: Sequence[tuple[int, str]] = (),
+         headings: Sequence[int] = ()) -> View:
     """Part `part` (clamped) of the text, or the part where highlight `showing` starts, in paragraphs (one per
     line) of runs split where highlights start and end. `pages` ((offset, page number): where a PDF's pages start)
-    and `moments` ((offset, second): where a recording's passages start) mark the paragraphs they fall in."""
+    and `moments` ((offset, second): where a recording's passages start) mark the paragraphs they fall in; `labels`
+    ((offset, label): where a slide starts) the paragraph starting there, `headings` (offsets) the heading lines."""
     starts = boundaries(text, size)
     shown = next((h for h in highlights if h["id"] == showing), None)
     if shown is not None:
@@ -86,6 +98,7 @@ def view(text: str, highlights: list[dict[str, Any]], part: int = 1, size: int =
     marks = _Marks(inside)
     page_at, moment_at = [at for at, _ in pages], [at for at, _ in moments]
     paragraphs: list[Paragraph] = []
+    label_at, heading_at = dict(labels), set(headings)
     pos = start
     for line in text[start:end].split("\n"):
         line_end = pos + len(line)
@@ -95,7 +108,7 @@ def view(text: str, highlights: list[dict[str, Any]], part: int = 1, size: int =
             paragraphs.append(Paragraph(pos, _runs(text, pos, line_end, cuts, marks),
                                         pages[page][1] if page < len(pages) and page_at[page] <= line_end else None,
                                         moments[moment][1] if moment < len(moments) and moment_at[moment] <= line_end
-                                        else None))
+                                        else None, label_at.get(pos), pos in heading_at))
         pos = line_end + 1
     return View(part, len(starts), start, end, paragraphs, len(text), starts)
 

@@ -171,9 +171,12 @@ async def content_text_stored(s: AsyncSession, content_id: uuid.UUID, body: str,
 async def reading(deps: Deps, principal: Principal, item: dict[str, Any], part: int,
                   showing: str | None) -> tuple[list[dict[str, Any]], reader.View]:
     """The caller's highlights of a visible item (get_item's shape) and the part of its text the reader shows (the
-    part where highlight `showing` starts, else `part`), with a PDF's page starts and a recording's moments."""
+    part where highlight `showing` starts, else `part`), with a PDF's page starts, a recording's moments, a
+    presentation's slides and a document's heading lines."""
     async with deps.db.read_session() as s:
         marks = await store.of_item(s, principal.user_id, uuid.UUID(item["id"]))
-        pages, moments = await store.reading_guides(s, uuid.UUID(item["content_id"]))
+        outline, moments = await store.reading_guides(s, uuid.UUID(item["content_id"]))
     body = item["text"] or item["transcript"] or ""
-    return marks, reader.view(body, marks, part, showing=showing, pages=pages, moments=moments)
+    return marks, reader.view(body, marks, part, showing=showing, pages=outline.pages, moments=moments,
+                              labels=[(at, f"Slide {n}") for at, n in outline.slides],
+                              headings=reader.heading_lines(body, outline) if outline.structured else ())

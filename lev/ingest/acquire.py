@@ -118,6 +118,8 @@ async def acquire(deps: Deps, r: Resolved) -> Acquired:
         if r.source_url is not None:  # a selection saved from a page keeps where it came from
             meta["source_url"] = r.source_url
         return Text("text", r.title or title_from_text(r.text), r.text, Source(filename=""), meta)
+    if r.kind in formats.INLINE_KINDS:
+        return await _inline(r)
     assert r.url is not None and r.canonical is not None
     if r.kind == "page":
         return await _captured(r)
@@ -133,6 +135,15 @@ async def acquire(deps: Deps, r: Resolved) -> Acquired:
         return await _downloaded(deps, r, exc.kind)
     return Text("url", r.title or page.title, page.text, Source(filename="", url=r.url, canonical=r.canonical),
                 {**page.metadata, "final_url": page.url, "content_type": page.content_type}, headings=page.headings)
+
+
+async def _inline(r: Resolved) -> Text:
+    """A text format sent as text (Markdown, HTML, an e-mail, CSV): read as its file would be."""
+    assert r.text is not None
+    doc = await formats.read(formats.INLINE_MIMES[r.kind], r.text.encode("utf-8"))
+    title = r.title or doc.title or title_from_text(doc.text or r.text)
+    meta = {**doc.metadata, **({} if r.title or doc.title else {"title_from_text": True})}
+    return Text(r.kind, title, doc.text, Source(filename=""), meta, outline=doc.outline, attachments=doc.attachments)
 
 
 async def _captured(r: Resolved) -> Text:

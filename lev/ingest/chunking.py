@@ -29,6 +29,7 @@ from lev.embedding.minilm import tokenizer
 from lev.plumbing.ports import Embedder
 from lev.store.locations import (
     MAX_RUN,
+    PATH_SEPARATOR,
     Location,
     Outline,
     line_headings,
@@ -227,7 +228,10 @@ def passages(text: str, title: str | None, max_chunks: int | None = None, headin
     found = outline or Outline()
     if not found.structured:
         found = found.with_headings([*markdown_headings(norm), *line_headings(norm, headings)])
-    breaks = [o for o, _ in found.slides] + [o for o, _ in found.sheets]  # a passage stays on its slide or sheet
+    # a passage stays on its slide or sheet, and in a document's top-level section (an e-book's chapter)
+    breaks = [o for o, _ in found.slides] + [o for o, _ in found.sheets]
+    if found.structured:
+        breaks += [o for o, h in found.headings if PATH_SEPARATOR not in h]
     spans = chunk_spans(norm, title, None if max_chunks is None else max_chunks + 1, breaks)
     kept = spans if max_chunks is None else spans[:max_chunks]
     cut = kept[-1][1] if max_chunks is not None and len(spans) > max_chunks else None

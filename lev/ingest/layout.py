@@ -13,9 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lev.store.locations import HEADING_MAX_CHARS, MAX_HEADINGS, Outline, normalize_text
+from lev.store.locations import HEADING_MAX_CHARS, MAX_HEADINGS, PATH_SEPARATOR, Outline, normalize_text
 
-PATH_SEPARATOR = " > "
 MAX_ROW_MARKS = 100_000  # rows marked in an outline (2,000 chunks, what an item indexes, hold far fewer)
 MAX_CELL_CHARS = 2_000
 MAX_COLUMNS = 256

@@ -13,6 +13,7 @@ from lev.core.errors import ingest_failed
 from lev.ingest import followups
 from lev.ingest.acquire import Acquired, Captions, Recording, Source, Text, Unread
 from lev.ingest.chunking import Passages, passages, timed_passages
+from lev.ingest.formats import INLINE_KINDS
 from lev.plumbing import offload
 from lev.store import lifecycle
 from lev.store.locations import Location, Outline
@@ -84,7 +85,7 @@ def plan(acquired: Acquired, chunks: Chunks) -> Plan:
     a = acquired
     chunk_count = len(chunks.bodies)
     if isinstance(a, Text):
-        if chunk_count == 0 and a.kind in ("text", "url"):
+        if chunk_count == 0 and a.source.path is None and a.kind in ("text", "url", *INLINE_KINDS):
             raise ingest_failed("there is no text to store")
         inline = chunk_count <= INLINE_CHUNK_LIMIT
         return Plan(a.kind, a.title, a.source, a.metadata, lifecycle.start(a.kind, ready=inline),

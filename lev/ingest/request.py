@@ -13,6 +13,7 @@ from lev.auth.policy import Principal, filing_target, require, require_filer
 from lev.core import sourcepath, weburl
 from lev.core.errors import file_too_large, ingest_failed, invalid_body, transcription_unavailable
 from lev.ingest import youtube
+from lev.ingest.formats import INLINE_KINDS
 from lev.ingest.urls import canonical_url, classify_media_url
 from lev.net.guard import check_host
 from lev.plumbing.deps import Deps
@@ -66,7 +67,8 @@ def source_path(value: str, field: str = "source_path") -> str:
 @dataclass(frozen=True)
 class Resolved:
     """A checked request: `kind` is what the item will be (text, url, youtube, pdf, audio, video, or page: a page
-    captured in the user's browser, with its `html`); `canonical` the key a URL's content is shared by (a captured
+    captured in the user's browser, with its `html`; markdown, html, email, spreadsheet: a text format sent inline,
+    its `text`); `canonical` the key a URL's content is shared by (a captured
     page's own key, never shared); `principal` files new items where they belong."""
 
     principal: Principal
@@ -98,6 +100,10 @@ async def resolve(deps: Deps, principal: Principal, req: IngestRequest) -> Resol
         source_url = check_source_url(req.source_url, "source_url") if req.source_url is not None else None
         filer = await filing(deps, principal, req.folder_id)
         return Resolved(filer, "text", title, req.in_kb, req.auto_transform, text=text, source_url=source_url)
+    if req.kind in INLINE_KINDS:
+        text = _text(req)
+        filer = await filing(deps, principal, req.folder_id)
+        return Resolved(filer, req.kind, title, req.in_kb, req.auto_transform, text=text)
     if req.source_url is not None:
         raise invalid_body("only kind 'text' takes `source_url`.")
     if req.kind == "url":
@@ -109,14 +115,15 @@ async def resolve(deps: Deps, principal: Principal, req: IngestRequest) -> Resol
         filer = await filing(deps, principal, req.folder_id)
         return Resolved(filer, "page", title, req.in_kb, req.auto_transform, url=url, canonical=canonical_url(url),
                         html=html)
-    raise invalid_body("kind must be 'url', 'text' or 'page'.")
+    raise invalid_body(f"kind must be 'url', 'text', 'page' or one of {', '.join(map(repr, INLINE_KINDS))}.")
 
 
 def _text(req: IngestRequest) -> str:
+    """The text of kind text (a snippet) or of a text format sent inline (Markdown, HTML, an e-mail, CSV)."""
     if req.url is not None:
-        raise invalid_body("kind 'text' takes `text`, not `url`.")
+        raise invalid_body(f"kind '{req.kind}' takes `text`, not `url`.")
     if req.text is None or not req.text.strip():
-        raise invalid_body("kind 'text' needs a non-empty `text`.")
+        raise invalid_body(f"kind '{req.kind}' needs a non-empty `text`.")
     if len(req.text) > MAX_TEXT_CHARS:
         raise invalid_body(f"text is limited to {MAX_TEXT_CHARS} characters.")
     return req.text

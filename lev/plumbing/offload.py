@@ -14,9 +14,9 @@ Small inputs run inline on a thread: a process round trip costs more than they d
 even a parser's quadratic corner costs little (16 KB is a sixteenth of what 64 KB cost).
 
 Files people upload are read by a second pool of its own (`run_bounded`): each of its children may take only so
-much memory (RLIMIT_AS, a little above what it holds when it starts) and each call only so long (an alarm in the
-child, and the parent kills the pool's children when a call outlives its bound), so a hostile file fails in words and
-the next file finds a fresh child.
+much memory (RLIMIT_AS, a little above what it holds once its modules are in) and each call only so long (an alarm
+in the child, and the parent kills the pool's children when a call outlives its bound), so a hostile file fails in
+words and the next file finds a fresh child, forked from a fork server that imported what the readers need once.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import multiprocessing
 import os
 import resource
 import signal
+import sys
 import threading
 import time
 import weakref
@@ -168,11 +169,26 @@ def _get_bounded() -> ProcessPoolExecutor:
             _bounded.shutdown(wait=False)
             _bounded = None
         if _bounded is None:
-            _bounded = ProcessPoolExecutor(_size, mp_context=multiprocessing.get_context("spawn"),
-                                           initializer=_bounded_start, initargs=(_nice, _memory))
+            _bounded = ProcessPoolExecutor(_size, mp_context=_bounded_context(), initializer=_bounded_start,
+                                           initargs=(_nice, _memory))
             _bounded_calls = 0
         _bounded_calls += 1
         return _bounded
+
+
+_preloads: list[str] = []
+
+
+def _bounded_context() -> multiprocessing.context.BaseContext:
+    """A fork server where there is one: it imports the modules the calls need once (and the process's main
+    module, which every child would import again), and each child is forked from it in milliseconds; a child killed
+    for its overrun costs nothing to replace. Spawn elsewhere."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    main = getattr(getattr(sys.modules.get("__main__"), "__spec__", None), "name", None)
+    ctx.set_forkserver_preload([*_preloads, *([main] if main and main != "__main__" else [])])
+    return ctx
 
 
 def _kill_bounded(pool: ProcessPoolExecutor) -> None:
@@ -212,18 +228,34 @@ async def run_bounded(fn: Callable[..., T], *args: Any, seconds: float) -> T:
         return await _bounded_call(fn, args, seconds)
 
 
+async def prepare(module: str) -> None:
+    """Start the bounded pool's children and import `module` in each (what its calls run), never on a call's clock;
+    the composition root calls it at startup. A child that cannot start is left to the first call to find."""
+    if module not in _preloads:
+        _preloads.append(module)
+    try:
+        await _prepared(_get_bounded(), module)
+    except (OffloadFailed, RuntimeError):  # the pool closed meanwhile (the process is stopping)
+        pass
+
+
+async def _prepared(pool: ProcessPoolExecutor, module: str) -> None:
+    ready = _warmed.setdefault(pool, set())
+    if module in ready:
+        return
+    loop = asyncio.get_running_loop()
+    try:
+        await asyncio.gather(*(loop.run_in_executor(pool, _preload, module) for _ in range(_size)))
+    except BrokenProcessPool:
+        _kill_bounded(pool)
+        raise OffloadFailed("the process doing this work could not start") from None
+    ready.add(module)
+
+
 async def _bounded_call(fn: Callable[..., T], args: tuple[Any, ...], seconds: float) -> T:
     pool = _get_bounded()
-    loop = asyncio.get_running_loop()
-    ready = _warmed.setdefault(pool, set())
-    if fn.__module__ not in ready:  # the children start and import fn's module first: never on a call's clock
-        try:
-            await asyncio.gather(*(loop.run_in_executor(pool, _preload, fn.__module__) for _ in range(_size)))
-        except BrokenProcessPool:
-            _kill_bounded(pool)
-            raise OffloadFailed("the process doing this work could not start") from None
-        ready.add(fn.__module__)
-    future = loop.run_in_executor(pool, _timed, fn, seconds, args)
+    await _prepared(pool, fn.__module__)  # the children start and import fn's module first
+    future = asyncio.get_running_loop().run_in_executor(pool, _timed, fn, seconds, args)
     try:
         return await asyncio.wait_for(future, seconds + KILL_GRACE_SEC)
     except TimeoutError as exc:

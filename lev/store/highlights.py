@@ -147,15 +147,18 @@ async def delete_ids(session: AsyncSession, ids: list[str]) -> None:
         await session.execute(delete(highlights).where(highlights.c.id.in_([uuid.UUID(i) for i in ids])))
 
 
-async def reading_guides(session: AsyncSession, content_id: uuid.UUID) -> tuple[list[tuple[int, int]],
-                                                                              list[tuple[int, float]]]:
-    """What the reader view marks in a content's text: where a PDF's pages start ((offset, page number), from
-    its outline) and where a recording's passages start ((offset, second), from its chunks' locations)."""
-    pages = (await session.execute(select(contents.c.outline["pages"]).where(contents.c.id == content_id))).scalar()
+async def reading_guides(session: AsyncSession, content_id: uuid.UUID) -> tuple[Outline, list[tuple[int, float]]]:
+    """What the reader view marks in a content's text: its outline (where a PDF's pages, a presentation's slides
+    and a spreadsheet's sheets start; a document's headings) without its rows, and where a recording's passages
+    start ((offset, second), from its chunks' locations)."""
+    parts = [contents.c.outline[k] for k in ("headings", "pages", "slides", "sheets", "structured")]
+    found = (await session.execute(select(*parts).where(contents.c.id == content_id))).first()
+    outline = Outline.from_json(dict(zip(("headings", "pages", "slides", "sheets", "structured"), found or (),
+                                         strict=False)))
     moments = await session.execute(
         select(chunk_locations.c.char_start, chunks.c.start_sec)
         .join(chunk_locations, chunk_locations.c.chunk_id == chunks.c.id)
         .where(chunks.c.content_id == content_id, chunks.c.start_sec.isnot(None),
                chunk_locations.c.char_start.isnot(None))
         .order_by(chunk_locations.c.char_start))
-    return list(Outline.from_json({"pages": pages}).pages), [(int(a), float(sec)) for a, sec in moments]
+    return outline, [(int(a), float(sec)) for a, sec in moments]

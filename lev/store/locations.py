@@ -22,6 +22,7 @@ _BLANK_LINES = re.compile(r"\n{3,}")
 _ATX = re.compile(r"^(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
 HEADING_MAX_CHARS = 300
 MAX_HEADINGS = 2_000  # an outline keeps the first ones: a text of a million "# a" lines made one of 3.7 MB
+PATH_SEPARATOR = " > "  # between the parts of a heading path (`Chapter 2 > Costs`)
 
 
 def normalize_whitespace(text: str) -> str:
