@@ -23,7 +23,7 @@ from lev.handlers import deps
 from lev.highlights import service as highlights
 from lev.imports import service as imports
 from lev.library import reads as library
-from lev.library.filters import parse_box, parse_filters
+from lev.library.filters import parse_box, parse_filters, parse_tags
 from lev.limits.tiers import Tiers
 from lev.sharing import service as sharing
 from lev.store import activity as activity_store
@@ -31,6 +31,8 @@ from lev.store import folders as folder_store
 from lev.store import items as item_store
 from lev.store import lifecycle
 from lev.store import users as user_store
+from lev.tags import service as tag_service
+from lev.tags import suggest
 from lev.webhooks import events as webhook_events
 from lev.webhooks import service as webhook_service
 
@@ -146,17 +148,25 @@ async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | Non
     q = request.query_params
     page = _int(q.get("page"), 1)
     filters = {"in_kb": _bool(q.get("in_kb")), "archived": _bool(q.get("archived")),
-               "unfiled": None if folder_id else _bool(q.get("unfiled"))}
+               "unfiled": None if folder_id else _bool(q.get("unfiled")), "read": _bool(q.get("read"))}
+    tag = (q.get("tag") or "").strip()[:64] or None
+    try:
+        tag_keys = parse_tags(tag) if tag else ()
+    except ApiError:
+        tag, tag_keys = None, ()
     async with deps().db.transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
         found, total = await item_store.list_items(s, p.scope, folder_id=folder_id, page=page, per_page=PER_PAGE,
                                                    in_kb=filters["in_kb"], archived=filters["archived"],
-                                                   unfiled=filters["unfiled"])
+                                                   unfiled=filters["unfiled"], read=filters["read"],
+                                                   tag_keys=tag_keys)
     names = {f["id"]: f["name"] for f in folders}
+    query = "&".join(f"{k}={str(v).lower()}" for k, v in filters.items() if v is not None)
     return {"folders": folders, "items": found, "total": total, "page": page,
-            "pages": max(1, math.ceil(total / PER_PAGE)), "filters": filters, "names": names,
+            "pages": max(1, math.ceil(total / PER_PAGE)), "filters": filters, "names": names, "tag": tag,
+            "tags": tag_service.tree((await tag_service.list_tags(deps(), p))["tags"]),
             "live": any(lifecycle.of_row(i["status"], i["transcription_status"]).moving for i in found),
-            "query_string": "&".join(f"{k}={str(v).lower()}" for k, v in filters.items() if v is not None)}
+            "query_string": "&".join(x for x in (query, f"tag={quote(tag, safe='')}" if tag else "") if x)}
 
 
 async def _library(request: Request, p: Principal, folder: dict[str, Any] | None) -> Response:
@@ -172,7 +182,7 @@ async def _library(request: Request, p: Principal, folder: dict[str, Any] | None
             box = parse_box(q[:2000])
             filters = parse_filters(folder_id=_folder_named(view["folders"], box.folder) if box.folder else (
                 str(folder_id) if folder_id else None), kind=box.kind or None, site=box.site, after=box.after,
-                before=box.before)
+                before=box.before, tag=box.tag or None)
             search = await library.search(deps(), p, query=box.words, mode=mode, limit=10, filters=filters)
         except ApiError as err:
             search = {"error": err.message or err.code, "results": []}
@@ -237,9 +247,14 @@ async def item_page(request: Request) -> Response:
     media = item["kind"] in lifecycle.RECORDINGS and bool(item["metadata"].get("mime"))
     q = request.query_params
     marks, reading = await highlights.reading(deps(), p, item, _int(q.get("part"), 1), q.get("highlight"))
+    left_at = min(reading.parts, int(item["progress"] * reading.parts) + 1)  # where the reader left off
+    if "part" not in q and "highlight" not in q and left_at > 1:
+        marks, reading = await highlights.reading(deps(), p, item, left_at, None)
     saver = await sharing.saver(deps(), p, uuid.UUID(item["id"]))
+    offered = [] if saver else await suggest.for_item(deps(), p, item)
     return _render("item.html", request, p, item=item, folders=folders, similar=similar, media=media,
-                   names={f["id"]: f["name"] for f in folders}, marks=marks, reading=reading, saver=saver)
+                   names={f["id"]: f["name"] for f in folders}, marks=marks, reading=reading, saver=saver,
+                   suggested=offered)
 
 
 async def highlights_page(request: Request) -> Response:
