@@ -8,23 +8,14 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lev import serve
-from lev.auth.accounts import create_user, mint_token
-from lev.auth.passwords import PasswordChanged, set_password
-from lev.auth.policy import Scope
-from lev.auth.principal_cache import announce_change
-from lev.core.errors import ApiError
-from lev.core.settings import get_settings, settings_table
-from lev.embedded import DataDirBusy, resolve_database_url, running_redis_url
-from lev.library import reads as library
-from lev.limits.tiers import Tiers
-from lev.ops import pgupgrade
-from lev.ops.backup import BackupError, backup, restore
-from lev.runtime import get_object_store
-from lev.store import activity, db, folders, maintenance, tokens, users
-from lev.store.objects import ObjectStore
+if TYPE_CHECKING:
+    from lev.store.db import Database
+    from lev.store.objects import ObjectStore
+
+# Each command imports what it runs when it runs: `lev token create` needs the store, not the web app or the model
+# (the whole app is seconds of CPU to import).
 
 
 def _die(message: str, code: int = 1) -> None:
@@ -33,6 +24,10 @@ def _die(message: str, code: int = 1) -> None:
 
 
 async def _with_db(fn: Callable[[Any], Awaitable[Any]]) -> Any:
+    from lev.core.settings import get_settings
+    from lev.embedded import resolve_database_url
+    from lev.store import db
+
     settings = get_settings()
     db_url = await asyncio.to_thread(resolve_database_url, settings.database_url, settings.data_dir)
     await asyncio.to_thread(db.migrate, db_url)
@@ -45,6 +40,8 @@ async def _with_db(fn: Callable[[Any], Awaitable[Any]]) -> Any:
 
 
 def _run(fn: Callable[[Any], Awaitable[Any]]) -> Any:
+    from lev.core.errors import ApiError
+
     try:
         return asyncio.run(_with_db(fn))
     except ApiError as err:
@@ -53,6 +50,8 @@ def _run(fn: Callable[[Any], Awaitable[Any]]) -> Any:
 
 
 async def _user(s: Any, email: str) -> dict[str, Any]:
+    from lev.store import users
+
     user = await users.by_email(s, email)
     if user is None:
         _die(f"no user with email {email}")
@@ -63,6 +62,10 @@ async def _user(s: Any, email: str) -> dict[str, Any]:
 def _announce_auth_change() -> None:
     """After a committed revocation or credential change: running servers drop their cached principals (through
     their Redis; none running with the embedded one means none has a cache)."""
+    from lev.auth.principal_cache import announce_change
+    from lev.core.settings import get_settings
+    from lev.embedded import running_redis_url
+
     settings = get_settings()
     url = settings.redis_url or running_redis_url(settings.data_dir)
     if url is not None:
@@ -79,6 +82,10 @@ def _read_password(args: argparse.Namespace) -> str | None:
 
 
 def cmd_user_create(args: argparse.Namespace) -> None:
+    from lev.auth.accounts import create_user
+    from lev.core.settings import get_settings
+    from lev.limits.tiers import Tiers
+
     password = _read_password(args)
     if "@" not in args.email:
         _die("EMAIL must be an email address")
@@ -89,6 +96,8 @@ def cmd_user_create(args: argparse.Namespace) -> None:
 
 
 def cmd_user_list(_args: argparse.Namespace) -> None:
+    from lev.store import users
+
     print("id\temail\ttier\tactive_tokens\tcreated_at")
     for r in _run(users.list_all):
         created = r["created_at"].isoformat() if r["created_at"] else "-"
@@ -96,6 +105,8 @@ def cmd_user_list(_args: argparse.Namespace) -> None:
 
 
 def cmd_user_set_password(args: argparse.Namespace) -> None:
+    from lev.auth.passwords import PasswordChanged, set_password
+
     password = _read_password(args)
     assert password is not None
 
@@ -110,6 +121,8 @@ def cmd_user_set_password(args: argparse.Namespace) -> None:
 
 
 def cmd_user_set_tier(args: argparse.Namespace) -> None:
+    from lev.store import users
+
     async def go(s: Any) -> None:
         user = await _user(s, args.email)
         await users.set_tier(s, user["id"], args.tier)
@@ -119,6 +132,10 @@ def cmd_user_set_tier(args: argparse.Namespace) -> None:
 
 
 def cmd_token_create(args: argparse.Namespace) -> None:
+    from lev.auth.accounts import mint_token
+    from lev.core.settings import get_settings
+
+    expires_in_days = args.expires_in_days if args.expires_in_days is not None else get_settings().token_default_days
     try:
         folder_ids = [uuid.UUID(f) for f in args.folder]
     except ValueError:
@@ -128,7 +145,7 @@ def cmd_token_create(args: argparse.Namespace) -> None:
     async def go(s: Any) -> str:
         user = await _user(s, args.user)
         minted = await mint_token(s, get_settings(), user, name=args.name, write=args.write, folder_ids=folder_ids,
-                                  kb_only=args.kb_only, expires_in_days=args.expires_in_days,
+                                  kb_only=args.kb_only, expires_in_days=expires_in_days,
                                   write_cap=args.write_cap)
         return str(minted["token"])
 
@@ -136,6 +153,8 @@ def cmd_token_create(args: argparse.Namespace) -> None:
 
 
 def cmd_token_list(args: argparse.Namespace) -> None:
+    from lev.store import tokens
+
     async def go(s: Any) -> list[dict[str, Any]]:
         user = await _user(s, args.user)
         return await tokens.list_for_user(s, user["id"])
@@ -152,6 +171,8 @@ def cmd_token_list(args: argparse.Namespace) -> None:
 
 
 def cmd_token_revoke(args: argparse.Namespace) -> None:
+    from lev.store import tokens
+
     try:
         token_id = uuid.UUID(args.token_id)
     except ValueError:
@@ -164,6 +185,8 @@ def cmd_token_revoke(args: argparse.Namespace) -> None:
 
 
 def cmd_folder_create(args: argparse.Namespace) -> None:
+    from lev.library import reads as library
+
     async def go(s: Any) -> str:
         user = await _user(s, args.user)
         return (await library.create_folder(s, user["id"], args.name))["id"]
@@ -172,6 +195,9 @@ def cmd_folder_create(args: argparse.Namespace) -> None:
 
 
 def cmd_folder_list(args: argparse.Namespace) -> None:
+    from lev.auth.policy import Scope
+    from lev.store import folders
+
     async def go(s: Any) -> list[dict[str, Any]]:
         user = await _user(s, args.user)
         return await folders.list_visible(s, Scope(user["id"], None))
@@ -182,10 +208,14 @@ def cmd_folder_list(args: argparse.Namespace) -> None:
 
 
 def cmd_settings(args: argparse.Namespace) -> None:
+    from lev.core.settings import get_settings, settings_table
+
     print(settings_table(get_settings(), markdown=args.markdown))
 
 
 def cmd_activity_clear(args: argparse.Namespace) -> None:
+    from lev.store import activity
+
     async def go(s: Any) -> int:
         user = await _user(s, args.user)
         return await activity.clear_for_user(s, user["id"])
@@ -193,9 +223,13 @@ def cmd_activity_clear(args: argparse.Namespace) -> None:
     print(f"{_run(go)} activity entries deleted", file=sys.stderr)
 
 
-async def _with_url(fn: Callable[[db.Database, str], Awaitable[Any]]) -> Any:
+async def _with_url(fn: Callable[[Database, str], Awaitable[Any]]) -> Any:
     """Run `fn(database, database_url)` with the engine open and no migration (backup and restore leave the schema
     be; they need no Redis, so none is started and left running)."""
+    from lev.core.settings import get_settings
+    from lev.embedded import resolve_database_url
+    from lev.store import db
+
     settings = get_settings()
     db_url = await asyncio.to_thread(resolve_database_url, settings.database_url, settings.data_dir)
     database = db.init_engine(db_url, pool_size=2)
@@ -205,9 +239,12 @@ async def _with_url(fn: Callable[[db.Database, str], Awaitable[Any]]) -> Any:
         await db.dispose_engine()
 
 
-def _with_backup(op: Callable[[db.Database, ObjectStore, Path, str], Awaitable[dict[str, Any]]],
+def _with_backup(op: Callable[[Database, ObjectStore, Path, str], Awaitable[dict[str, Any]]],
                  path: str) -> dict[str, Any]:
     """Run `lev backup` or `lev restore` on `path`; a refusal is the command's error message."""
+    from lev.ops.backup import BackupError
+    from lev.runtime import get_object_store
+
     try:
         return asyncio.run(_with_url(lambda database, url: op(database, get_object_store(), Path(path), url)))
     except BackupError as exc:
@@ -216,6 +253,8 @@ def _with_backup(op: Callable[[db.Database, ObjectStore, Path, str], Awaitable[d
 
 
 def cmd_backup(args: argparse.Namespace) -> None:
+    from lev.ops.backup import backup
+
     manifest = _with_backup(backup, args.path)
     objects = sum(o["bytes"] for o in manifest["objects"])
     print(f"backup written to {args.path}: database {manifest['database']['bytes']} bytes, "
@@ -227,6 +266,8 @@ def cmd_backup(args: argparse.Namespace) -> None:
 
 
 def cmd_restore(args: argparse.Namespace) -> None:
+    from lev.ops.backup import restore
+
     manifest = _with_backup(restore, args.path)
     _announce_auth_change()
     print(f"restored {args.path} (taken {manifest['created_at']}): {manifest['counts'].get('user_items', 0)} "
@@ -235,12 +276,18 @@ def cmd_restore(args: argparse.Namespace) -> None:
 
 def cmd_db_upgrade(args: argparse.Namespace) -> None:
     """Move the embedded data directory to the newest PostgreSQL major the package ships, after a backup."""
+    from lev.core.settings import get_settings
+    from lev.embedded import DataDirBusy
+    from lev.ops import pgupgrade
+    from lev.ops.backup import backup
+    from lev.store import db, maintenance
+
     settings = get_settings()
     if settings.database_url:
         _die("LEV_DATABASE_URL is set: `lev db upgrade` moves the embedded data directory only; upgrade that "
              "server with its own tools (pg_upgrade, or a dump and restore)")
 
-    async def counts(database: db.Database, db_url: str) -> dict[str, int]:
+    async def counts(database: Database, db_url: str) -> dict[str, int]:
         await asyncio.to_thread(db.migrate, db_url)
         return await maintenance.table_counts(database)
 
@@ -253,6 +300,10 @@ def cmd_db_upgrade(args: argparse.Namespace) -> None:
 
 
 def cmd_migrate(_args: argparse.Namespace) -> None:
+    from lev.core.settings import get_settings
+    from lev.embedded import resolve_database_url
+    from lev.store import db
+
     settings = get_settings()
     newer = db.migrate(resolve_database_url(settings.database_url, settings.data_dir))
     if newer is not None:
@@ -263,6 +314,9 @@ def cmd_migrate(_args: argparse.Namespace) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
+    from lev import serve
+    from lev.embedded import DataDirBusy
+
     try:
         serve.serve(args.host, args.port, workers_inline=args.workers_inline)
     except DataDirBusy as busy:
@@ -270,10 +324,14 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
 
 def cmd_worker(_args: argparse.Namespace) -> None:
+    from lev import serve
+
     serve.worker()
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from lev.ops import pgupgrade
+
     p = argparse.ArgumentParser(
         prog="lev", description="Lev: a self-hostable knowledge base for AI agents (MCP and REST).",
         epilog="Settings are LEV_ environment variables (`lev settings` lists them). `lev COMMAND --help` for more.")
@@ -336,7 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="limit the token to this folder (repeatable; default: the whole library)")
     t.add_argument("--no-kb-only", dest="kb_only", action="store_false",
                    help="also see items kept out of the knowledge base")
-    t.add_argument("--expires-in-days", type=int, default=get_settings().token_default_days,
+    t.add_argument("--expires-in-days", type=int, default=None,
                    help="lifetime in days (default LEV_TOKEN_DEFAULT_DAYS)")
     t.add_argument("--write-cap", type=int, default=None,
                    help="monthly writes allowed (default LEV_DEFAULT_WRITE_CAP; 0: no cap)")

@@ -36,6 +36,7 @@ from lxml import etree
 from lxml_html_clean import Cleaner
 
 from lev.archive import css
+from lev.core.charsets import text_codec
 from lev.core.errors import ApiError
 from lev.net.guard import USER_AGENT, guarded_client, open_url
 from lev.plumbing.ports import Outbound
@@ -74,13 +75,15 @@ class Snapshot:
 
 def decode(raw: bytes, charset: str | None) -> str:
     """The page's text: in the charset its server named, else UTF-8, else the one its `<meta>` names, else
-    Windows-1252 (what browsers fall back to)."""
+    Windows-1252 (what browsers fall back to). A named charset counts only when it is a one-pass text encoding
+    (`lev.core.charsets.text_codec`: punycode and the like would take quadratic time)."""
     head = _CHARSET.search(raw[:4096])
-    for enc in (charset, "utf-8", head.group(1).decode("ascii") if head else None):
+    named = (charset, "utf-8", head.group(1).decode("ascii", errors="replace") if head else None)
+    for enc in dict.fromkeys(text_codec(e, "") for e in named if e):
         if enc:
             try:
                 return raw.decode(enc)
-            except (LookupError, UnicodeDecodeError):
+            except UnicodeDecodeError:
                 continue
     return raw.decode("cp1252", errors="replace")
 

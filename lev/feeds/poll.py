@@ -44,9 +44,9 @@ log = logs.get_logger("lev.feeds")
 POLL_JOB = "poll_feed"
 FAILING_AFTER = 3  # checks failed in a row before a feed shows as failing (feed.failing is told then)
 MAX_BACKOFF = timedelta(hours=24)
-FIRST_FOLLOW_ENTRIES = 20  # a first follow takes the newest entries (at most LEV_FEED_MAX_ENTRIES), not the archive
+FIRST_FOLLOW_ENTRIES = 20  # a first reading takes the newest entries (at most LEV_FEED_MAX_ENTRIES), not the archive
 ENTRY_TIMEOUT_SEC = 360.0  # one entry: a page fetch, or a podcast episode's download of up to 300 s
-CHECK_DEADLINE_SEC = 120.0  # one check in all: the fetch (30 s at most) and reading what came in a child process
+CHECK_DEADLINE_SEC = 300.0  # one check in all: the fetch (30 s at most) and reading what came in a child process
 
 
 def poll_job_id(feed_id: uuid.UUID | str) -> str:
@@ -167,7 +167,10 @@ async def record_check(deps: Deps, feed: dict[str, Any], parsed: Feed | None, va
         if not await feed_store.lock(s, feed["id"]):
             return 0  # unfollowed while it was checked
         if parsed is not None:
-            pending = await record_new(s, feed["user_id"], feed["id"], parsed, deps.settings.feed_max_entries)
+            limit = deps.settings.feed_max_entries
+            if feed["last_success_at"] is None:  # the first reading of a feed followed before it was read whole
+                limit = min(FIRST_FOLLOW_ENTRIES, limit)
+            pending = await record_new(s, feed["user_id"], feed["id"], parsed, limit)
         now_failing = await feed_store.checked(s, feed["id"], error=error, next_poll_at=next_poll(deps.settings,
                                                                                                   failures),
                                                **values)

@@ -2,7 +2,9 @@
 found), list, rename, move, pause and resume, unfollow, "Refresh now", and OPML import and export.
 
 Following fetches the feed once, in the request: what is not a feed is refused in words (400 not_a_feed) and
-nothing is followed. The newest entries are recorded with the feed and ingested by the `poll_feed` job.
+nothing is followed. The newest entries are recorded with the feed and ingested by the `poll_feed` job; a large
+feed is only glanced at in the request (`parse.glance`) and read whole by that job (the feed shows `reading` until
+then), so a follow answers in seconds whatever the feed's size.
 Managing feeds takes a whole-library write token or the browser session; reads show the feeds of the folders in
 the token's scope.
 """
@@ -44,6 +46,8 @@ def shape(feed: dict[str, Any]) -> dict[str, Any]:
         "status": status(feed), "last_checked_at": when(feed["last_checked_at"]), "last_error": feed["last_error"],
         "failures": feed["failures"], "next_check_at": None if feed["paused"] else when(feed["next_poll_at"]),
         "entries_ingested": feed["entries_ingested"], "created_at": when(feed["created_at"]),
+        "reading": feed["last_success_at"] is None, "entries_found": feed["entries_found"],
+        "entries_pending": feed.get("entries_pending", 0),
     }
 
 
@@ -85,7 +89,10 @@ async def _follow(deps: Deps, p: Principal, url: str, folder_id: uuid.UUID | Non
     if used >= cap:
         raise limit_reached(f"You follow {used} feeds, the most one account may follow ({cap}); unfollow one "
                             "first.", cap=cap, used=used)
-    fetched, feed = await parse.discover(deps.outbound, url)
+    fetched, reading = await parse.discover(deps.outbound, url)
+    feed = reading.feed
+    assert feed is not None
+    whole = not reading.partial  # a large feed's entries are read by the poll job, its validators kept till then
     async with deps.db.transaction() as s:
         await feed_store.lock_user(s, p.user_id)
         existing = await feed_store.by_url(s, p.user_id, [url, fetched.url])
@@ -97,19 +104,23 @@ async def _follow(deps: Deps, p: Principal, url: str, folder_id: uuid.UUID | Non
                                 "first.", cap=cap, used=used)
         if folder_id is not None:  # a shared folder: its owner's or an editor's feed only
             require_filer(await member_store.role_of(s, p.user_id, folder_id, lock=True), folder_id)
+        now = clock.now()
         row = await feed_store.create(
             s, user_id=p.user_id, folder_id=folder_id, url=fetched.url, site_url=feed.site_url,
-            title=(title or "").strip()[:500] or None, feed_title=feed.title, etag=fetched.etag,
-            last_modified=fetched.last_modified, body_sha256=fetched.sha256, last_checked_at=clock.now(),
-            last_success_at=clock.now(),
-            next_poll_at=next_poll(deps.settings, 0))
+            title=(title or "").strip()[:500] or None, feed_title=feed.title,
+            etag=fetched.etag if whole else None, last_modified=fetched.last_modified if whole else None,
+            body_sha256=fetched.sha256 if whole else None, last_checked_at=now if whole else None,
+            last_success_at=now if whole else None, next_poll_at=next_poll(deps.settings, 0) if whole else now)
         if row is None:  # a concurrent follow of the same feed won
             existing = await feed_store.by_url(s, p.user_id, [fetched.url])
             assert existing is not None
             return shape(existing), False
-        pending = await record_new(s, p.user_id, row["id"], feed,
-                                   min(FIRST_FOLLOW_ENTRIES, deps.settings.feed_max_entries))
-    if pending:
+        pending = 0
+        if whole:
+            pending = await record_new(s, p.user_id, row["id"], feed,
+                                       min(FIRST_FOLLOW_ENTRIES, deps.settings.feed_max_entries))
+            row = await feed_store.shown(s, row["id"])
+    if pending or not whole:
         await enqueue_job(deps.queue, POLL_JOB, str(row["id"]), job_id=poll_job_id(row["id"]))
     return shape(row), True
 

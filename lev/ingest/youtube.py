@@ -16,7 +16,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
+from lev.core import charsets
 from lev.core.errors import ApiError, ingest_failed
+from lev.plumbing import offload
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{11}$")
 # Every host a YouTube video link may name; URL classification and canonical URLs both read these.
@@ -133,7 +135,8 @@ async def youtube_info(url: str) -> dict[str, Any]:
     }
 
 
-_TAG = re.compile(r"<[^>]*>")
+MAX_CAPTION_BYTES = 20 * 1024 * 1024  # a caption file larger than this is not read
+_TAG = re.compile(r"<[^<>]*>")  # a tag ends at the next < too: one pass, however many unclosed < a line holds
 _CUE_TIME = re.compile(r"^\s*((?:\d+:)?\d{1,2}:\d{2}[.,]\d{1,3})\s+-->\s+((?:\d+:)?\d{1,2}:\d{2}[.,]\d{1,3})")
 
 
@@ -203,19 +206,41 @@ def json3_segments(text: str) -> list[dict[str, Any]]:
     return _timed([(a, b, t) for a, b, t in lines])
 
 
+def caption_segments(body: bytes, charset: str | None, ext: str) -> list[dict[str, Any]]:
+    """A caption file's timed lines (json3 or WebVTT, in its declared charset); [] when it cannot be read. A
+    module-level function of picklable values: `youtube_captions` runs it off the event loop."""
+    text = charsets.decode(body, charset)
+    try:
+        return json3_segments(text) if ext == "json3" else vtt_segments(text)
+    except (ValueError, TypeError, AttributeError):
+        return []
+
+
+async def _caption_file(client: httpx.AsyncClient, url: str) -> tuple[bytes, str | None]:
+    """The caption file's bytes (at most MAX_CAPTION_BYTES) and its declared charset."""
+    async with client.stream("GET", url) as response:
+        response.raise_for_status()
+        body = bytearray()
+        async for piece in response.aiter_bytes():
+            body += piece
+            if len(body) > MAX_CAPTION_BYTES:
+                raise ValueError("the caption file is too large")
+        return bytes(body), response.charset_encoding
+
+
 async def youtube_captions(info: dict[str, Any]) -> list[dict[str, Any]] | None:
     """The best English caption track listed by `youtube_info` as timed lines (`{start, end, text}`), or None
-    when none is usable."""
+    when none is usable. Each file is read in a child process when it is large (a pathological one holds no
+    request's event loop)."""
     async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0), follow_redirects=True) as client:
         for track in info.get("caption_tracks") or []:
             url = track["url"]
             if track["ext"] == "json3" and "fmt=" not in url:
                 url += ("&" if "?" in url else "?") + "fmt=json3"
             try:
-                response = await client.get(url)
-                response.raise_for_status()
-                segments = json3_segments(response.text) if track["ext"] == "json3" else vtt_segments(response.text)
-            except (httpx.HTTPError, ValueError, TypeError, AttributeError):
+                body, charset = await _caption_file(client, url)
+                segments = await offload.run(caption_segments, body, charset, track["ext"], size=len(body))
+            except (httpx.HTTPError, ValueError, offload.OffloadFailed):
                 continue
             if segments:
                 return segments

@@ -38,6 +38,18 @@ def _row(row: Any) -> dict[str, Any]:
     return dict(row._mapping)
 
 
+def _pending() -> Any:
+    """How many of the feed's entries wait for their item (the pending index: at most a check's worth)."""
+    return (select(func.count()).select_from(feed_entries)
+            .where(feed_entries.c.feed_id == feeds.c.id, feed_entries.c.status == "pending")
+            .correlate(feeds).scalar_subquery().label("entries_pending"))
+
+
+def _shown() -> tuple[Any, ...]:
+    """A feed's columns and its progress (`entries_pending`), as its owner's reads show them."""
+    return (*feeds.c, _pending())
+
+
 def _in_scope(scope: Scope) -> ColumnElement[bool]:
     conds: list[ColumnElement[bool]] = [feeds.c.user_id == scope.user_id]
     if scope.folder_ids is not None:
@@ -58,7 +70,7 @@ async def count_for_user(session: AsyncSession, user_id: uuid.UUID) -> int:
 
 async def by_url(session: AsyncSession, user_id: uuid.UUID, urls: list[str]) -> dict[str, Any] | None:
     """The user's feed followed at one of these URLs."""
-    row = (await session.execute(select(feeds).where(feeds.c.user_id == user_id, feeds.c.url.in_(urls))
+    row = (await session.execute(select(*_shown()).where(feeds.c.user_id == user_id, feeds.c.url.in_(urls))
                                  .limit(1))).first()
     return _row(row) if row else None
 
@@ -71,8 +83,13 @@ async def create(session: AsyncSession, **values: Any) -> dict[str, Any] | None:
     return _row(row) if row else None
 
 
+async def shown(session: AsyncSession, feed_id: uuid.UUID) -> dict[str, Any]:
+    """The feed with its progress, as its reads show it."""
+    return _row((await session.execute(select(*_shown()).where(feeds.c.id == feed_id))).one())
+
+
 async def list_visible(session: AsyncSession, scope: Scope, folder_id: uuid.UUID | None = None) -> list[dict[str, Any]]:
-    q = select(feeds).where(_in_scope(scope))
+    q = select(*_shown()).where(_in_scope(scope))
     if folder_id is not None:
         q = q.where(feeds.c.folder_id == folder_id)
     rows = await session.execute(q.order_by(func.lower(func.coalesce(feeds.c.title, feeds.c.feed_title, feeds.c.url)),
@@ -82,16 +99,16 @@ async def list_visible(session: AsyncSession, scope: Scope, folder_id: uuid.UUID
 
 async def get_visible(session: AsyncSession, scope: Scope, feed_id: uuid.UUID, *,
                       lock: bool = False) -> dict[str, Any] | None:
-    q = select(feeds).where(feeds.c.id == feed_id, _in_scope(scope))
+    q = select(*_shown()).where(feeds.c.id == feed_id, _in_scope(scope))
     if lock:
-        q = q.with_for_update()
+        q = q.with_for_update(of=feeds)
     row = (await session.execute(q)).first()
     return _row(row) if row else None
 
 
 async def update_feed(session: AsyncSession, feed_id: uuid.UUID, **values: Any) -> dict[str, Any]:
     return _row((await session.execute(update(feeds).where(feeds.c.id == feed_id).values(**values)
-                                       .returning(*feeds.c))).one())
+                                       .returning(*_shown()))).one())
 
 
 async def delete_feed(session: AsyncSession, feed_id: uuid.UUID) -> None:
@@ -134,11 +151,16 @@ async def record_entries(session: AsyncSession, user_id: uuid.UUID, feed_id: uui
                          entries: list[dict[str, Any]]) -> None:
     """Record entries (each with guid_key, url_key, url, title, published_at, status); an entry the user's feeds
     have already (same guid or canonical URL) is left out. One statement, compiled once, per ROWS_PER_INSERT rows
-    (the event loop gets a turn between them)."""
-    statement = pg_insert(feed_entries).on_conflict_do_nothing()
+    (the event loop gets a turn between them); the feed counts those recorded (`entries_found`)."""
+    statement = pg_insert(feed_entries).on_conflict_do_nothing().returning(feed_entries.c.id)
+    found = 0
     for start in range(0, len(entries), ROWS_PER_INSERT):
-        await session.execute(statement, [{"id": uuid.uuid4(), "user_id": user_id, "feed_id": feed_id, **e}
-                                          for e in entries[start:start + ROWS_PER_INSERT]])
+        found += len((await session.execute(statement, [
+            {"id": uuid.uuid4(), "user_id": user_id, "feed_id": feed_id, **e}
+            for e in entries[start:start + ROWS_PER_INSERT]])).all())
+    if found:
+        await session.execute(update(feeds).where(feeds.c.id == feed_id)
+                              .values(entries_found=feeds.c.entries_found + found))
 
 
 async def pending(session: AsyncSession, feed_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:

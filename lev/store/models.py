@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     ARRAY,
     BigInteger,
@@ -19,6 +18,8 @@ from sqlalchemy import (
     Text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR, UUID
+
+from lev.store.vectors import Embedding
 
 EMBEDDING_DIM = 384  # chunks.embedding is vector(384) (migration 0001): every embedder must return this size
 
@@ -103,7 +104,7 @@ chunks = Table(
     Column("ord", Integer, nullable=False),
     Column("title", Text),
     Column("text", Text, nullable=False),
-    Column("embedding", Vector(EMBEDDING_DIM), nullable=False),
+    Column("embedding", Embedding(EMBEDDING_DIM), nullable=False),
     Column("tsv", TSVECTOR),
     Column("start_sec", Float),  # transcript chunks: where in the recording the chunk is spoken
     Column("end_sec", Float),
@@ -309,6 +310,7 @@ feeds = Table(
     Column("entries_ingested", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True)),
     Column("body_sha256", LargeBinary),  # of the last 200 answer: the same body again is not parsed
+    Column("entries_found", Integer, nullable=False, server_default="0"),  # entries recorded for it
 )
 
 feed_entries = Table(
@@ -392,7 +394,7 @@ highlights = Table(
     Column("note", Text),
     Column("char_start", Integer, nullable=False),
     Column("char_end", Integer, nullable=False),
-    Column("embedding", Vector(EMBEDDING_DIM)),  # of the passage and its note, for search
+    Column("embedding", Embedding(EMBEDDING_DIM)),  # of the passage and its note, for search
     Column("tsv", TSVECTOR),  # generated: the passage (weight A) and the note (B)
     Column("created_at", DateTime(timezone=True)),
     Column("updated_at", DateTime(timezone=True)),

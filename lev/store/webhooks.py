@@ -152,23 +152,26 @@ async def event_exists(session: AsyncSession, event_id: str) -> bool:
 
 
 _CLAIM = text("""
-WITH free AS (
-    SELECT id, webhook_id, next_attempt_at FROM webhook_deliveries
-    WHERE status = 'pending' AND next_attempt_at <= now()
-      AND (locked_until IS NULL OR locked_until < now())
-      AND webhook_id <> ALL(CAST(:full AS uuid[]))
-    ORDER BY next_attempt_at LIMIT :scan
-    FOR UPDATE SKIP LOCKED
-), due AS (
-    SELECT free.id, free.webhook_id,
-           row_number() OVER (PARTITION BY free.webhook_id ORDER BY free.next_attempt_at, free.id) AS n,
-           CASE WHEN w.failing_since IS NULL THEN :healthy ELSE :failing END AS cap
-    FROM free JOIN webhooks w ON w.id = free.webhook_id AND w.enabled
+WITH RECURSIVE waiting(webhook_id) AS (
+    (SELECT webhook_id FROM webhook_deliveries WHERE status = 'pending' ORDER BY webhook_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT d.webhook_id FROM webhook_deliveries d
+            WHERE d.status = 'pending' AND d.webhook_id > waiting.webhook_id ORDER BY d.webhook_id LIMIT 1)
+    FROM waiting WHERE waiting.webhook_id IS NOT NULL
+), room AS (
+    SELECT w.id, CASE WHEN w.failing_since IS NULL THEN :healthy ELSE :failing END - coalesce(h.n, 0) AS n
+    FROM waiting JOIN webhooks w ON w.id = waiting.webhook_id AND w.enabled
+    LEFT JOIN unnest(CAST(:held AS uuid[]), CAST(:held_n AS int[])) AS h(webhook_id, n) ON h.webhook_id = w.id
+    WHERE w.id <> ALL(CAST(:full AS uuid[]))
 ), picked AS (
-    SELECT due.id FROM due
-    LEFT JOIN unnest(CAST(:held AS uuid[]), CAST(:held_n AS int[])) AS h(webhook_id, n)
-           ON h.webhook_id = due.webhook_id
-    WHERE due.n <= due.cap - coalesce(h.n, 0)
+    SELECT due.id FROM room CROSS JOIN LATERAL (
+        SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
+        WHERE d.webhook_id = room.id AND d.status = 'pending' AND d.next_attempt_at <= now()
+          AND (d.locked_until IS NULL OR d.locked_until < now())
+        ORDER BY d.next_attempt_at LIMIT greatest(room.n, 0)
+        FOR UPDATE SKIP LOCKED
+    ) due
+    ORDER BY due.next_attempt_at
     LIMIT :limit
 )
 UPDATE webhook_deliveries d SET locked_until = now() + make_interval(secs => :lease)
@@ -181,14 +184,16 @@ RETURNING d.id, d.webhook_id, d.event_id, d.attempts, w.url, w.secret, w.previou
 
 
 async def claim_due(session: AsyncSession, *, limit: int, held: dict[uuid.UUID, int], full: list[uuid.UUID],
-                    healthy_cap: int, failing_cap: int, lease_sec: float, scan: int = 64) -> list[dict[str, Any]]:
+                    healthy_cap: int, failing_cap: int, lease_sec: float) -> list[dict[str, Any]]:
     """Take up to `limit` due pending deliveries of enabled endpoints for one attempt each (no one else takes them
     for `lease_sec`), at most `healthy_cap` per endpoint at a time (`failing_cap` for an endpoint whose last
-    attempt failed) counting the `held` attempts this process runs already; endpoints in `full` are skipped. The
-    oldest `scan` due rows that no other sender is taking are considered (skipped, never waited for), so senders
-    woken together take different ones. Each with its endpoint's URL and secrets and its event; one statement."""
+    attempt failed) counting the `held` attempts this process runs already; endpoints in `full` are skipped.
+    Endpoint by endpoint: each endpoint holding pending deliveries (found by a skip scan of the index by endpoint)
+    gives its oldest due ones up to its room, so one endpoint's backlog never hides another's deliveries; rows
+    another sender is taking are skipped, never waited for. Oldest first across endpoints. Each with its
+    endpoint's URL and secrets and its event; one statement."""
     rows = await session.execute(_CLAIM, {
-        "healthy": healthy_cap, "failing": failing_cap, "full": full, "scan": scan, "held": list(held),
+        "healthy": healthy_cap, "failing": failing_cap, "full": full, "held": list(held),
         "held_n": list(held.values()), "limit": limit, "lease": lease_sec})
     return [_row(r) for r in rows]
 

@@ -156,3 +156,4 @@ def test_a_page_is_read_in_the_charset_it_names() -> None:
     assert "Café" in decode("<p>Café</p>".encode(), None)
     assert "Café" in decode("<p>Café</p>".encode("cp1252"), "windows-1252")
     assert re.search("Caf.", decode(b"<p>Caf\xe9</p>", "no-such-charset"))
+    assert "Café" in decode("<p>Café</p>".encode("latin-1"), "punycode")  # no quadratic codec: Windows-1252

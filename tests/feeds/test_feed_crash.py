@@ -38,7 +38,7 @@ def client(stack: SplitStack, email: str) -> httpx.Client:
                         timeout=120)
 
 
-def wait_feed(c: httpx.Client, feed_id: str, pred: Any, timeout: float = 180) -> dict[str, Any]:
+def wait_feed(c: httpx.Client, feed_id: str, pred: Any, timeout: float = 300) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
         feed = c.get(f"/api/v1/feeds/{feed_id}").json()
@@ -54,17 +54,17 @@ def urls(c: httpx.Client) -> list[str]:
 
 def test_kill_9_mid_poll_loses_nothing_and_adds_nothing_twice(stack: SplitStack, site: FeedSite) -> None:
     c = client(stack, "crash@example.com")
-    url = site.add("slow", "rss", [FeedEntry(n, slow=6.0) for n in (13, 12, 11)])
+    url = site.add("slow", "rss", [FeedEntry(n, slow=3.0) for n in (13, 12, 11)])
     feed = c.post("/api/v1/feeds", json={"url": url}).json()
     deadline = time.monotonic() + 120
-    while "/a/12?slow=6.0" not in site.arrived:  # the first entry is stored, the second is being fetched
+    while "/a/12?slow=3.0" not in site.arrived:  # the first entry is stored, the second is being fetched
         assert time.monotonic() < deadline, site.arrived
         time.sleep(0.2)
     stack.kill_worker()
     assert c.get(f"/api/v1/feeds/{feed['id']}").json()["entries_ingested"] == 1
     stack.start_worker()
     feed = wait_feed(c, feed["id"], lambda f: f["entries_ingested"] == 3)
-    assert urls(c) == [f"{site.url}/a/{n}?slow=6.0" for n in (11, 12, 13)]
+    assert urls(c) == [f"{site.url}/a/{n}?slow=3.0" for n in (11, 12, 13)]
     assert stack.sql("SELECT status, count(*) FROM feed_entries WHERE feed_id = %(f)s GROUP BY status",
                      f=feed["id"]) == [("done", 3)]
 
@@ -114,28 +114,40 @@ def test_refused_addresses_caps_and_the_limit(stack: SplitStack, site: FeedSite)
     assert len(c.get("/api/v1/feeds").json()["feeds"]) == 40
 
 
-def test_a_feed_of_10000_entries_is_followed_and_refreshed(stack: SplitStack, site: FeedSite) -> None:
-    """Issue 38 item 1: more entries than PostgreSQL's 65,535 bind parameters allow in one statement (about 6,554
-    rows) were taken for a database outage (503 after a minute, retried forever). Now they are written in batches:
-    at most LEV_FEED_MAX_ENTRIES (3 here) pending, the rest recorded as seen."""
+def test_a_feed_of_10000_entries_answers_at_once_and_its_entries_follow(stack: SplitStack, site: FeedSite) -> None:
+    """Issue 47 item 7: following a 20,000-entry feed held the request 90 s (read whole and recorded in it), past a
+    proxy's 60 s, and this 10,000-entry one hit the client's timeout on a busy machine. Now a feed over 64 KB is
+    only glanced at in the request: the answer comes within 15 s, the feed `reading`, and its entries are read in
+    the background, the feed showing how far it got. Issue 38 item 1: more
+    entries than PostgreSQL's 65,535 bind parameters allow in one statement (about 6,554 rows) were taken for a
+    database outage; they are written in batches: at most LEV_FEED_MAX_ENTRIES (3 here) pending, the rest seen."""
     c = client(stack, "huge@example.com")
-    url = site.add("huge", "rss", [FeedEntry(n) for n in range(40_000, 32_000, -1)])  # 8,000 entries
+    url = site.add("huge", "rss", [FeedEntry(n) for n in range(40_000, 30_000, -1)])  # 10,000 entries, 1.5 MB
+    started = time.monotonic()
     r = c.post("/api/v1/feeds", json={"url": url})
+    took = time.monotonic() - started
     assert r.status_code == 201, r.text
-    feed = wait_feed(c, r.json()["id"], lambda f: f["entries_ingested"] == 3)
-    assert (feed["status"], feed["last_error"]) == ("active", None)
+    assert took < 15, took
+    answered = r.json()
+    assert (answered["reading"], answered["entries_found"], answered["entries_pending"]) == (True, 0, 0), answered
+    assert (answered["title"], answered["status"], answered["last_checked_at"]) == ("Feed huge", "active", None)
+    feed = wait_feed(c, answered["id"], lambda f: f["entries_ingested"] == 3 and f["entries_pending"] == 0)
+    assert (feed["reading"], feed["entries_found"], feed["status"], feed["last_error"]) == (False, 10_000, "active",
+                                                                                            None), feed
     counts = dict(stack.sql("SELECT status, count(*) FROM feed_entries WHERE feed_id = %(f)s GROUP BY status",
                             f=feed["id"]))
-    assert counts == {"done": 3, "skipped": 7_997}, counts
+    assert counts == {"done": 3, "skipped": 9_997}, counts
+    assert urls(c) == [f"{site.url}/a/{n}" for n in (39_998, 39_999, 40_000)]  # the newest three
 
-    site.publish("huge", *[FeedEntry(n) for n in range(42_000, 40_000, -1)])  # 2,000 new: 10,000 in the feed
+    site.publish("huge", *[FeedEntry(n) for n in range(42_000, 40_000, -1)])  # 2,000 new: 12,000 in the feed
     checked = feed["last_checked_at"]
     c.post(f"/api/v1/feeds/{feed['id']}/refresh")
     feed = wait_feed(c, feed["id"], lambda f: f["last_checked_at"] != checked and f["entries_ingested"] == 6)
-    assert (feed["status"], feed["last_error"], feed["failures"]) == ("active", None, 0)
+    assert (feed["status"], feed["last_error"], feed["failures"], feed["entries_found"]) == ("active", None, 0,
+                                                                                              12_000), feed
     counts = dict(stack.sql("SELECT status, count(*) FROM feed_entries WHERE feed_id = %(f)s GROUP BY status",
                             f=feed["id"]))
-    assert counts == {"done": 6, "skipped": 9_994}, counts
+    assert counts == {"done": 6, "skipped": 11_994}, counts
     assert urls(c)[3:] == [f"{site.url}/a/{n}" for n in (41_998, 41_999, 42_000)]  # the newest of the new
 
 
@@ -149,9 +161,11 @@ def test_a_statement_that_fails_fails_the_check_and_the_feed_becomes_failing(sta
     stack.sql("ALTER TABLE feed_entries ADD CONSTRAINT lev_test_poison CHECK (url NOT LIKE '%%/a/4242') NOT VALID")
     try:
         site.publish("poison", FeedEntry(4242))
-        for n in (1, 2, 3):
+        # each refresh checks it again (the schedule may check it too, as it is due: failures can go up by two),
+        # until it has failed three times in a row
+        while feed["failures"] < 3:
             c.post(f"/api/v1/feeds/{feed['id']}/refresh")
-            feed = wait_feed(c, feed["id"], lambda f, n=n: f["failures"] == n)
+            feed = wait_feed(c, feed["id"], lambda f, n=feed["failures"]: f["failures"] > n)
         assert feed["status"] == "failing"
         assert "could not be recorded (IntegrityError)" in feed["last_error"], feed
     finally:

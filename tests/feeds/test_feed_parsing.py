@@ -90,3 +90,57 @@ def test_a_feed_that_declares_entities_is_not_a_feed(encoding: str) -> None:
     if encoding == "utf-8":  # the same feed without its DTD is read
         feed = parse(plain, "application/rss+xml", "http://e.com/feed")
         assert feed is not None and [e.url for e in feed.entries] == ["http://e.com/a"]
+
+
+def _rss(items: bytes) -> bytes:
+    return (b"<?xml version='1.0'?><rss version='2.0'><channel><title>Big</title><link>https://big.example/</link>"
+            + items + b"</channel></rss>")
+
+
+def test_an_authors_long_text_is_read_in_linear_time() -> None:
+    """Issue 47 item 1: feedparser looked for an author's e-mail address with a pattern quadratic in the text: a
+    16,000-character author took 5-20 s (the GIL held), and a feed of them held a reader for hours. 60,000
+    characters now take milliseconds, and an ordinary author's address is still found."""
+    import time
+
+    import feedparser
+
+    for author in (b"a@" + b"a" * 60_000, b"-" * 60_000 + b"@", b"x@" + b"a." * 30_000):
+        body = _rss(b"<item><title>t</title><link>https://big.example/1</link><author>" + author + b"</author>"
+                    b"<dc:creator xmlns:dc='http://purl.org/dc/elements/1.1/'>" + author + b"</dc:creator></item>")
+        started = time.monotonic()
+        feed = parse(body, "application/rss+xml", "https://big.example/feed")
+        assert time.monotonic() - started < 5
+        assert feed is not None and len(feed.entries) == 1
+    item = feedparser.parse(_rss(b"<item><title>t</title><link>https://big.example/1</link>"
+                                 b"<author>jo@example.com (Jo Smith)</author></item>")).entries[0]
+    assert item.author_detail == {"name": "Jo Smith", "email": "jo@example.com"}
+
+
+def test_a_large_feed_is_glanced_at_and_read_whole_on_demand() -> None:
+    """Issue 47 item 7: a follow reads at most GLANCE_BYTES of a feed (its first entries tell it is one); the poll
+    reads it whole. What is not a feed is refused either way, entity declarations anywhere included."""
+    from lev.feeds.parse import GLANCE_BYTES, examine
+
+    items = b"".join(b"<item><title>Entry %d</title><link>https://big.example/%d</link></item>" % (n, n)
+                     for n in range(4_000))
+    body = _rss(items)
+    assert len(body) > GLANCE_BYTES
+    fetched = Fetched(200, "https://big.example/feed", body, "application/rss+xml")
+    glanced = examine(fetched, whole=False)
+    assert glanced.partial and glanced.feed is not None and glanced.feed.entries == []
+    assert (glanced.feed.title, glanced.feed.site_url) == ("Big", "https://big.example/")
+    whole = examine(fetched)
+    assert not whole.partial and whole.feed is not None and len(whole.feed.entries) == 4_000
+    small = examine(Fetched(200, "https://big.example/feed", _rss(items[:2000]), "application/rss+xml"), whole=False)
+    assert not small.partial and small.feed is not None and len(small.feed.entries) > 10
+    entity = b"<?xml version='1.0'?><!DOCTYPE rss [<!ENTITY e 'x'>]>" + body[len(b"<?xml version='1.0'?>"):]
+    refused = examine(Fetched(200, "https://big.example/feed", entity, "application/rss+xml"), whole=False)
+    assert refused.feed is None and "declares XML entities" in refused.why_not
+    sitemap = b"<?xml version='1.0'?><urlset>" + b"<url><loc>https://big.example/</loc></url>" * 7_000 + b"</urlset>"
+    assert examine(Fetched(200, "https://big.example/map", sitemap, "application/xml"), whole=False).feed is None
+    json_body = (b'{"version": "https://jsonfeed.org/version/1.1", "title": "Jay", "home_page_url": '
+                 b'"https://big.example/", "items": [' + b",".join(
+                     b'{"id": "%d", "url": "https://big.example/%d"}' % (n, n) for n in range(8_000)) + b"]}")
+    jay = examine(Fetched(200, "https://big.example/j", json_body, "application/feed+json"), whole=False)
+    assert jay.partial and jay.feed is not None and jay.feed.title == "Jay"

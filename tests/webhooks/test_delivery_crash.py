@@ -53,7 +53,7 @@ def test_kill_9_mid_delivery_and_lost_jobs_lose_no_event(stack: SplitStack, rece
     hook = c.post("/api/v1/webhooks", json={"url": receiver.url, "events": ["item.ready"]}).json()
     receiver.delay = 8.0  # the receiver holds the first delivery open (within the 10 s) while its worker dies
     first = c.post("/api/v1/ingest", json={"kind": "text", "text": "Kestrels hover against the wind."}).json()
-    receiver.wait_for(lambda ds: len(ds) == 1)
+    receiver.wait_for(lambda ds: len(ds) == 1, timeout=300)  # the worker may take a while to start on a busy machine
     stack.kill_worker()
     receiver.delay = 0.0
     stack.start_worker()

@@ -7,7 +7,7 @@ item's `read_at` (null: unread) and how far it was read (`progress`, 0 to 1).
 The tags that imports used to keep in an item's metadata (`metadata.tags`) become the item's tags.
 
 Revision ID: 0027
-Revises: 0023
+Revises: 0024 (0023 when written; re-chained after main brought 0024)
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from sqlalchemy import Connection, text
 from lev.store.tags import clean_name, key_of, keys_with_parents
 
 revision = "0027"
-down_revision = "0023"
+down_revision = "0024"
 
 
 def upgrade() -> None:
