@@ -1,9 +1,10 @@
 // The extension's service worker does the work; the popup and the settings page only send it messages:
-//   {type: "lev:save-page", tabId, folderId?}      the page as the browser rendered it (kind page)
-//   {type: "lev:save-selection", tabId, folderId?} the selected text as a note that keeps the page's URL and title
-//   {type: "lev:save-tabs", windowId, folderId?}   every web page of the window, with lev:progress messages
+//   {type: "lev:save-page", tabId, folderId?, tags?}      the page as the browser rendered it (kind page)
+//   {type: "lev:save-selection", tabId, folderId?, tags?} the selected text as a note that keeps the page's URL, title
+//   {type: "lev:save-tabs", windowId, folderId?, tags?}   every web page of the window, with lev:progress messages
 //   {type: "lev:status", tabId}                    is the tab's page in the library already?
-//   {type: "lev:save-link", url, folderId?}        a link, fetched by Lev itself (the context menu's entry)
+//   {type: "lev:save-link", url, folderId?, tags?} a link, fetched by Lev itself (the context menu's entry)
+//   (tags: names for what is saved, nested with "/"; added to an item the page already is)
 //   {type: "lev:highlight", tabId, note?, folderId?} the selection as a highlight of the page's item (the page saved
 //                                                  first when it is not in the library yet) -> {ok, item_id,
 //                                                  highlight_id}
@@ -59,8 +60,9 @@ async function status(tabId) {
   return answer;
 }
 
-async function ingest(body, folderId) {
-  return api("POST", "/ingest", { ...body, ...(folderId ? { folder_id: folderId } : {}) });
+async function ingest(body, folderId, tags) {
+  return api("POST", "/ingest", { ...body, ...(folderId ? { folder_id: folderId } : {}),
+    ...(tags && tags.length ? { tags } : {}) });
 }
 
 async function saved(tabId, url, r) {
@@ -79,30 +81,30 @@ async function inTab(tabId, func) {
   }
 }
 
-async function saveLink(url, folderId, tabId) {
+async function saveLink(url, folderId, tabId, tags) {
   if (!isWeb(url)) return notWeb();
-  return saved(tabId, url, await ingest({ kind: "url", url }, folderId));
+  return saved(tabId, url, await ingest({ kind: "url", url }, folderId, tags));
 }
 
-async function savePage(tabId, folderId) {
+async function savePage(tabId, folderId, tags) {
   const tab = await chrome.tabs.get(tabId);
   if (!isWeb(tab.url)) return notWeb();
   const page = await inTab(tabId, snapshotPage);
   if (!page || !/html/i.test(page.contentType || "")) {
-    return saveLink(tab.url, folderId, tabId); // not an HTML page the browser shows (a PDF...): Lev fetches it
+    return saveLink(tab.url, folderId, tabId, tags); // not an HTML page the browser shows (a PDF...): Lev fetches it
   }
   if (new TextEncoder().encode(page.html).length > MAX_HTML_BYTES) return inWords(413, { error: "file_too_large" });
-  return saved(tabId, tab.url, await ingest({ kind: "page", url: page.url, html: page.html }, folderId));
+  return saved(tabId, tab.url, await ingest({ kind: "page", url: page.url, html: page.html }, folderId, tags));
 }
 
-async function saveSelection(tabId, folderId) {
+async function saveSelection(tabId, folderId, tags) {
   const tab = await chrome.tabs.get(tabId);
   if (!isWeb(tab.url)) return notWeb();
   const sel = await inTab(tabId, snapshotSelection);
   if (!sel || !sel.text.trim()) return fail("nothing_selected", "Select some text on the page first.");
   const body = { kind: "text", text: sel.text.trim(), source_url: sel.url };
   if (sel.title.trim()) body.title = sel.title.trim().slice(0, 500);
-  return saved(tabId, tab.url, await ingest(body, folderId));
+  return saved(tabId, tab.url, await ingest(body, folderId, tags));
 }
 
 // The selection as a highlight of the page's item. The page is saved first (as Save page does) when it is not in
@@ -139,7 +141,7 @@ async function highlight(tabId, note, folderId) {
   return { ok: true, item_id: st.item_id, highlight_id: r.data.id };
 }
 
-async function saveTabs(windowId, folderId) {
+async function saveTabs(windowId, folderId, tags) {
   const tabs = (await chrome.tabs.query({ windowId })).filter((t) => isWeb(t.url));
   if (!tabs.length) return fail("unsupported_page", "This window has no web pages to save.");
   const results = new Array(tabs.length);
@@ -150,7 +152,7 @@ async function saveTabs(windowId, folderId) {
   async function worker() {
     while (next < tabs.length) {
       const i = next++;
-      results[i] = await savePage(tabs[i].id, folderId);
+      results[i] = await savePage(tabs[i].id, folderId, tags);
       done += 1;
       await progress(tabs[i]);
     }
@@ -196,11 +198,11 @@ async function useToken(rawServer, token) {
 
 async function handle(msg) {
   switch (msg && msg.type) {
-    case "lev:save-page": return savePage(msg.tabId, msg.folderId);
-    case "lev:save-selection": return saveSelection(msg.tabId, msg.folderId);
-    case "lev:save-tabs": return saveTabs(msg.windowId, msg.folderId);
+    case "lev:save-page": return savePage(msg.tabId, msg.folderId, msg.tags);
+    case "lev:save-selection": return saveSelection(msg.tabId, msg.folderId, msg.tags);
+    case "lev:save-tabs": return saveTabs(msg.windowId, msg.folderId, msg.tags);
     case "lev:status": return status(msg.tabId);
-    case "lev:save-link": return saveLink(msg.url, msg.folderId, msg.tabId);
+    case "lev:save-link": return saveLink(msg.url, msg.folderId, msg.tabId, msg.tags);
     case "lev:highlight": return highlight(msg.tabId, msg.note, msg.folderId);
     case "lev:folders": return folders();
     case "lev:state": return state();

@@ -1,5 +1,5 @@
-// The toolbar popup: what Lev knows about the current page, a folder, the three save buttons and "Highlight
-// selection" with an optional note. It only sends
+// The toolbar popup: what Lev knows about the current page, a folder, tags for what it saves (the last ones used
+// offered again), the three save buttons and "Highlight selection" with an optional note. It only sends
 // messages to the service worker (background.js), which does the work. `popup.html?tab=ID` acts on that tab (how the
 // tests open the popup as a page of its own).
 const $ = (sel) => document.querySelector(sel);
@@ -46,15 +46,41 @@ async function main() {
   const { lastFolder } = await chrome.storage.local.get("lastFolder");
   if (lastFolder && [...folderSelect.options].some((o) => o.value === lastFolder)) folderSelect.value = lastFolder;
   folderSelect.addEventListener("change", () => chrome.storage.local.set({ lastFolder: folderSelect.value }));
+  const tagField = $('[data-lev="tags"]');
+  const typed = () => tagField.value.split(",").map((t) => t.trim()).filter((t) => t);
+  async function showRecent() {
+    const { recentTags = [] } = await chrome.storage.local.get("recentTags");
+    const box = $('[data-lev="recent-tags"]');
+    box.replaceChildren(...recentTags.map((name) => {
+      const b = document.createElement("button");
+      b.type = "button"; b.className = "chip"; b.textContent = name; b.dataset.lev = "recent-tag";
+      b.setAttribute("aria-label", `Add the tag ${name}`);
+      b.addEventListener("click", () => {
+        const have = typed();
+        if (!have.some((t) => t.toLowerCase() === name.toLowerCase())) tagField.value = [...have, name].join(", ");
+      });
+      return b;
+    }));
+    $("#recent-tags-h").hidden = !recentTags.length;
+  }
+  async function remember(tags) { // the ten last used, newest first
+    const { recentTags = [] } = await chrome.storage.local.get("recentTags");
+    const keep = [...tags, ...recentTags.filter((t) => !tags.some((n) => n.toLowerCase() === t.toLowerCase()))];
+    await chrome.storage.local.set({ recentTags: keep.slice(0, 10) });
+    await showRecent();
+  }
+  await showRecent();
   const buttons = [...document.querySelectorAll("button[data-lev^='save-'], button[data-lev='highlight']")];
 
   async function run(button, msg, done) {
     buttons.forEach((b) => { b.disabled = true; });
     say(null);
     const folderId = folderSelect.value || undefined;
-    const answer = await send({ ...msg, folderId });
+    const tags = msg.type === "lev:highlight" ? [] : typed();
+    const answer = await send({ ...msg, folderId, ...(tags.length ? { tags } : {}) });
     buttons.forEach((b) => { b.disabled = false; });
     if (!answer.ok) { say($("#problem"), answer.message); return; }
+    if (tags.length) await remember(tags);
     say($("#result"), done(answer));
     showStatus(await send({ type: "lev:status", tabId: tab.id }));
   }

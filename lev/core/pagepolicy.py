@@ -24,6 +24,11 @@ def content_security_policy(origins: Iterable[str] = (), form_action: Iterable[s
             f"form-action {forms}; frame-ancestors 'none'")
 
 
+# An archived copy of a page (GET /api/v1/items/{id}/archive): an opaque origin that runs no script and loads nothing
+# but the `data:` images and styles inlined into it (DESIGN.md section 12).
+ARCHIVE_POLICY = "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline' data:"
+
+
 def store_origins(object_store: Callable[[], Any]) -> list[str]:
     """The object store's own origin when browsers talk to it directly (S3), else none; none either when the store
     is misconfigured (uploads then fail on their own, with a message)."""

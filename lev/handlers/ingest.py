@@ -15,6 +15,6 @@ async def ingest(body: dict[str, Any], token_info: dict[str, Any]) -> tuple[dict
         body["kind"], url=body.get("url"), text=body.get("text"), title=body.get("title"),
         html=body.get("html"), source_url=body.get("source_url"),
         in_kb=body.get("in_kb", True), auto_transform=body.get("auto_transform", True),
-        folder_id=parse_uuid_field(body.get("folder_id"), "folder_id"),
+        folder_id=parse_uuid_field(body.get("folder_id"), "folder_id"), tags=tuple(body.get("tags") or ()),
     )
     return (await run_ingest(deps(), principal(token_info), req)).answer(), 200

@@ -1,14 +1,16 @@
-"""Item operations: list, get, delete, bulk delete, folder memberships."""
+"""Item operations: list, get, change, delete, bulk delete, folder memberships, the stored file, the archived copy."""
 
 from __future__ import annotations
 
 import uuid
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import quote
 
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.responses import FileResponse, RedirectResponse, Response
 
+from lev.archive import service as archive
 from lev.auth.policy import (
     Principal,
     check_membership_targets,
@@ -20,10 +22,13 @@ from lev.auth.policy import (
     require_filer,
 )
 from lev.core import context
-from lev.core.errors import folder_not_found, forbidden_scope, invalid_body, not_found
+from lev.core.errors import folder_not_found, forbidden_scope, not_found
+from lev.core.pagepolicy import ARCHIVE_POLICY
 from lev.handlers import deps, principal
 from lev.ingest.urls import canonical_url
+from lev.library import changes
 from lev.library import reads as library
+from lev.library.filters import parse_tags
 from lev.store import items as item_store
 from lev.store import members as member_store
 from lev.webhooks import events
@@ -37,9 +42,12 @@ async def list_items(
     page: int = 1,
     per_page: int = 50,
     url: str | None = None,
+    tag: list[str] | None = None,
+    read: bool | None = None,
 ) -> dict[str, Any]:
     p = principal(token_info)
     fid = parse_uuid_field(folder_id, "folder_id")
+    tag_keys = parse_tags(tag)
     same_page = None
     if url is not None:  # "is this page in my library?": the URL as given or in its canonical form
         url = url.strip()
@@ -53,8 +61,8 @@ async def list_items(
         if fid is not None and not await member_store.role_of(s, p.user_id, fid):
             raise not_found()
         found, total = await item_store.list_items(
-            s, p.scope, folder_id=fid, archived=archived, in_kb=in_kb, page=page, per_page=per_page, url=same_page
-        )
+            s, p.scope, folder_id=fid, archived=archived, in_kb=in_kb, page=page, per_page=per_page, url=same_page,
+            tag_keys=tag_keys, read=read)
     context.note_results(len(found))
     return {"items": found, "total": total, "page": page, "per_page": per_page}
 
@@ -86,19 +94,7 @@ async def _not_theirs(s: AsyncSession, p: Principal, item_id: uuid.UUID, action:
 
 
 async def update_item(id_: str, body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
-    p = principal(token_info)
-    item_id = parse_uuid(id_)
-    require(p, "write")
-    if "title" in body:
-        title = body["title"].strip()
-        if not title or "\x00" in title:
-            raise invalid_body("title must be 1-500 characters after trimming, without NUL.")
-        body = {**body, "title": title}
-    async with deps().db.transaction() as s:
-        updated = await item_store.update_visible(s, p.scope, item_id, body)
-        if updated is None:
-            await _not_theirs(s, p, item_id, "change it")
-    return updated
+    return await changes.update_item(deps(), principal(token_info), parse_uuid(id_), body)
 
 
 async def bulk_delete_items(body: dict[str, Any], token_info: dict[str, Any]) -> dict[str, Any]:
@@ -172,3 +168,15 @@ async def get_item_media(id_: str, token_info: dict[str, Any]) -> Response:
         return FileResponse(where, media_type=mime, filename=filename, content_disposition_type="inline",
                             headers={"Cache-Control": "private, max-age=300"})
     return RedirectResponse(where, status_code=302, headers={"Cache-Control": "no-store"})
+
+
+async def get_item_archive(id_: str, token_info: dict[str, Any], download: bool = False) -> Response:
+    """The item's archived copy: sandboxed (no script, nothing loaded but its own `data:` images and styles, an
+    opaque origin without the session's authority), or a download."""
+    data, filename, _row = await archive.read(deps(), principal(token_info), parse_uuid(id_))
+    disposition = "attachment" if download else "inline"
+    return Response(data, media_type="text/html; charset=utf-8", headers={
+        "Content-Security-Policy": ARCHIVE_POLICY, "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY", "Cross-Origin-Resource-Policy": "same-origin",
+        "Cache-Control": "private, no-store",
+        "Content-Disposition": f"{disposition}; filename*=UTF-8''{quote(filename)}"})

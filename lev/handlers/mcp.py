@@ -191,7 +191,8 @@ async def tools_call(ctx: dict[str, Any], name: Any = None, arguments: Any = Non
 
 async def _search(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
     filters = parse_filters(folder_id=args.get("folder_id"), item_id=args.get("item_id"), kind=args.get("kind"),
-                            site=args.get("site"), after=args.get("after"), before=args.get("before"))
+                            site=args.get("site"), after=args.get("after"), before=args.get("before"),
+                            tag=args.get("tags"), tag_name="tags")
     limit = args.get("limit", 10)
     answer = await library.search(deps(), p, query=args["query"], mode=args.get("mode", "hybrid"), limit=limit,
                                   filters=filters)
@@ -223,7 +224,7 @@ async def _add(p: Principal, args: dict[str, Any]) -> dict[str, Any]:
         "url" if has_url else args.get("kind", "text"), url=args.get("url"), text=args.get("text"),
         title=args.get("title"),
         in_kb=args.get("in_kb", True), auto_transform=args.get("auto_transform", False),
-        folder_id=parse_uuid_field(args.get("folder_id"), "folder_id"),
+        folder_id=parse_uuid_field(args.get("folder_id"), "folder_id"), tags=tuple(args.get("tags") or ()),
     )
     result = (await ingest(deps(), p, req)).answer()
     return {"status": result["status"], "item_id": result["user_item_id"], **result}

@@ -16,15 +16,15 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 from lev.auth import accounts
 from lev.auth.policy import Principal
 from lev.core import context
-from lev.core.errors import ApiError, invalid_body
+from lev.core.errors import ApiError
 from lev.core.packagedata import packaged
 from lev.feeds import service as feed_service
-from lev.handlers import deps
+from lev.handlers import deps, page_search
 from lev.handlers.page_words import FILTERS, STATUS_WORDS
 from lev.highlights import service as highlights
 from lev.imports import service as imports
 from lev.library import reads as library
-from lev.library.filters import parse_box, parse_filters
+from lev.library.filters import parse_tags
 from lev.limits.tiers import Tiers
 from lev.sharing import service as sharing
 from lev.store import activity as activity_store
@@ -32,6 +32,8 @@ from lev.store import folders as folder_store
 from lev.store import items as item_store
 from lev.store import lifecycle
 from lev.store import users as user_store
+from lev.tags import service as tag_service
+from lev.tags import suggest
 from lev.webhooks import events as webhook_events
 from lev.webhooks import service as webhook_service
 
@@ -149,42 +151,31 @@ async def _items_view(request: Request, p: Principal, folder_id: uuid.UUID | Non
     q = request.query_params
     page = _int(q.get("page"), 1)
     filters = {"in_kb": _bool(q.get("in_kb")), "archived": _bool(q.get("archived")),
-               "unfiled": None if folder_id else _bool(q.get("unfiled"))}
+               "unfiled": None if folder_id else _bool(q.get("unfiled")), "read": _bool(q.get("read"))}
+    tag = (q.get("tag") or "").strip()[:64] or None
+    try:
+        tag_keys = parse_tags(tag) if tag else ()
+    except ApiError:
+        tag, tag_keys = None, ()
     async with deps().db.transaction() as s:
         folders = await folder_store.list_visible(s, p.scope)
         found, total = await item_store.list_items(s, p.scope, folder_id=folder_id, page=page, per_page=PER_PAGE,
                                                    in_kb=filters["in_kb"], archived=filters["archived"],
-                                                   unfiled=filters["unfiled"])
+                                                   unfiled=filters["unfiled"], read=filters["read"],
+                                                   tag_keys=tag_keys)
     names = {f["id"]: f["name"] for f in folders}
+    query = "&".join(f"{k}={str(v).lower()}" for k, v in filters.items() if v is not None)
     return {"folders": folders, "items": found, "total": total, "page": page,
-            "pages": max(1, math.ceil(total / PER_PAGE)), "filters": filters, "names": names,
+            "pages": max(1, math.ceil(total / PER_PAGE)), "filters": filters, "names": names, "tag": tag,
+            "tags": tag_service.tree((await tag_service.list_tags(deps(), p))["tags"]),
             "live": any(lifecycle.of_row(i["status"], i["transcription_status"]).moving for i in found),
-            "query_string": "&".join(f"{k}={str(v).lower()}" for k, v in filters.items() if v is not None)}
-
-
-async def _search(request: Request, p: Principal, folder_id: uuid.UUID | None,
-                  folders: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str, str]:
-    """The search box's hits (or its error in words), its query and its mode."""
-    q = (request.query_params.get("q") or "").strip()
-    mode = request.query_params.get("mode") or "hybrid"
-    mode = mode if mode in ("hybrid", "semantic", "keyword") else "hybrid"
-    if not q:
-        return None, q, mode
-    context.note_search(p, f"GET {request.url.path} search")
-    try:
-        box = parse_box(q[:2000])
-        filters = parse_filters(folder_id=_folder_named(folders, box.folder) if box.folder else (
-            str(folder_id) if folder_id else None), kind=box.kind or None, site=box.site, after=box.after,
-            before=box.before)
-        return await library.search(deps(), p, query=box.words, mode=mode, limit=10, filters=filters), q, mode
-    except ApiError as err:
-        return {"error": err.message or err.code, "results": []}, q, mode
+            "query_string": "&".join(x for x in (query, f"tag={quote(tag, safe='')}" if tag else "") if x)}
 
 
 async def _library(request: Request, p: Principal, folder: dict[str, Any] | None) -> Response:
     folder_id = uuid.UUID(folder["id"]) if folder else None
     view = await _items_view(request, p, folder_id)
-    search, q, mode = await _search(request, p, folder_id, view["folders"])
+    search, q, mode = await page_search.search_box(request, p, folder_id, view["folders"])
     feeds = await feed_service.list_feeds(deps(), p, folder_id) if folder_id else []
     share = await sharing.page_view(deps(), p, folder_id) if folder_id else None
     invitations = [] if folder_id else (await sharing.invitations(deps(), p, note=False))["invitations"]
@@ -203,16 +194,8 @@ async def search_partial(request: Request) -> Response:
         folders = await folder_store.list_visible(s, p.scope)
     if folder_id is not None and not any(f["id"] == str(folder_id) for f in folders):
         return Response(status_code=404)
-    search, q, mode = await _search(request, p, folder_id, folders)
+    search, q, mode = await page_search.search_box(request, p, folder_id, folders)
     return _render("_search_results.html", request, p, search=search, q=q, mode=mode)
-
-
-def _folder_named(folders: list[dict[str, Any]], name: str) -> str:
-    """The id of the visible folder of that name (case-insensitive), or 400 naming the operator."""
-    for f in folders:
-        if f["name"].casefold() == name.strip().casefold():
-            return str(f["id"])
-    raise invalid_body(f'folder: there is no folder named "{name}".', parameter="folder")
 
 
 async def items_partial(request: Request) -> Response:
@@ -260,9 +243,14 @@ async def item_page(request: Request) -> Response:
     media = item["kind"] in lifecycle.RECORDINGS and bool(item["metadata"].get("mime"))
     q = request.query_params
     marks, reading = await highlights.reading(deps(), p, item, _int(q.get("part"), 1), q.get("highlight"))
+    left_at = min(reading.parts, int(item["progress"] * reading.parts) + 1)  # where the reader left off
+    if "part" not in q and "highlight" not in q and left_at > 1:
+        marks, reading = await highlights.reading(deps(), p, item, left_at, None)
     saver = await sharing.saver(deps(), p, uuid.UUID(item["id"]))
+    offered = [] if saver else await suggest.for_item(deps(), p, item)
     return _render("item.html", request, p, item=item, folders=folders, similar=similar, media=media,
-                   names={f["id"]: f["name"] for f in folders}, marks=marks, reading=reading, saver=saver)
+                   names={f["id"]: f["name"] for f in folders}, marks=marks, reading=reading, saver=saver,
+                   suggested=offered)
 
 
 async def highlights_page(request: Request) -> Response:

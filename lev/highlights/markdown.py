@@ -1,7 +1,7 @@
 """An item as Markdown, the way note-taking tools (Obsidian, Logseq, Notion) import it: YAML front matter (title,
-source, when it was saved, Lev's id), the title, the highlights as quotes with their notes below them, then the
-item's text. Raw HTML in the texts (a tag, a comment) is escaped, so a tool that renders HTML shows it as words and
-runs nothing; Markdown's own syntax is kept."""
+source, when it was saved, Lev's id, its tags), the title, the highlights as quotes with their notes below them, then
+the item's text. Raw HTML in the texts (a tag, a comment) is escaped, so a tool that renders HTML shows it as words
+and runs nothing; Markdown's own syntax is kept."""
 
 from __future__ import annotations
 
@@ -41,7 +41,10 @@ def render(item: dict[str, Any], highlights: list[dict[str, Any]]) -> str:
     if item.get("url"):
         front.append(f"source: {_yaml(item['url'])}")
     front += [f"saved: {_yaml(item['created_at'])}", f"kind: {_yaml(item['kind'])}",
-              f"lev_item_id: {_yaml(item['id'])}", "---", ""]
+              f"lev_item_id: {_yaml(item['id'])}"]
+    if item.get("tags"):  # a YAML flow sequence of JSON strings, as Obsidian and Lev's own import read `tags:`
+        front.append(f"tags: [{', '.join(_yaml(t) for t in item['tags'])}]")
+    front += ["---", ""]
     out = front + [f"# {plain(' '.join(title.split()))}", ""]
     if item.get("url"):
         out += [f"<{_URL_UNSAFE.sub(lambda m: f'%{ord(m.group()):02X}', item['url'])}>", ""]

@@ -1,5 +1,5 @@
 """Reading a Lev export (`GET /api/v1/export`, JSON Lines) back as an import: its folders, its items (a URL, or
-the text of items without one) with their metadata, flags and memberships, and their outputs.
+the text of items without one) with their metadata, tags, flags and memberships, and their outputs.
 
 Each line is read by lev.core.jsonguard (at most 100,000 values a line, no NUL or lone surrogate in a string, no
 number a column cannot hold); titles, metadata and outputs are cut to their bounds (lev.imports.importfile)."""
@@ -15,12 +15,14 @@ from lev.imports.importfile import (
     MAX_METADATA_CHARS,
     MAX_OUTPUT_CHARS,
     MAX_OUTPUTS,
+    MAX_TAG_CHARS,
     MAX_TEXT_CHARS,
     Link,
     Parsed,
     bad_file,
     bounded,
     check_url,
+    merge_tags,
     title_of,
 )
 
@@ -111,6 +113,11 @@ def _lev_item(parsed: Parsed, number: int, record: dict[str, Any]) -> tuple[str,
     if missing:
         raise bad_file(number, f"the item names folder {missing[0]!r}, which no earlier folder line defines")
     metadata = bounded(_field(number, record, "metadata", dict) or {}, MAX_METADATA_CHARS)
+    tags = _field(number, record, "tags", list)  # an export's tags (an older one kept them in `metadata.tags`)
+    if tags:
+        earlier = metadata.get("tags") if isinstance(metadata.get("tags"), list) else []
+        metadata["tags"] = merge_tags([t for t in earlier if isinstance(t, str)],
+                                      [t[:MAX_TAG_CHARS] for t in tags if isinstance(t, str)])
     title = title_of(_field(number, record, "title", str))
     link = Link(line=number, title=title, folders=list(dict.fromkeys(folder_ids)), metadata=metadata,
                 in_kb=_field(number, record, "in_kb", bool) is not False,

@@ -39,6 +39,8 @@ from lev.plumbing.deps import Deps
 from lev.plumbing.jobs import enqueue_job, job_id, requeue
 from lev.store import imports as import_store
 from lev.store import users as user_store
+from lev.tags.names import lenient
+from lev.tags.service import tag_new_item
 from lev.webhooks import events
 
 log = logs.get_logger("lev.imports")
@@ -313,7 +315,7 @@ async def _import_entry(deps: Deps, principal: Principal, started: datetime, ent
     found = await _existing(deps, principal.user_id, entry)
     if found is not None:  # already in the library (or stored by an earlier run of this entry): only file it
         ours = found["created_at"] >= started
-        await _finish(deps, entry, found["id"], ours=ours, existing=not ours)
+        await _finish(deps, principal, entry, found["id"], ours=ours, existing=not ours)
         return
     try:
         kind = "url" if entry["url"] is not None else "text"
@@ -322,13 +324,21 @@ async def _import_entry(deps: Deps, principal: Principal, started: datetime, ent
     except ApiError as exc:
         await _fail(deps, principal, started, entry, exc.message or exc.code)
         return
-    await _finish(deps, entry, stored.item_id, ours=True, existing=False)
+    await _finish(deps, principal, entry, stored.item_id, ours=True, existing=False)
 
 
-async def _finish(deps: Deps, entry: dict[str, Any], item_id: uuid.UUID, *, ours: bool, existing: bool,
-                  error: str | None = None) -> None:
+async def _finish(deps: Deps, principal: Principal, entry: dict[str, Any], item_id: uuid.UUID, *, ours: bool,
+                  existing: bool, error: str | None = None) -> None:
+    """File the entry's item and mark the entry done; the tags the file gives it (its metadata's `tags`) become
+    the item's tags, added to those an item the user had already carries."""
+    meta = dict(entry["metadata"] or {})
+    raw = meta.pop("tags", None)
+    names = lenient(raw) if isinstance(raw, list) else []
     async with deps.db.transaction() as s:
-        await import_store.finish_entry(s, entry, item_id, ours=ours, existing=existing, error=error)
+        kept = await import_store.finish_entry(s, {**entry, "metadata": meta}, item_id, ours=ours, existing=existing,
+                                               error=error)
+        if kept:
+            await tag_new_item(s, principal.user_id, item_id, names, announce=True)
 
 
 async def _fail(deps: Deps, principal: Principal, started: datetime, entry: dict[str, Any], reason: str) -> None:
@@ -340,11 +350,12 @@ async def _fail(deps: Deps, principal: Principal, started: datetime, entry: dict
         return
     found = await _existing(deps, principal.user_id, entry)
     if found is not None:
-        await _finish(deps, entry, found["id"], ours=found["created_at"] >= started, existing=False, error=reason)
+        await _finish(deps, principal, entry, found["id"], ours=found["created_at"] >= started, existing=False,
+                      error=reason)
     elif entry["url"] is not None:
         item_id = await save_failed(deps, principal, kind=classify_media_url(entry["url"]) or "url", url=entry["url"],
                                     title=entry["title"], error=reason, in_kb=entry["in_kb"])
-        await _finish(deps, entry, item_id, ours=True, existing=False, error=reason)
+        await _finish(deps, principal, entry, item_id, ours=True, existing=False, error=reason)
     else:
         async with deps.db.transaction() as s:
             await import_store.fail_entry(s, entry, reason)

@@ -43,6 +43,8 @@ class Source:
     canonical: str | None = None  # the key a fetched URL's content is shared by
     owner_url: str | None = None  # a page captured in the user's browser: the key it is the user's own by
     attached_to: str | None = None  # an e-mail's attachment Lev stored: the message's item
+    page: bytes | None = None  # a web page's HTML as fetched or captured: its archived copy is made from it
+    charset: str | None = None  # the page's, as its server named it
 
     @property
     def upload(self) -> bool:
@@ -133,7 +135,8 @@ async def acquire(deps: Deps, r: Resolved) -> Acquired:
         if exc.kind in lifecycle.RECORDINGS and deps.transcriber is None:
             raise transcription_unavailable() from None
         return await _downloaded(deps, r, exc.kind)
-    return Text("url", r.title or page.title, page.text, Source(filename="", url=r.url, canonical=r.canonical),
+    source = Source(filename="", url=r.url, canonical=r.canonical, page=page.html, charset=page.charset)
+    return Text("url", r.title or page.title, page.text, source,
                 {**page.metadata, "final_url": page.url, "content_type": page.content_type}, headings=page.headings)
 
 
@@ -155,7 +158,8 @@ async def _captured(r: Resolved) -> Text:
         raise ingest_failed("the page has no readable text to store")
     metadata: dict[str, Any] = {**page.metadata, "captured": "browser", "content_type": "text/html"}
     return Text("url", r.title or page.title or r.url, page.text,
-                Source(filename="", url=r.url, owner_url=r.canonical), metadata, headings=page.headings)
+                Source(filename="", url=r.url, owner_url=r.canonical, page=r.html, charset="utf-8"), metadata,
+                headings=page.headings)
 
 
 async def _downloaded(deps: Deps, r: Resolved, kind: str) -> Acquired:

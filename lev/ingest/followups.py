@@ -14,6 +14,7 @@ EXTRACT = "extract_document"  # OCR or a large document, by the worker
 EMBED = "process_content"  # chunk and embed stored text, by the worker
 TRANSCRIBE = "transcribe_content"  # audio, video, YouTube without captions
 TRANSFORM = "transform_item"  # AI outputs of an item that asked for them
+ARCHIVE = "archive_page"  # the archived copy of a fetched or captured page (lev.archive)
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,10 @@ def finishing(job: str | None, content_id: uuid.UUID, user_id: uuid.UUID) -> lis
     if job == TRANSCRIBE:
         return [Followup(job, (str(content_id), str(user_id)))]
     return [Followup(job, (str(content_id),))]
+
+
+def archiving(content_id: uuid.UUID) -> list[Followup]:
+    return [Followup(ARCHIVE, (str(content_id),))]
 
 
 def transforms(item_ids: list[uuid.UUID]) -> list[Followup]:

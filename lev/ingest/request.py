@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from lev.auth.policy import Principal, filing_target, require, require_filer
@@ -19,6 +19,7 @@ from lev.net.guard import check_host
 from lev.plumbing.deps import Deps
 from lev.store import lifecycle
 from lev.store import members as member_store
+from lev.tags.names import check_names
 
 MAX_TEXT_CHARS = 1_000_000
 
@@ -45,6 +46,7 @@ class IngestRequest:
     folder_id: uuid.UUID | None = None
     html: str | None = None  # kind page: the page as the user's browser rendered it
     source_url: str | None = None  # kind text: the page a selection was taken from, kept in the item's metadata
+    tags: tuple[str, ...] = ()  # as sent; checked by `resolve`
 
 
 @dataclass(frozen=True)
@@ -82,11 +84,18 @@ class Resolved:
     source_url: str | None = None
     html: bytes | None = None
     file: FileAt | None = None  # an upload kept by its path: a new item there, or its item updated in place
+    tags: tuple[str, ...] = ()  # in their one form (lev.tags.names), each once
 
 
 async def resolve(deps: Deps, principal: Principal, req: IngestRequest) -> Resolved:
     """400 for a malformed request, 403/404 for a folder the caller cannot file into, else the resolved request."""
     require(principal, "write")
+    names = tuple(check_names(list(req.tags)))
+    resolved = await _resolve(deps, principal, req)
+    return replace(resolved, tags=names) if names else resolved
+
+
+async def _resolve(deps: Deps, principal: Principal, req: IngestRequest) -> Resolved:
     fields = (("url", req.url), ("text", req.text), ("title", req.title), ("source_url", req.source_url),
               ("html", req.html))
     for name, value in fields:

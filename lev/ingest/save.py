@@ -20,17 +20,20 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from lev.auth.policy import Principal
 from lev.core.errors import not_found, object_missing
 from lev.highlights import service as highlights
-from lev.ingest.followups import Followup, finishing, transforms
+from lev.ingest.followups import Followup, archiving, finishing, transforms
 from lev.ingest.plan import Chunks, Plan
 from lev.ingest.request import FileAt, Resolved
 from lev.limits import quota
 from lev.plumbing.deps import Deps
+from lev.store import archives as archive_store
 from lev.store import captures as capture_store
 from lev.store import contents as content_store
 from lev.store import items as item_store
 from lev.store import lifecycle
 from lev.store import sourcefiles as source_store
 from lev.store import uploads as upload_store
+from lev.tags.names import lenient
+from lev.tags.service import tag_new_item
 from lev.webhooks import events
 
 
@@ -94,6 +97,7 @@ async def _link_capture(s: AsyncSession, r: Resolved) -> Saved | None:
         return None
     if folder_id is not None:
         await item_store.add_memberships(s, found["item_id"], [folder_id])
+    await tag_new_item(s, r.principal.user_id, found["item_id"], list(r.tags), announce=True)
     phase = lifecycle.of_row(found["status"], found["transcription_status"]).phase
     return Saved(Stored(phase, found["content_id"], found["item_id"], folder_id))
 
@@ -114,7 +118,8 @@ async def _link(s: AsyncSession, r: Resolved, title: str | None) -> Saved | None
         return None
     state = lifecycle.of_content(row["kind"], row["status"])
     item_id = await _new_item(s, r.principal, content_id=row["id"], kind=row["kind"], title=title or row["title"],
-                              url=r.url, in_kb=r.in_kb, auto_transform=r.auto_transform, state=state)
+                              url=r.url, in_kb=r.in_kb, auto_transform=r.auto_transform, state=state,
+                              tags=r.tags)
     if state.status is lifecycle.Status.READY:
         await events.items_changed(s, "item.ready", item_ids=[item_id])
     ready = state.status is lifecycle.Status.READY and r.auto_transform
@@ -128,11 +133,13 @@ def _created(plan: Plan) -> lifecycle.State:
     return lifecycle.start(plan.kind, ready=False) if plan.state.status is lifecycle.Status.READY else plan.state
 
 
-async def _new_item(s: AsyncSession, principal: Principal, *, state: lifecycle.State, **values: Any) -> uuid.UUID:
+async def _new_item(s: AsyncSession, principal: Principal, *, state: lifecycle.State, tags: tuple[str, ...] = (),
+                    **values: Any) -> uuid.UUID:
     item_id = await item_store.create_item(s, user_id=principal.user_id, folder_id=principal.new_item_folder,
                                            created_by=principal.token_id, state=state, **values)
     if item_id is None:  # the token's folder was deleted while the request ran
         raise not_found()
+    await tag_new_item(s, principal.user_id, item_id, list(tags))
     await events.items_changed(s, "item.created", item_ids=[item_id])
     return item_id
 
@@ -181,13 +188,15 @@ async def save(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> Saved:
         ready = plan.state.status is lifecycle.Status.READY
         item_id = await _new_item(s, principal, content_id=content_id, kind=plan.kind, title=plan.title,
                                   url=source.url, in_kb=r.in_kb, auto_transform=r.auto_transform,
-                                  state=_created(plan))
+                                  state=_created(plan),
+                                  tags=with_document_tags(r.tags, plan.metadata))
         if source.upload:
             assert source.path is not None
             await upload_store.set_item(s, source.path, item_id)
         todo = await index_content(s, content_id, plan.title, chunks, plan.state) if ready else []
+        archive = await _keep_page(s, content_id, source, plan.metadata.get("final_url"))
     stored = Stored(plan.state.phase, content_id, item_id, principal.new_item_folder)
-    return Saved(stored, finishing(plan.job, content_id, principal.user_id) + transforms(todo))
+    return Saved(stored, finishing(plan.job, content_id, principal.user_id) + transforms(todo) + archive)
 
 
 async def kept_file(s: AsyncSession, user_id: uuid.UUID, at: FileAt) -> Stored | None:
@@ -241,7 +250,8 @@ async def _save_file(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks, at: Fi
         ready = plan.state.status is lifecycle.Status.READY
         if kept is None:
             item_id = await _new_item(s, principal, content_id=content_id, kind=plan.kind, title=plan.title,
-                                      url=None, in_kb=r.in_kb, auto_transform=r.auto_transform, state=plan.state)
+                                      url=None, in_kb=r.in_kb, auto_transform=r.auto_transform, state=plan.state,
+                                      tags=with_document_tags(r.tags, plan.metadata))
         else:
             item_id = kept["item_id"]
             old = await upload_store.item_state(s, item_id)
@@ -278,7 +288,7 @@ async def _save_capture(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> 
         if earlier is None:
             item_id = await _new_item(s, principal, content_id=content_id, kind=plan.kind, title=plan.title,
                                       url=source.url, in_kb=r.in_kb, auto_transform=r.auto_transform,
-                                      state=_created(plan))
+                                      state=_created(plan), tags=r.tags)
         else:
             item_id = earlier["item_id"]
             await capture_store.repoint_item(s, item_id, content_id, url=source.url, title=plan.title, in_kb=r.in_kb,
@@ -287,10 +297,29 @@ async def _save_capture(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> 
             await highlights.text_replaced(s, item_id, plan.text or "", plan.title, source.url)
             if folder_id is not None:
                 await item_store.add_memberships(s, item_id, [folder_id])
+            await tag_new_item(s, principal.user_id, item_id, list(r.tags), announce=True)
         ready = plan.state.status is lifecycle.Status.READY
         todo = await index_content(s, content_id, plan.title, chunks, plan.state) if ready else []
+        archive = await _keep_page(s, content_id, source, plan.metadata.get("final_url"))
     stored = Stored(plan.state.phase, content_id, item_id, folder_id)
-    return Saved(stored, finishing(plan.job, content_id, principal.user_id) + transforms(todo))
+    return Saved(stored, finishing(plan.job, content_id, principal.user_id) + transforms(todo) + archive)
+
+
+def with_document_tags(asked: tuple[str, ...], metadata: dict[str, Any]) -> tuple[str, ...]:
+    """The tags asked for, then those a document names for itself (a Markdown file's front matter `tags:`, which its
+    reader leaves in the metadata), cut to fit as an import's are."""
+    named = metadata.get("tags")
+    return (*asked, *lenient(named)) if isinstance(named, list) and named else asked
+
+
+async def _keep_page(s: AsyncSession, content_id: uuid.UUID, source: Any, final_url: Any) -> list[Followup]:
+    """A new content's page kept for its archived copy (its resources resolved against the URL it was served at,
+    after redirects), and the job that makes it (none without a page)."""
+    if source.page is None or source.url is None:
+        return []
+    url = final_url if isinstance(final_url, str) and final_url else source.url
+    await archive_store.add_pending(s, content_id, url=url, source=source.page, charset=source.charset)
+    return archiving(content_id)
 
 
 async def index_content(s: AsyncSession, content_id: uuid.UUID, title: str | None, chunks: Chunks,

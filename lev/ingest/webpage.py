@@ -19,6 +19,7 @@ from lev.plumbing.ports import Outbound
 
 MAX_BYTES = 20 * 1024 * 1024
 MAX_TEXT_CHARS = 1_000_000  # what a page's text keeps: the most a note may hold
+MAX_ARCHIVED_BYTES = 5 * 1024 * 1024  # a larger page gets no archived copy (lev.archive.snapshot.MAX_SOURCE_BYTES)
 MIN_TEXT_CHARS = 200
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 TEXT_TYPES = frozenset({"text/plain"})
@@ -45,6 +46,8 @@ class FetchedPage:
     metadata: dict[str, Any] = field(default_factory=dict)
     content_type: str = "text/html"
     headings: tuple[str, ...] = ()
+    html: bytes | None = None  # the page as served (at most MAX_ARCHIVED_BYTES): what its archived copy is made of
+    charset: str | None = None  # as its server named it
 
 
 @dataclass(frozen=True)
@@ -197,7 +200,8 @@ async def _fetch(outbound: Outbound, url: str, connect_timeout: float, read_time
         meta.setdefault("hostname", resp.url.host)
     if len(page.text) < MIN_TEXT_CHARS:
         raise ingest_failed("page has no readable text; it may need a login or be paywalled")
-    return FetchedPage(final, canonical_url(final), page.title, page.text, meta, ctype, page.headings)
+    return FetchedPage(final, canonical_url(final), page.title, page.text, meta, ctype, page.headings,
+                       body if len(body) <= MAX_ARCHIVED_BYTES else None, _charset(raw_type))
 
 
 async def fetch_page(

@@ -2,9 +2,11 @@
 
 Lines, in order: `{"type": "lev_export", "version": 1, "exported_at"}`; one `folder` per folder (`id`, `name`);
 one `item` per item (`id`, `kind`, `url`, or `text` for items without a URL, `title`, `metadata`, `folder_ids`,
-`in_kb`, `archived`, `status`, `error`, `created_at`) each followed by its `output` lines (`item_id`, `kind`,
-`content`, `generator`, `created_at`) and its `highlight` lines (`item_id`, `text`, `note`, `char_start`, `char_end`,
-`created_at`: the exporting user's own); and an `end` line with the counts, so a cut-off file is recognised.
+`tags`, `in_kb`, `archived`, `read_at`, `progress`, `status`, `error`, `created_at`, and `archive` {`saved_at`,
+`size_bytes`, `url`} when the item has an archived copy, which the file names but does not hold) each followed by
+its `output` lines (`item_id`, `kind`, `content`, `generator`, `created_at`) and its `highlight` lines (`item_id`,
+`text`, `note`, `char_start`, `char_end`, `created_at`: the exporting user's own); and an `end` line with the counts
+(the archived copies' and their bytes among them), so a cut-off file is recognised.
 `POST /api/v1/imports` reads the same file back (lev.imports.bookmarks).
 
 An export holds the user's own items and folders only, and its first line says so (`items: "own"`): what other
@@ -41,7 +43,7 @@ def _line(record: dict[str, Any]) -> bytes:
 
 async def lines(db: Database, principal: Principal) -> AsyncIterator[bytes]:
     """The export, line by line (items a kb_only token cannot see are left out, as everywhere)."""
-    counts = {"folders": 0, "items": 0, "outputs": 0, "highlights": 0}
+    counts = {"folders": 0, "items": 0, "outputs": 0, "highlights": 0, "archives": 0, "archive_bytes": 0}
     yield _line({"type": LEV_EXPORT_TYPE, "version": LEV_EXPORT_VERSION, "exported_at": clock.now().isoformat(),
                  "items": "own", "note": OWN_ONLY})
     async with db.read_snapshot() as s:
@@ -65,9 +67,17 @@ async def lines(db: Database, principal: Principal) -> AsyncIterator[bytes]:
                     record["text"] = item["text"] or ""
                 record.update({
                     "title": item["title"], "metadata": item["metadata"] or {},
-                    "folder_ids": sorted(str(f) for f in item["folder_ids"] or []), "in_kb": item["in_kb"],
-                    "archived": item["archived"], "status": item["status"], "error": item["error"],
+                    "folder_ids": sorted(str(f) for f in item["folder_ids"] or []), "tags": list(item["tags"] or []),
+                    "in_kb": item["in_kb"], "archived": item["archived"],
+                    "read_at": item["read_at"].isoformat() if item["read_at"] else None,
+                    "progress": round(float(item["progress"]), 4), "status": item["status"], "error": item["error"],
                     "created_at": item["created_at"].isoformat()})
+                if item["archive_saved_at"] is not None:
+                    counts["archives"] += 1
+                    counts["archive_bytes"] += int(item["archive_bytes"] or 0)
+                    record["archive"] = {"saved_at": item["archive_saved_at"].isoformat(),
+                                         "size_bytes": item["archive_bytes"],
+                                         "url": f"/api/v1/items/{item['id']}/archive"}
                 yield _line(record)
                 for o in outs.get(item["id"], []):
                     counts["outputs"] += 1

@@ -14,6 +14,8 @@ from lev.auth.policy import parse_uuid_field
 from lev.core.contract import SITE_PATTERN, WHEN_HELP, WHEN_PATTERN
 from lev.core.errors import ApiError, invalid_body
 from lev.store.filters import KINDS, Filters
+from lev.store.tags import key_of
+from lev.tags.names import check_name
 
 _WHEN = re.compile(WHEN_PATTERN)
 _SITE = re.compile(SITE_PATTERN)
@@ -71,12 +73,29 @@ def parse_when(value: str | None, name: str) -> dt.datetime | None:
     return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
 
 
+MAX_TAGS = 20  # tags one search or list may name
+
+
+def parse_tags(values: Iterable[str] | str | None, name: str = "tag") -> tuple[str, ...]:
+    """The keys of the tags asked for (a repeated parameter, an array, or one value), each a tag name (400
+    naming the parameter otherwise), at most 20; sorted, each once."""
+    if values is None:
+        return ()
+    raw = [values] if isinstance(values, str) else list(values)
+    if len(raw) > MAX_TAGS:
+        raise _bad(name, f"names at most {MAX_TAGS} tags.")
+    return tuple(sorted({key_of(check_name(v, name)) for v in raw}))
+
+
 def parse_filters(*, folder_id: str | None = None, item_id: str | None = None,
                   kind: Iterable[str] | str | None = None, site: str | None = None, after: str | None = None,
-                  before: str | None = None) -> Filters:
-    """The filters of one search, each checked; `after` later than `before` is 400 too."""
+                  before: str | None = None, tag: Iterable[str] | str | None = None,
+                  tag_name: str = "tag") -> Filters:
+    """The filters of one search, each checked; `after` later than `before` is 400 too. `tag_name` is what the
+    surface calls the tags (REST `tag`, MCP `tags`)."""
     f = Filters(folder_id=_uuid(folder_id, "folder_id"), item_id=_uuid(item_id, "item_id"), kinds=parse_kinds(kind),
-                site=parse_site(site), after=parse_when(after, "after"), before=parse_when(before, "before"))
+                site=parse_site(site), after=parse_when(after, "after"), before=parse_when(before, "before"),
+                tags=parse_tags(tag, tag_name))
     if f.after is not None and f.before is not None and f.after > f.before:
         raise _bad("after", "must not be later than before.")
     return f
@@ -100,20 +119,22 @@ class BoxQuery:
     after: str | None = None
     before: str | None = None
     folder: str | None = None
+    tag: tuple[str, ...] = ()
 
 
-_OPERATOR = re.compile(r'(?<!\S)(site|kind|after|before|folder):(?:"([^"]*)"|(\S+))', re.IGNORECASE)
+_OPERATOR = re.compile(r'(?<!\S)(site|kind|after|before|folder|tag):(?:"([^"]*)"|(\S+))', re.IGNORECASE)
 
 
 def parse_box(query: str) -> BoxQuery:
-    """Split `site:`, `kind:`, `after:`, `before:` and `folder:"Name"` out of a search box's text; the rest are the
-    words searched for. An operator's value may be quoted; `kind:` may repeat or list kinds with commas."""
-    found: dict[str, Any] = {"kind": []}
+    """Split `site:`, `kind:`, `after:`, `before:`, `folder:"Name"` and `tag:` out of a search box's text; the rest
+    are the words searched for. An operator's value may be quoted; `kind:` may repeat or list kinds with commas,
+    `tag:` may repeat (each tag must be there: `tag:work tag:"to read"`)."""
+    found: dict[str, Any] = {"kind": [], "tag": []}
     for m in _OPERATOR.finditer(query):
         key, value = m.group(1).lower(), m.group(2) if m.group(2) is not None else m.group(3)
-        if key == "kind":
-            found["kind"].append(value)
+        if key in ("kind", "tag"):
+            found[key].append(value)
         else:
             found[key] = value
     words = " ".join(_OPERATOR.sub(" ", query).split())
-    return BoxQuery(words, tuple(found.pop("kind")), **found)
+    return BoxQuery(words, tuple(found.pop("kind")), tag=tuple(found.pop("tag")), **found)

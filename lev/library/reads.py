@@ -24,6 +24,7 @@ from lev.store import members as member_store
 from lev.store import search as search_store
 from lev.store import similar as similar_store
 from lev.store import sourcefiles as source_store
+from lev.store import tags as tag_store
 from lev.store.filters import NONE as NO_FILTERS
 from lev.store.filters import Filters
 from lev.store.scope import Scope
@@ -67,7 +68,8 @@ async def search(deps: Deps, principal: Principal, *, query: str, mode: str = "h
             marked = await highlight_search.candidates(
                 s, principal.scope, query=query, query_vector=await vector if vector is not None else None,
                 mode=mode, limit=limit, k1=params.k1, b=params.b, filters=filters)
-        results = found.merge(results, marked, mode, limit, params.semantic_weight)
+            results = found.merge(results, marked, mode, limit, params.semantic_weight)
+            tags = await tag_store.names_of(s, sorted({uuid.UUID(r["item_id"]) for r in results}))
     finally:
         if vector is not None:
             if not vector.done():
@@ -75,7 +77,8 @@ async def search(deps: Deps, principal: Principal, *, query: str, mode: str = "h
             elif not vector.cancelled():
                 vector.exception()  # mark it retrieved: an error raised above takes precedence
     context.note_results(len(results), query)
-    return {"mode": mode, "results": [located_hit(r) for r in results]}
+    return {"mode": mode, "results": [{**located_hit(r), "tags": tags.get(uuid.UUID(r["item_id"]), [])}
+                                      for r in results]}
 
 
 def located_hit(hit: dict[str, Any]) -> dict[str, Any]:
@@ -147,7 +150,7 @@ async def get_item(deps: Deps, principal: Principal, item_id: uuid.UUID) -> dict
         raise not_found()
     context.note_results(1)
     moving = lifecycle.of_row(item["status"], item["transcription_status"]).moving
-    item["progress"] = await progress.read(deps.redis, uuid.UUID(str(item["content_id"]))) if moving else None
+    item["processing"] = await progress.read(deps.redis, uuid.UUID(str(item["content_id"]))) if moving else None
     return item
 
 

@@ -2,7 +2,8 @@
 
 Layout of a backup directory:
 
-    manifest.json        format, time, code version, migration, table row counts, every file with size and sha256
+    manifest.json        format, time, code version, migration, table row counts, the archived copies (how many,
+                         their bytes), every file with size and sha256
     database.dump        pg_dump custom format (one snapshot: the dump is consistent by itself)
     objects/uploads/...  every stored object, under its object-store path
 
@@ -117,7 +118,7 @@ async def backup(db: Database, store: ObjectStore, target: Path, database_url: s
     manifest = {
         "format": FORMAT, "lev_version": VERSION, "created_at": started.isoformat(),
         "finished_at": clock.now().isoformat(), "migration": snap.revision, "counts": snap.counts,
-        "database": dump_entry,
+        "database": dump_entry, "archives": snap.archives,
         "objects": objects, "missing_objects": sorted(referenced - stored),
     }
     await asyncio.to_thread((target / MANIFEST).write_text, json.dumps(manifest, indent=2))

@@ -6,11 +6,12 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import and_, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from lev.store.items import visible
+from lev.store.items import tag_names_sql, visible
 from lev.store.models import contents, folders, item_folders, outputs, user_items
+from lev.store.reading_models import archives
 from lev.store.scope import Scope
 
 
@@ -24,7 +25,7 @@ async def items_page(session: AsyncSession, scope: Scope, after: tuple[datetime,
                      limit: int) -> list[dict[str, Any]]:
     """Visible items oldest first, after the keyset `after`: url or (for items without one) their text, title,
     metadata (the content's with the user's own over it), every folder of the user's own (a folder shared with
-    them is not in their export), flags and status."""
+    them is not in their export), tags, reading state, flags, status, and their archived copy's date and size."""
     own_folders = select(folders.c.id).where(folders.c.user_id == scope.user_id)
     memberships = (select(func.coalesce(func.array_agg(item_folders.c.folder_id), []))
                    .where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id.in_(own_folders))
@@ -33,8 +34,12 @@ async def items_page(session: AsyncSession, scope: Scope, after: tuple[datetime,
                 user_items.c.archived, user_items.c.status, user_items.c.error, user_items.c.created_at,
                 func.coalesce(contents.c.text, contents.c.transcript).label("text"),
                 contents.c.metadata.op("||")(user_items.c.metadata).label("metadata"),
-                memberships.label("folder_ids"))
+                memberships.label("folder_ids"), tag_names_sql().label("tags"), user_items.c.read_at,
+                user_items.c.progress, archives.c.saved_at.label("archive_saved_at"),
+                archives.c.size_bytes.label("archive_bytes"))
          .join(contents, contents.c.id == user_items.c.content_id)
+         .outerjoin(archives, and_(archives.c.content_id == user_items.c.content_id,
+                                   archives.c.status == "ready"))
          .where(visible(scope))
          .order_by(user_items.c.created_at, user_items.c.id).limit(limit))
     if after is not None:

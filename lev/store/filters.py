@@ -1,6 +1,6 @@
 """Search filters as data and as SQL conditions on `user_items`: one folder, one item, kinds, a site (a host and
-its subdomains), a saved-at window. They narrow what the scope lets the caller see (`store.scoped_sql`), inside the
-statements of every search mode, never after ranking."""
+its subdomains), a saved-at window, tags (each, or a tag nested in it). They narrow what the scope lets the caller
+see (`store.scoped_sql`), inside the statements of every search mode, never after ranking."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, bindparam, exists, false, literal_column, or_
+from sqlalchemy import Text, and_, bindparam, cast, exists, false, literal_column, or_
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from lev.store.lifecycle import MEDIA_KINDS
 from lev.store.models import contents, item_folders, user_items
@@ -31,6 +32,7 @@ class Filters:
     site: str | None = None
     after: dt.datetime | None = None
     before: dt.datetime | None = None
+    tags: tuple[str, ...] = ()  # tag keys (`store.tags.key_of`), sorted: an item carries each, or one nested in it
 
     @property
     def empty(self) -> bool:
@@ -72,4 +74,8 @@ def filter_where(f: Filters | None) -> list[Any]:
         conds.append(user_items.c.created_at >= bindparam("f_after", f.after))
     if f.before is not None:
         conds.append(user_items.c.created_at < bindparam("f_before", f.before))
+    if f.tags:
+        # tag_keys (migration 0027) holds the item's tag keys and their parents: one containment test on the row the
+        # scope reads anyway, answered by the GIN index user_items_tag_keys when the tags pick few items.
+        conds.append(user_items.c.tag_keys.op("@>")(cast(bindparam("f_tags", list(f.tags)), ARRAY(Text))))
     return conds

@@ -173,10 +173,11 @@ async def existing_by_text(session: AsyncSession, user_id: uuid.UUID, text: str)
 
 async def finish_entry(session: AsyncSession, entry: dict[str, Any], item_id: uuid.UUID, *, ours: bool,
                        existing: bool, error: str | None = None, change: str | None = None,
-                       lost: list[dict[str, Any]] | None = None) -> None:
+                       lost: list[dict[str, Any]] | None = None) -> bool:
     """File the entry's item into the import's folders that still exist and mark the entry done (or failed with
     `error`), in the caller's transaction. An item this import created (`ours`) also gets the entry's metadata,
-    archived flag and outputs; an item the user already had keeps its own."""
+    archived flag and outputs; an item the user already had keeps its own. Whether the item still exists (it is
+    then locked against deletion until the transaction ends)."""
     locked = (await session.execute(
         select(user_items.c.id).where(user_items.c.id == item_id).with_for_update(read=True, key_share=True)
     )).first()
@@ -202,6 +203,7 @@ async def finish_entry(session: AsyncSession, entry: dict[str, Any], item_id: uu
         .where(import_entries.c.import_id == entry["import_id"], import_entries.c.ord == entry["ord"])
         .values(status="failed" if error else "done", error=error, existing=existing,
                 item_id=item_id if locked is not None else None, change=change, lost=lost if lost else null()))
+    return locked is not None
 
 
 async def fail_entry(session: AsyncSession, entry: dict[str, Any], error: str) -> None:

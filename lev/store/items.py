@@ -9,7 +9,9 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    Text,
     and_,
+    cast,
     delete,
     exists,
     func,
@@ -19,12 +21,14 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.store import members
 from lev.store.lifecycle import State
 from lev.store.models import contents, item_folders, object_deletions, outputs, user_items
+from lev.store.reading_models import archives, item_tags, tags
 from lev.store.scope import Scope
 
 
@@ -88,6 +92,11 @@ def visible(scope: Scope) -> ColumnElement[bool]:
     return and_(*conds)
 
 
+def tagged(keys: tuple[str, ...]) -> ColumnElement[bool]:
+    """'This user item carries each of these tags, or a tag nested in it' (keys: `store.tags.key_of`)."""
+    return user_items.c.tag_keys.op("@>")(cast(literal(sorted(set(keys)), ARRAY(Text)), ARRAY(Text)))
+
+
 def in_folders(folder_ids: frozenset[uuid.UUID]) -> ColumnElement[bool]:
     """'This user item is filed into one of these folders'."""
     return exists().where(item_folders.c.item_id == user_items.c.id, item_folders.c.folder_id.in_(sorted(folder_ids)))
@@ -113,8 +122,21 @@ def _folder_ids(scope: Scope) -> Any:
 _SUMMARY_COLS = (
     user_items.c.id, user_items.c.content_id, user_items.c.kind, user_items.c.title, user_items.c.url,
     user_items.c.in_kb, user_items.c.archived, user_items.c.status, user_items.c.transcription_status,
-    user_items.c.error, user_items.c.created_at, user_items.c.updated_at,
+    user_items.c.error, user_items.c.created_at, user_items.c.updated_at, user_items.c.read_at, user_items.c.progress,
 )
+
+
+def tag_names_sql() -> Any:
+    """The names of the tags of `user_items.id`, in key order (a correlated subquery; an empty array for none)."""
+    return (select(func.coalesce(func.array_agg(aggregate_order_by(tags.c.name, tags.c.key)),
+                                 literal([], ARRAY(Text))))
+            .select_from(item_tags.join(tags, tags.c.id == item_tags.c.tag_id))
+            .where(item_tags.c.item_id == user_items.c.id).scalar_subquery())
+
+
+def _summary_cols() -> tuple[Any, ...]:
+    """What every read of an item selects: its columns, its visible folders (added by the caller) and its tags."""
+    return (*_SUMMARY_COLS, tag_names_sql().label("tags"))
 
 
 def shape_summary(row: Any) -> dict[str, Any]:
@@ -131,6 +153,9 @@ def shape_summary(row: Any) -> dict[str, Any]:
         "transcription_status": m["transcription_status"],
         "error": m["error"],
         "folder_ids": sorted(str(f) for f in (m["folder_ids"] or [])),
+        "tags": list(m["tags"] or []),
+        "read_at": m["read_at"].isoformat() if m["read_at"] else None,
+        "progress": round(float(m["progress"]), 4),
         "created_at": m["created_at"].isoformat(),
         "updated_at": m["updated_at"].isoformat(),
     }
@@ -147,10 +172,17 @@ async def list_items(
     page: int = 1,
     per_page: int = 50,
     url: tuple[str, str] | None = None,
+    tag_keys: tuple[str, ...] = (),
+    read: bool | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """A page of visible items, newest first, and the total. `url` is (URL, its canonical form): the items of that
-    page, by their own URL or by their content's canonical URL (shared, or the caller's browser capture)."""
+    page, by their own URL or by their content's canonical URL (shared, or the caller's browser capture).
+    `tag_keys`: only items carrying each of these tags (or a tag nested in it); `read`: only read or unread ones."""
     conds: list[ColumnElement[bool]] = [visible(scope)]
+    if tag_keys:
+        conds.append(tagged(tag_keys))
+    if read is not None:
+        conds.append(user_items.c.read_at.isnot(None) if read else user_items.c.read_at.is_(None))
     if url is not None:
         conds.append(or_(user_items.c.url == url[0], exists().where(
             contents.c.id == user_items.c.content_id,
@@ -168,7 +200,7 @@ async def list_items(
     where = and_(*conds)
     count = select(func.count()).select_from(user_items).where(where)
     q = (
-        select(*_SUMMARY_COLS, _folder_ids(scope).label("folder_ids"), count.scalar_subquery().label("total"))
+        select(*_summary_cols(), _folder_ids(scope).label("folder_ids"), count.scalar_subquery().label("total"))
         .where(where)
         .order_by(user_items.c.created_at.desc(), user_items.c.id.desc())
         .limit(per_page)
@@ -188,16 +220,21 @@ async def recent(session: AsyncSession, scope: Scope, limit: int) -> list[dict[s
 async def get_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -> dict[str, Any] | None:
     """The full item (content text, metadata, transcript, outputs, memberships), or None when not visible."""
     q = (
-        select(*_SUMMARY_COLS, _folder_ids(scope).label("folder_ids"), contents.c.text, contents.c.metadata,
+        select(*_summary_cols(), _folder_ids(scope).label("folder_ids"), contents.c.text, contents.c.metadata,
                user_items.c.metadata.label("item_metadata"), contents.c.transcript, contents.c.mime,
-               contents.c.size_bytes, contents.c.duration_sec)
+               contents.c.size_bytes, contents.c.duration_sec,
+               *(c.label(f"archive_{c.name}") for c in (archives.c.status, archives.c.saved_at,
+                                                         archives.c.size_bytes, archives.c.resources,
+                                                         archives.c.skipped, archives.c.error)))
         .join(contents, contents.c.id == user_items.c.content_id)
+        .outerjoin(archives, archives.c.content_id == user_items.c.content_id)
         .where(user_items.c.id == item_id, visible(scope))
     )
     row = (await session.execute(q)).first()
     if row is None:
         return None
     item = shape_summary(row)
+    item["archive"] = _archive(row._mapping)
     m = row._mapping
     metadata = {**(m["metadata"] or {}), **(m["item_metadata"] or {})}  # the user's own (tags) over the content's
     for key in ("mime", "size_bytes", "duration_sec"):
@@ -221,20 +258,41 @@ async def get_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -
     return item
 
 
-async def update_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID,
-                         changes: dict[str, Any]) -> dict[str, Any] | None:
-    """Set title / in_kb / archived on a visible item; returns its summary, or None when it is not visible."""
-    values = {k: v for k, v in changes.items() if k in ("title", "in_kb", "archived")}
-    res = await session.execute(
-        update(user_items).where(user_items.c.id == item_id, owned(scope))
-        .values(**values, updated_at=func.now()).returning(user_items.c.id)
-    )
-    if res.first() is None:
+CHANGEABLE = ("title", "in_kb", "archived", "read_at", "progress")  # an item's own fields, as item.updated names them
+
+
+def _archive(m: Any) -> dict[str, Any] | None:
+    """An item's `archive`: its content's archived copy (state, when saved, size, resources kept and left out)."""
+    if m["archive_status"] is None:
         return None
+    saved = m["archive_saved_at"]
+    return {"status": m["archive_status"], "saved_at": saved.isoformat() if saved else None,
+            "size_bytes": m["archive_size_bytes"], "resources": m["archive_resources"],
+            "skipped": len(m["archive_skipped"] or []), "error": m["archive_error"]}
+
+
+async def update_own(session: AsyncSession, scope: Scope, item_id: uuid.UUID,
+                     changes: dict[str, Any]) -> tuple[dict[str, Any], list[str]] | None:
+    """Set title / in_kb / archived / read (read_at: when it was first marked read, null when unread) / progress on
+    the caller's own visible item; its summary and the fields whose value changed, or None when it is not the
+    caller's to change."""
+    q = (select(*(user_items.c[c] for c in CHANGEABLE)).where(user_items.c.id == item_id, owned(scope))
+         .with_for_update(key_share=True, of=user_items))
+    before = (await session.execute(q)).first()
+    if before is None:
+        return None
+    values = {k: v for k, v in changes.items() if k in ("title", "in_kb", "archived", "progress")}
+    if "read" in changes:
+        values["read_at"] = func.coalesce(user_items.c.read_at, func.now()) if changes["read"] else None
+    if values:
+        await session.execute(update(user_items).where(user_items.c.id == item_id)
+                              .values(**values, updated_at=func.now()))
     row = (await session.execute(
-        select(*_SUMMARY_COLS, _folder_ids(scope).label("folder_ids")).where(user_items.c.id == item_id)
+        select(*_summary_cols(), _folder_ids(scope).label("folder_ids")).where(user_items.c.id == item_id)
     )).one()
-    return shape_summary(row)
+    after = row._mapping
+    changed = [c for c in CHANGEABLE if after[c] != before._mapping[c]]
+    return shape_summary(row), changed
 
 
 async def is_visible(session: AsyncSession, scope: Scope, item_id: uuid.UUID, *, lock: bool = False,
@@ -325,3 +383,11 @@ async def stored_object(session: AsyncSession, scope: Scope, item_id: uuid.UUID)
         .where(user_items.c.id == item_id, visible(scope), contents.c.object_path.isnot(None))
     )).first()
     return dict(row._mapping) if row else None
+
+
+async def lock_own(session: AsyncSession, scope: Scope, item_id: uuid.UUID) -> bool:
+    """Whether the item is visible and the caller's own; it is then locked (FOR NO KEY UPDATE) until the transaction
+    ends: one writer of an item's tags or reading state at a time."""
+    q = select(user_items.c.id).where(user_items.c.id == item_id, owned(scope)).with_for_update(key_share=True,
+                                                                                              of=user_items)
+    return (await session.execute(q)).first() is not None

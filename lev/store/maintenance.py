@@ -11,9 +11,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from lev.store.db import Database
 from lev.store.models import metadata
+from lev.store.reading_models import archives  # noqa: F401 (the tables counted must be on `metadata`)
 
 COUNTED = ("users", "folders", "contents", "user_items", "item_folders", "chunks", "outputs", "tokens",
-           "token_folders", "activity", "uploads", "usage_monthly")
+           "token_folders", "activity", "uploads", "usage_monthly", "tags", "item_tags", "archives")
 
 
 async def _counts(conn: AsyncConnection) -> dict[str, int]:
@@ -35,6 +36,7 @@ class Snapshot:
     revision: str | None
     counts: dict[str, int] = field(default_factory=dict)
     object_paths: list[str] = field(default_factory=list)
+    archives: dict[str, int] = field(default_factory=dict)  # the archived copies: how many, their bytes
 
 
 @asynccontextmanager
@@ -47,8 +49,12 @@ async def exported_snapshot(db: Database) -> AsyncIterator[Snapshot]:
             snap_id = (await conn.execute(text("SELECT pg_export_snapshot()"))).scalar_one()
             revision = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
             paths = (await conn.execute(text(
-                "SELECT DISTINCT object_path FROM contents WHERE object_path IS NOT NULL"))).scalars()
-            yield Snapshot(snap_id, revision, await _counts(conn), sorted(paths))
+                "SELECT DISTINCT object_path FROM contents WHERE object_path IS NOT NULL"
+                " UNION SELECT object_path FROM archives WHERE object_path IS NOT NULL"))).scalars()
+            archived = (await conn.execute(text(
+                "SELECT count(*), coalesce(sum(size_bytes), 0) FROM archives WHERE status = 'ready'"))).one()
+            yield Snapshot(snap_id, revision, await _counts(conn), sorted(paths),
+                           {"count": int(archived[0]), "bytes": int(archived[1])})
 
 
 async def holds_data(db: Database) -> bool:

@@ -86,6 +86,8 @@ user_items = Table(
     Column("transformed_at", DateTime(timezone=True)),  # its transform ran (outputs or none): not re-queued
     # The URL's host reversed, in byte order (the `site` filter, `store.filters`): computed by PostgreSQL.
     Column("url_rhost", Text(collation="C"), Computed("reverse(lev_url_host(url))", persisted=True)),
+    Column("tag_keys", ARRAY(Text(collation="C")), nullable=False, server_default="{}"),  # store.tags: the tag filter
+    Column("read_at", DateTime(timezone=True)), Column("progress", Float, nullable=False, server_default="0"),  # 0027
 )
 
 item_folders = Table(

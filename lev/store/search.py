@@ -2,8 +2,7 @@
 
 The caller's scope (user, folders, kb_only) and `in_kb` are applied inside the SQL, before any limit. Keyword scoring
 is BM25 over the postings kept by migration 0002; bench/LAB_NOTES.md explains the choices and bench/RESULTS.md has
-the measurements behind the default parameters.
-"""
+the measurements behind the default parameters."""
 
 from __future__ import annotations
 
@@ -27,6 +26,7 @@ MODES = ("hybrid", "semantic", "keyword")
 PGVECTOR_EF_MAX = 1000  # the largest hnsw.ef_search pgvector accepts
 # Relaxed order: the walk hands rows over batch by batch; the statement sorts what it keeps (docs/decisions.md, 49).
 ITERATIVE_SCAN = "relaxed_order"
+LOCATION_FIELDS = ("char_start", "char_end", "page", "page_end", "heading", "slide", "sheet", "row_start", "row_end")
 
 
 
@@ -124,8 +124,8 @@ def _rest(chunk: str) -> str:
 # and location and, for its content, the newest item visible to the caller ({item}: a correlated, per-scope subquery).
 _DETAILS = """
 SELECT r.chunk_id, r.cos, r.bm25, r.score, c.text, c.start_sec, c.end_sec, v.item_id, v.item_title, v.item_url,
-       v.item_kind, v.item_media, v.item_created, l.char_start, l.char_end, l.page, l.page_end, l.heading,
-       l.slide, l.sheet, l.row_start, l.row_end
+       v.item_kind, v.item_media, v.item_created, l.char_start, l.char_end, l.page, l.page_end, l.heading, l.slide,
+       l.sheet, l.row_start, l.row_end
   FROM ranked r
   JOIN chunks c ON c.id = r.chunk_id
   LEFT JOIN chunk_locations l ON l.chunk_id = r.chunk_id
@@ -389,9 +389,7 @@ async def search(
         "keyword_rank": None if mode == "semantic" or r.bm25 is None else float(r.bm25),
         "kind": r.item_kind, "saved_at": r.item_created.isoformat(), "stored_media": bool(r.item_media),
         "start_sec": r.start_sec, "end_sec": r.end_sec,
-        "location": {"char_start": r.char_start, "char_end": r.char_end, "page": r.page, "page_end": r.page_end,
-                     "heading": r.heading, "slide": r.slide, "sheet": r.sheet, "row_start": r.row_start,
-                     "row_end": r.row_end},
+        "location": {k: getattr(r, k) for k in LOCATION_FIELDS},
     } for r in rows]
 
 

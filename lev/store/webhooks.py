@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import and_, delete, func, insert, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from lev.store.items import tag_names_sql
 from lev.store.models import (
     item_folders,
     user_items,
@@ -49,6 +50,7 @@ async def items_with_subscribers(session: AsyncSession, event_type: str, *, item
     where = user_items.c.id.in_(item_ids) if item_ids is not None else user_items.c.content_id == content_id
     inner = (select(user_items.c.id, user_items.c.user_id, user_items.c.content_id, user_items.c.url,
                     user_items.c.title, user_items.c.kind, user_items.c.status, user_items.c.error,
+                    user_items.c.read_at, user_items.c.progress, tag_names_sql().label("tags"),
                     folder_ids.label("folder_ids"), hooks.label("webhook_ids"))
              .where(where).order_by(user_items.c.id).subquery())
     rows = await session.execute(select(inner).where(inner.c.webhook_ids.isnot(None)))

@@ -31,7 +31,7 @@ DEFER_SEC = 2.0
 RETRY_KEY = "arq:retry:"
 SUBJECTS: dict[str, Subject] = {"process_content": "content", "extract_document": "content",
                                 "transcribe_content": "content", "transform_item": "item", "run_import": "import",
-                                "poll_feed": "feed"}
+                                "poll_feed": "feed", "archive_page": "content"}
 
 _here = [0]  # this process's jobs running in a share
 

@@ -12,12 +12,13 @@ from lev.core.errors import ApiError
 from lev.imports.service import slice_job_id
 from lev.ingest.documents import page_texts
 from lev.ingest.finish import to_finish
-from lev.ingest.followups import transforms
+from lev.ingest.followups import archiving, transforms
 from lev.ingest.uploads import UPLOAD_EXPIRY
 from lev.ops import logs
 from lev.plumbing.deps import Deps
 from lev.plumbing.jobs import requeue
 from lev.store import activity, sessions
+from lev.store import archives as archive_store
 from lev.store import contents as content_store
 from lev.store import imports as import_store
 from lev.store import oauth as oauth_store
@@ -72,14 +73,17 @@ async def reconcile_unfinished(ctx: dict[str, Any]) -> int:
     """Re-queue the unfinished work whose job is gone (lost with Redis, or never queued because the process
     died between commit and enqueue): the database, not the queue, is the record of acknowledged work. That is
     contents still processing, imports still running, and the transforms of the last day's ready items that have
-    none (their job was queued when the item became ready: Redis may have lost it since)."""
+    none (their job was queued when the item became ready: Redis may have lost it since), and pages still waiting
+    for their archived copy."""
     deps: Deps = ctx["deps"]
     settled = datetime.now(UTC) - timedelta(seconds=RECONCILE_GRACE_SEC)
     async with deps.db.read_session() as s:
         contents = await content_store.unfinished(s, settled)
         running = await import_store.running(s, settled_before=settled)
         untransformed = await content_store.untransformed(s, settled, settled - TRANSFORM_WINDOW)
-    work = [(f.job, f.args, f.job_id) for f in [*map(to_finish, contents), *transforms(untransformed)]]
+        pages = await archive_store.due(s, settled)
+    work = [(f.job, f.args, f.job_id) for f in [*map(to_finish, contents), *transforms(untransformed),
+                                                 *(a for p in pages for a in archiving(p))]]
     work += [("run_import", (str(r["id"]), r["slice"]), slice_job_id(r["id"], r["slice"])) for r in running]
     queued = 0
     for job, args, jid in work:

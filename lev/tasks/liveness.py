@@ -24,6 +24,7 @@ from typing import Any
 
 from arq.worker import Retry
 
+from lev.archive import service as archive
 from lev.core.errors import infrastructure_error
 from lev.imports import service as imports
 from lev.ingest.finish import fail_content
@@ -89,6 +90,10 @@ async def give_up(deps: Deps, job: str, args: tuple[Any, ...], tries: int, error
         why = f"the import stopped after {tries - 1} failed attempts" + (f", last with {error}" if error else "")
         failed = await imports.give_up(deps, uuid.UUID(str(args[0])), why)
         log.error("import abandoned", import_id=str(args[0]), failed=failed, reason=why)
+        return
+    if job == "archive_page" and args:  # the page stays readable in Lev; only its copy is not made
+        await archive.give_up(deps, uuid.UUID(str(args[0])), f"gave up after {tries - 1} attempts"
+                              + (f", last with {error}" if error else ""))
         return
     if job not in CONTENT_JOBS or not args:
         return

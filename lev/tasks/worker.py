@@ -25,6 +25,7 @@ from lev.plumbing import offload
 from lev.runtime import QUEUE
 from lev.supervisor import ShutdownWatchdog
 from lev.tasks import fairshare
+from lev.tasks.archives import archive_page
 from lev.tasks.feeds import poll_feed, schedule_feeds
 from lev.tasks.housekeeping import (
     drain_object_deletions,
@@ -47,7 +48,7 @@ CLOSE_SEC = 2.0
 log = logs.get_logger("lev.worker")
 JOBS = (process_content, transform_item, extract_document, transcribe_content, run_import, drain_object_deletions,
         expire_uploads, reconcile_unfinished, purge_activity, poll_feed, schedule_feeds, purge_webhook_events,
-        locate_pdf_pages)
+        locate_pdf_pages, archive_page)
 CRONS = (
     cron(drain_object_deletions, minute=set(range(60)), second={30}, run_at_startup=True),  # type: ignore[arg-type]
     cron(expire_uploads, minute={7, 37}, run_at_startup=False),  # type: ignore[arg-type]

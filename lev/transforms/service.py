@@ -86,6 +86,12 @@ def _candidates(text: str) -> list[str]:
     return [spelling[k].most_common(1)[0][0] for k in ranked]
 
 
+def frequent_phrases(text: str, limit: int) -> list[str]:
+    """The key-phrase candidates of `text` (1-3 words, no stop words), most frequent first: what the local key
+    phrases are chosen from, without embedding anything (tag suggestions for an item that was not transformed)."""
+    return _candidates(text)[:limit]
+
+
 def _mmr(doc: np.ndarray, cands: np.ndarray, top: int, diversity: float) -> list[int]:
     relevance = cands @ doc
     chosen = [int(np.argmax(relevance))]

@@ -24,7 +24,7 @@ from lev.store.db import after_commit
 log = logs.get_logger("lev.webhooks")
 
 EVENT_TYPES = ("item.created", "item.ready", "item.failed", "item.deleted", "import.finished", "feed.failing",
-               "highlight.created", "highlight.deleted")
+               "highlight.created", "highlight.deleted", "item.updated")
 TEST_EVENT = "webhook.test"  # sent by POST /webhooks/{id}/test to that endpoint alone; no one subscribes to it
 NUDGE_INFO = "nudge"  # the session.info key of the Redis client that wakes the senders (lev.runtime sets it)
 NUDGE_CHANNEL = "lev:webhooks:due"  # the senders listen here; the message says only "look now"
@@ -105,3 +105,19 @@ async def items_changed(s: AsyncSession, event_type: str, *, item_ids: list[uuid
         return
     for row in await webhook_store.items_with_subscribers(s, event_type, item_ids=item_ids, content_id=content_id):
         await _write(s, row["user_id"], event_type, item_data(row), list(row["webhook_ids"]))
+
+
+def updated_data(row: dict[str, Any], changed: list[str]) -> dict[str, Any]:
+    """What item.updated tells a receiver: the item, which of its fields changed, and its tags and reading state."""
+    return {**item_data(row), "changed": changed, "tags": list(row["tags"] or []),
+            "read_at": row["read_at"].isoformat() if row["read_at"] else None,
+            "progress": round(float(row["progress"]), 4)}
+
+
+async def items_updated(s: AsyncSession, item_ids: list[uuid.UUID], changed: list[str]) -> None:
+    """item.updated for each of these items, as they are now in `s` (after the change), naming the fields changed
+    (`tags`, `read_at`, `progress`, `title`, `in_kb`, `archived`)."""
+    if not item_ids or not changed:
+        return
+    for row in await webhook_store.items_with_subscribers(s, "item.updated", item_ids=item_ids):
+        await _write(s, row["user_id"], "item.updated", updated_data(row, changed), list(row["webhook_ids"]))

@@ -261,9 +261,9 @@ def test_processing_item_reports_progress(server, api, user) -> None:
         item = c.get(f"/api/v1/items/{item_id}").json()
         if item["status"] != "processing":
             break
-        seen.append(item["progress"])
+        seen.append(item["processing"])
         time.sleep(0.05)
-    assert item["status"] == "ready" and item["progress"] is None, item["status"]
+    assert item["status"] == "ready" and item["processing"] is None, item["status"]
     embedding = [p for p in seen if p["stage"] == "embedding"]
     assert embedding, seen[:5]
     total = embedding[0]["total"]
@@ -271,4 +271,4 @@ def test_processing_item_reports_progress(server, api, user) -> None:
     dones = [p["done"] for p in embedding]
     assert dones == sorted(dones) and len(set(dones)) >= 2, dones  # it moved while we watched
     tool = rpc(server, user.token(), "tools/call", {"name": "get_item", "arguments": {"item_id": item_id}}).json()
-    assert tool["result"]["structuredContent"]["progress"] is None
+    assert tool["result"]["structuredContent"]["processing"] is None

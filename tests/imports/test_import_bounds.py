@@ -1,5 +1,5 @@
 """Imported data is bounded like the API's (issue 32): titles are cut to 500 characters, folder names to 200,
-notes to 5,000, tags to 100 of 100 characters; a Lev export's metadata and outputs are cut too; and the item and
+notes to 5,000, tags to 100 of 64 characters; a Lev export's metadata and outputs are cut too; and the item and
 import pages render in bounded size whatever a file held."""
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ def test_imported_titles_notes_tags_folders_metadata_and_outputs_are_cut_to_boun
 
     long = c.get(f"/api/v1/items/{by_url[UNREACHABLE + '/long']['id']}").json()
     assert long["title"].startswith("Title Title") and len(long["title"]) == 500
-    tags = long["metadata"]["tags"]
-    assert len(tags) == 100 and all(len(t) <= 100 for t in tags) and tags[0].startswith("tag0-")
+    tags = long["tags"]  # the file's 300 tags of 305 characters: 100 tags, each cut to a tag's 64 characters
+    assert len(tags) == 100 and all(len(t) == 64 for t in tags) and tags[0].startswith("tag0-")
     assert 4000 < len(long["metadata"]["description"]) <= 5000
 
     lev = c.get(f"/api/v1/items/{by_url[UNREACHABLE + '/lev']['id']}").json()

@@ -128,7 +128,8 @@ def test_pocket_and_raindrop_exports_keep_tags_state_and_collections(api, user: 
     assert (done["format"], done["total"], done["done"], done["folders"]) == ("pocket", 2, 2, [])
     items = items_by_url(c)
     quantum = c.get(f"/api/v1/items/{items[f'{site.url}/quantum']['id']}").json()
-    assert quantum["archived"] is True and quantum["metadata"]["tags"] == ["physics", "to read"]
+    assert quantum["archived"] is True and quantum["tags"] == ["physics", "to read"]
+    assert "tags" not in quantum["metadata"]  # real tags now, not the file's words in the metadata
     assert quantum["title"] == "Quantum" and quantum["folder_ids"] == []
     assert c.get(f"/api/v1/items/{items[f'{site.url}/a/11']['id']}").json()["metadata"]["added_at"] \
         .startswith("2024-04-05")
@@ -144,7 +145,7 @@ def test_pocket_and_raindrop_exports_keep_tags_state_and_collections(api, user: 
     assert sorted(f["name"] for f in done["folders"]) == ["Kitchen", "Kitchen / Baking"]
     items = items_by_url(c)
     bread = c.get(f"/api/v1/items/{items[f'{site.url}/sourdough']['id']}").json()
-    assert bread["metadata"]["tags"] == ["bread", "yeast"] and bread["metadata"]["note"] == "try the overnight proof"
+    assert bread["tags"] == ["bread", "yeast"] and bread["metadata"]["note"] == "try the overnight proof"
     assert bread["metadata"]["favorite"] is True
     assert items[f"{site.url}/a/12"]["folder_ids"] == []
     kitchen = next(f["id"] for f in done["folders"] if f["name"] == "Kitchen")
@@ -154,7 +155,8 @@ def test_pocket_and_raindrop_exports_keep_tags_state_and_collections(api, user: 
     oc = httpx.Client(base_url=c.base_url, headers={"Authorization": f"Bearer {other.token(write=True)}"})
     shared = oc.post("/api/v1/ingest", json={"kind": "url", "url": f"{site.url}/sourdough"}).json()
     assert shared["content_id"] == bread["content_id"]
-    assert "tags" not in oc.get(f"/api/v1/items/{shared['user_item_id']}").json()["metadata"]
+    theirs = oc.get(f"/api/v1/items/{shared['user_item_id']}").json()
+    assert theirs["tags"] == [] and "tags" not in theirs["metadata"]
 
 
 BAD_FILES = [

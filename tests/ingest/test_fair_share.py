@@ -54,7 +54,7 @@ def item(c: httpx.Client, item_id: str) -> dict[str, Any]:
 
 def stage(it: dict[str, Any]) -> str | None:
     """The item's progress stage; None once it is ready or failed (it has no progress then)."""
-    return (it.get("progress") or {}).get("stage")
+    return (it.get("processing") or {}).get("stage")
 
 
 def wait(pred: Any, what: str, timeout: float = 600) -> None:
@@ -88,7 +88,8 @@ def test_one_users_big_ingests_hold_their_share_and_another_users_note_goes_firs
          "one of the big items to be embedding")
     doomed = running[0]
     content_id = stack.sql("SELECT content_id FROM user_items WHERE id = %(i)s", i=doomed)[0][0]
-    wait(lambda: ((item(big, doomed).get("progress") or {}).get("done") or 0) >= 32, "a first batch of the doomed item")
+    wait(lambda: ((item(big, doomed).get("processing") or {}).get("done") or 0) >= 32,
+         "a first batch of the doomed item")
     assert big.delete(f"/api/v1/items/{doomed}").status_code == 200
     wait(lambda: any(f"content {content_id} stopped" in f.read_text() for f in stack.dir.glob("worker*.log")),
          "the deleted item's embedding to stop between two batches", timeout=120)

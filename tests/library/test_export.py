@@ -33,6 +33,8 @@ def export(c: httpx.Client) -> list[dict[str, Any]]:
     assert lines[0]["type"] == "lev_export" and lines[0]["version"] == 1
     counts = {k: sum(1 for line in lines if line["type"] == k[:-1])
               for k in ("folders", "items", "outputs", "highlights")}
+    copies = [line["archive"] for line in lines if line["type"] == "item" and "archive" in line]
+    counts.update(archives=len(copies), archive_bytes=sum(a["size_bytes"] for a in copies))
     assert lines[-1] == {"type": "end", **counts}
     return lines
 
@@ -47,7 +49,7 @@ def library(lines: list[dict[str, Any]]) -> dict[str, Any]:
                 (line["kind"], json.dumps(line["content"], sort_keys=True), line["generator"]))
     items = sorted(
         (line.get("url") or line.get("text"), line["kind"], line["title"], line["in_kb"], line["archived"],
-         line["status"], line["error"], tuple(sorted(names[f] for f in line["folder_ids"])),
+         line["status"], line["error"], tuple(sorted(names[f] for f in line["folder_ids"])), tuple(line["tags"]),
          json.dumps(line["metadata"], sort_keys=True), tuple(sorted(outputs.get(line["id"], []))))
         for line in lines if line["type"] == "item")
     return {"folders": sorted(names.values()), "items": items}
@@ -79,7 +81,7 @@ def test_export_then_import_into_a_new_account_reproduces_the_library(api, user,
     assert len(mine["items"]) == 5
     by_title = {line["title"]: line for line in exported if line["type"] == "item"}
     assert by_title["Herons"]["text"].startswith("Grey herons") and "url" not in by_title["Herons"]
-    assert by_title["Article 21"]["metadata"]["tags"] == ["x", "y"] and "text" not in by_title["Article 21"]
+    assert by_title["Article 21"]["tags"] == ["x", "y"] and "text" not in by_title["Article 21"]
     assert by_title["Gone"]["status"] == "failed"
     assert any(line["type"] == "output" and line["item_id"] == herons["user_item_id"] for line in exported)
     # a kb_only token exports what it can see: the not-in-KB note is left out

@@ -23,7 +23,7 @@ from tests.sites import Site
 from tests.stack import Admin, User, new_user
 
 ALL = ["item.created", "item.ready", "item.failed", "item.deleted", "import.finished", "feed.failing",
-       "highlight.created", "highlight.deleted"]
+       "highlight.created", "highlight.deleted", "item.updated"]
 
 
 @pytest.fixture

@@ -53,6 +53,7 @@
       else if (el.type === "radio") { if (el.checked) body[el.name] = el.value; }
       else if (el.hasAttribute("data-list")) body[el.name] = Array.from(el.selectedOptions).map((o) => o.value);
       else if (el.hasAttribute("data-number")) body[el.name] = Number(el.value);
+      else if (el.hasAttribute("data-tags")) body[el.name] = el.value.split(",").map((t) => t.trim()).filter((t) => t);
       else if (el.value.trim() !== "" || el.required) body[el.name] = el.value;
     }
     if (form.id === "mint-form") {
