@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 PORT ?= 8080
 
-.PHONY: screenshots conformance cluster test-cluster cluster-deps browser-deps node-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered bench-deliveries bench-folders bench-documents bench-tagged wheel clean
+.PHONY: screenshots conformance cluster test-cluster cluster-deps browser-deps node-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered bench-deliveries bench-folders bench-documents bench-tagged bench-cost wheel clean
 
 # Packages are installed by uv (pinned; the one thing pip installs): a first `make run` on an empty package cache
 # downloads and installs about 80 packages in parallel, several times faster than pip.
@@ -99,10 +99,10 @@ fuzz: $(DEV_STAMP)
 conformance: $(DEV_STAMP)
 	$(BIN)/python -m tests.mcp.conformance
 
-bench: bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered bench-deliveries bench-folders bench-documents bench-tagged
+bench: bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered bench-deliveries bench-folders bench-documents bench-tagged bench-cost
 
 # bench-light: this commit against the commit before issue 33, each from a fresh clone with its own `make run`.
-bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered bench-deliveries bench-folders bench-documents bench-tagged: $(DEV_STAMP)
+bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered bench-deliveries bench-folders bench-documents bench-tagged bench-cost: $(DEV_STAMP)
 	$(BIN)/python -m bench.run $(subst bench-,,$@)
 
 bench-cluster: $(DEV_STAMP) cluster-deps

@@ -1,6 +1,6 @@
 """`python -m bench.run PART`: run one benchmark part (quality, latency, ingest, load, busy, hostile, cluster,
-automation, light, sharing, answers, highlights, unfair, filtered, deliveries, folders, documents, tagged, smoke)
-or `all`.
+automation, light, sharing, answers, highlights, unfair, filtered, deliveries, folders, documents, tagged, cost,
+smoke) or `all`.
 
 Each part module has `main() -> str` returning a markdown section; it is saved in bench/results/PART.md
 and bench/RESULTS.md is rebuilt from every saved section under a header naming machine, date and commit, then
@@ -19,7 +19,7 @@ from bench.common import commit, machine
 
 HERE = Path(__file__).resolve().parent
 PARTS = ("quality", "latency", "ingest", "load", "busy", "hostile", "cluster", "automation", "light", "sharing",
-         "answers", "highlights", "unfair", "filtered", "deliveries", "folders", "documents", "tagged")
+         "answers", "highlights", "unfair", "filtered", "deliveries", "folders", "documents", "tagged", "cost")
 
 
 def write_results() -> Path:

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from connexion import AsyncApp
 from connexion.exceptions import ProblemException
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.options import SwaggerUIOptions
@@ -19,6 +18,7 @@ from lev import runtime
 from lev.auth import accounts
 from lev.auth import principal_cache as principals
 from lev.core import context
+from lev.core.connexion_app import ConnexionApp
 from lev.core.contract import OperationResolver, connexion_spec, operations, security_map, validator_map
 from lev.core.errors import ApiError, not_signed_in, to_api_error
 from lev.core.settings import Settings, get_settings
@@ -26,6 +26,7 @@ from lev.handlers import mcp as mcp_handler
 from lev.handlers import oauth as oauth_handler
 from lev.handlers import ops, pages, public, pwa
 from lev.handlers import spec as spec_handler
+from lev.limits.ratelimit import HourlyRider
 from lev.mcp import card
 from lev.middleware import LevMiddleware, allowed_methods, error_response
 from lev.oauth import server as oauth
@@ -59,17 +60,18 @@ async def bearer_info(token: str, request: Any = None) -> dict[str, Any]:
     """Connexion's bearer hook: authenticate (an OAuth grant only if it was issued for the REST API), then apply the
     operation's rate-limit class."""
     host = request.headers.get("host") if request is not None else None
-    d = runtime.deps()
+    d, limiter = runtime.deps(), runtime.get_runtime().limiter
+    op_id = None
+    if request is not None:
+        op_id = request.scope.get("extensions", {}).get("connexion_routing", {}).get("operation_id")
+    rider = HourlyRider(limiter, limit_class(op_id))  # the hourly count rides with the auth epoch's read
     principal = await principals.authenticate_bearer(
-        d.db, token, audience=oauth.resource_url(oauth.public_base(d.settings, host), oauth.REST_PATH))
+        d.db, token, audience=oauth.resource_url(oauth.public_base(d.settings, host), oauth.REST_PATH), rider=rider)
     info = context.current()
     if info is not None:
         info.principal = principal
     logs.bind(user_id=principal.user_id, token_id=principal.token_id)
-    op_id = None
-    if request is not None:
-        op_id = request.scope.get("extensions", {}).get("connexion_routing", {}).get("operation_id")
-    await runtime.get_runtime().limiter.apply(principal, limit_class(op_id))
+    await limiter.apply(principal, limit_class(op_id), rider)
     return {"sub": str(principal.user_id), "principal": principal}
 
 
@@ -112,7 +114,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
             await runtime.stop(timeout_sec=2.0)
             metrics.mark_process_dead()
 
-    app = AsyncApp(__name__, lifespan=lifespan)
+    app = ConnexionApp(__name__, lifespan=lifespan)
     app.add_api(
         connexion_spec(),
         base_path="",

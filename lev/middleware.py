@@ -8,6 +8,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable
+from functools import lru_cache
 from ipaddress import ip_address, ip_network
 
 from connexion.lifecycle import ConnexionResponse
@@ -48,6 +49,7 @@ _ROUTES: list[tuple[re.Pattern[str], str]] = []
 _TEMPLATES: set[str] = set()
 
 
+@lru_cache(maxsize=4096)  # a path's template never changes: the document is loaded once
 def route_template(path: str) -> str:
     """The documented route a path matches (`/api/v1/items/{id}`), for the activity log; else the raw path."""
     if not _ROUTES:

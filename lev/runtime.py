@@ -41,6 +41,7 @@ class Runtime:
     database_url: str
     redis_url: str
     redis: Any = None
+    request_redis: Any = None  # the request path's (auth epoch, limits): bounded waits, so a hung Redis fails fast
     arq: Any = None
     limiter: Any = None
     activity: Any = None
@@ -154,9 +155,10 @@ async def start(settings: Settings | None = None, *, migrate: bool = True, inges
     # every session of the process comes from this one: its transactions carry the Redis their after-commit
     # nudges (the webhook outbox's senders) go to
     database = opened.with_info(**{webhook_events.NUDGE_INFO: redis})
-    rt.limiter = Limiter(settings, redis_url, redis, database)
+    rt.request_redis = Redis.from_url(redis_url, socket_connect_timeout=1, socket_timeout=2)
+    rt.limiter = Limiter(settings, redis_url, rt.request_redis, database)
     rt.activity = ActivityWriter(database)
-    rt.principals = principals.PrincipalCache(redis, settings.principal_cache_sec)
+    rt.principals = principals.PrincipalCache(rt.request_redis, settings.principal_cache_sec)
     principals.install(rt.principals)
     rt.activity.start()
     rt.deps = Deps(settings=settings, db=database, queue=rt.arq, redis=redis, objects=get_object_store(),
@@ -222,6 +224,7 @@ async def stop(timeout_sec: float = 5.0) -> None:
     if rt.arq is not None:
         await _bounded("job queue", rt.arq.aclose(), timeout_sec)
     await _bounded("redis", rt.redis.aclose(), timeout_sec)
+    await _bounded("redis", rt.request_redis.aclose(), timeout_sec)
     await _bounded("database", db.dispose_engine(), timeout_sec)
     if rt.deps is not None:
         await _bounded("embedder", asyncio.to_thread(rt.deps.embedder.close), timeout_sec)

@@ -54,12 +54,13 @@ class LiveServer:
             self.env["PYTHONPATH"] = str(root)
         self.log_path = data_dir / f"{log_name}-{self.port}.log"
         self.args = list(args or [])  # more `lev serve` options (`--no-workers-inline`)
+        self.command = [self.python, "-m", "lev.cli", "serve"]  # what runs it (a benchmark may wrap `lev serve`)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 300) -> LiveServer:
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [self.python, "-m", "lev.cli", "serve", "--port", str(self.port), *self.args],
+            [*self.command, "--port", str(self.port), *self.args],
             env=self.env, cwd=self.root, stdout=log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + timeout

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -36,6 +36,16 @@ log = logs.get_logger("lev.auth.principal_cache")
 
 EPOCH_KEY = "lev:auth:epoch"
 MAX_ENTRIES = 10_000
+
+
+class Rider(Protocol):
+    """Commands sent in the same round trip as the epoch's read when the credential's principal is cached (the
+    request's hourly rate limit, `lev.limits.ratelimit.HourlyRider`): `queue` adds them to the pipeline for that
+    principal (False: none), `take` is handed their reply."""
+
+    def queue(self, pipe: Any, principal: Any) -> bool: ...
+
+    def take(self, reply: Any) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -79,15 +89,34 @@ class PrincipalCache:
             return None
         return bytes(epoch)
 
+    async def _epoch_with(self, rider: Rider, principal: Principal) -> bytes | None:
+        """The epoch, read in one round trip with `rider`'s commands for `principal`."""
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.get(EPOCH_KEY)
+        if not rider.queue(pipe, principal):
+            return await self._epoch()
+        try:
+            epoch, reply = await pipe.execute(raise_on_error=False)
+        except (RedisError, OSError):
+            return await self._epoch()  # which empties the cache, as Redis cannot be read
+        rider.take(reply)
+        if epoch is None or isinstance(epoch, Exception):
+            return await self._epoch()
+        return bytes(epoch)
+
     async def resolve(self, credential: str, load: Callable[[], Awaitable[Principal]],
-                      audience: str | None = None) -> Principal:
+                      audience: str | None = None, rider: Rider | None = None) -> Principal:
         """The principal of `credential` at `audience` (the resource addressed; an OAuth grant is valid only at
         its own): from the cache when its entry is still valid, else `load()` (which raises for a bad credential;
-        failures are never cached)."""
+        failures are never cached). With `rider`, its commands for a cached principal share the epoch's round
+        trip."""
         if not self.enabled:
             return await load()
         key = hashlib.sha256(f"{audience or ''}\n{credential}".encode()).digest()
-        epoch = await self._epoch()  # read before the database: a change committed after this read is seen next time
+        entry = self._entries.get(key)
+        # the epoch is read before the database: a change committed after this read is seen next time
+        epoch = (await self._epoch_with(rider, entry.principal) if rider is not None and entry is not None
+                 and _valid(entry) else await self._epoch())
         entry = self._entries.get(key)
         if entry is not None and epoch is not None and entry.epoch == epoch and _valid(entry):
             self.hits += 1
@@ -156,14 +185,15 @@ async def invalidate() -> None:
         await _cache.invalidate()
 
 
-async def authenticate_bearer(db: Database, token: str, audience: str | None = None) -> Principal:
+async def authenticate_bearer(db: Database, token: str, audience: str | None = None,
+                              rider: Rider | None = None) -> Principal:
     """`lev.auth.policy.authenticate` for a bearer token (at `audience`: see there), through the process's cache when
-    there is one."""
+    there is one (with `rider`'s commands in the epoch's round trip)."""
     async def load() -> Principal:
         async with db.read_session() as s:
             return await authenticate(s, token, audience=audience)
 
-    return await (_cache.resolve(token, load, audience) if _cache is not None else load())
+    return await (_cache.resolve(token, load, audience, rider) if _cache is not None else load())
 
 
 @asynccontextmanager

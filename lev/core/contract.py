@@ -210,6 +210,21 @@ def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]
 ContractValidator = validators.extend(Draft202012Validator, {"pattern": _pattern})
 """JSON Schema 2020-12 with formats asserted and patterns read as ECMA-262: bodies and MCP tool arguments."""
 _ParameterSchemaValidator = validators.extend(Draft4Validator, {"pattern": _pattern})
+_compiled: dict[tuple[int, int], tuple[Any, Any]] = {}
+
+
+def compiled(schema: dict[str, Any], draft4: bool = False) -> Any:
+    """The validator of an operation's schema (the contract's documents are loaded once and never change), made
+    on its first use and kept: a parameter's Draft 4 one (`draft4`) or a body's 2020-12 one."""
+    key = (id(schema), draft4)
+    found = _compiled.get(key)
+    if found is None or found[0] is not schema:
+        if len(_compiled) > 4096:  # never more than the document's schemas; bounded all the same
+            _compiled.clear()
+        made = (_ParameterSchemaValidator(schema, format_checker=Draft4Validator.FORMAT_CHECKER) if draft4
+                else ContractValidator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER))
+        found = _compiled[key] = (schema, made)  # the schema kept with it: its id is never reused meanwhile
+    return found[1]
 
 
 class ContractParameterValidator(ParameterValidator):
@@ -223,8 +238,7 @@ class ContractParameterValidator(ParameterValidator):
             result: str | None = ParameterValidator.validate_parameter(parameter_type, value, param, param_name)
             return f"The {param.get('name', param_name)} parameter is required." if result else None
         try:
-            _ParameterSchemaValidator(param.get("schema", param),
-                                      format_checker=Draft4Validator.FORMAT_CHECKER).validate(value)
+            compiled(param.get("schema", param), draft4=True).validate(value)
         except ValidationError as exception:
             return said(exception, str(param_name or param.get("name", parameter_type)))
         return None
@@ -285,7 +299,7 @@ class ContractJSONBodyValidator(JSONRequestBodyValidator):
 
     @property
     def _validator(self) -> Any:
-        return ContractValidator(self._schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+        return compiled(self._schema)
 
     def _validate(self, body: Any) -> dict[str, Any] | None:
         if not self._nullable and body is None:

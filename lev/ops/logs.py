@@ -91,6 +91,10 @@ def configure(level: str = "info", fmt: str = "auto", stream: TextIO | None = No
     handler = logging.StreamHandler(stream)
     handler.setFormatter(formatter)
     handler.addFilter(QuietJobs())
+    # No format here shows a record's caller, thread or process: the standard library's optimisation settings for
+    # that (Logging HOWTO, "Optimization") spare each line a stack walk and the thread and process look-ups.
+    logging._srcfile = None  # type: ignore[attr-defined]
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     root = logging.getLogger()
     root.handlers = [handler]
     root.setLevel(level.upper())

@@ -83,10 +83,19 @@ def metrics() -> _Metrics:
     return _Metrics()
 
 
+_request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+
 def observe_request(route: str, surface: str, status: int, seconds: float) -> None:
-    m = metrics()
-    m.requests.labels(route, surface, str(status)).inc()
-    m.latency.labels(route, surface).observe(seconds)
+    # The labelled children kept per (route, surface, status): `labels()` checks and looks them up under a lock at
+    # every call. Routes are bounded (`lev.middleware.metric_route`), and so are these.
+    children = _request_children.get((route, surface, status))
+    if children is None:
+        m = metrics()
+        children = _request_children[(route, surface, status)] = (m.requests.labels(route, surface, str(status)),
+                                                                 m.latency.labels(route, surface))
+    children[0].inc()
+    children[1].observe(seconds)
 
 
 def observe_job(job: str, outcome: str, seconds: float) -> None:
@@ -95,8 +104,13 @@ def observe_job(job: str, outcome: str, seconds: float) -> None:
     m.job_duration.labels(job).observe(seconds)
 
 
+@lru_cache(maxsize=4)
+def _principal_child(result: str) -> Any:
+    return metrics().principal_cache.labels(result)
+
+
 def count_principal(result: str) -> None:
-    metrics().principal_cache.labels(result).inc()
+    _principal_child(result).inc()
 
 
 def count_refusal(limit: str) -> None:
