@@ -11,6 +11,7 @@ import re
 import secrets
 import uuid
 from datetime import timedelta
+from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote, urljoin, urlsplit
 
@@ -41,8 +42,13 @@ from lev.store import users as user_store
 COOKIE_NAME = "lev_session"
 CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-# A real argon2id hash to verify against when the email is unknown, so both cases cost the same time.
-_DUMMY_HASH = user_store.hash_password(secrets.token_urlsafe(16))
+
+
+@lru_cache(maxsize=1)
+def _dummy_hash() -> str:
+    """A real argon2id hash to verify against when the email is unknown, so both cases cost the same time; made on
+    the first sign-in, not at import (a quarter second of CPU in every process, the CLI's included)."""
+    return user_store.hash_password(secrets.token_urlsafe(16))
 
 
 def _digest(value: str) -> bytes:
@@ -176,7 +182,7 @@ async def login(s: AsyncSession, limiter: Limiter, email: str, password: str, ip
     failed = False
     try:
         user = await user_store.by_email(s, email)
-        stored = user["password_hash"] if user and user["password_hash"] else _DUMMY_HASH
+        stored = user["password_hash"] if user and user["password_hash"] else _dummy_hash()
         ok = await asyncio.to_thread(user_store.verify_password, stored, password)
         failed = user is None or not user["password_hash"] or not ok
     finally:
