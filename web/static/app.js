@@ -1,9 +1,8 @@
 // Lev's pages: forms and buttons with data-api="METHOD /path" send JSON to the REST and account APIs with the
-// session's X-CSRF-Token, show errors in words, then follow data-then. Uploads use the signed-URL handshake.
+// session's X-CSRF-Token, show errors in words, then follow data-then. The Add card's files and folders are upload.js's (it uses window.Lev).
 (function () {
   "use strict";
   const csrf = () => document.querySelector('meta[name="csrf-token"]').content;
-  const MAX_UPLOAD = 52428800;
 
   async function api(method, url, body) {
     const headers = { "X-CSRF-Token": csrf(), Accept: "application/json" };
@@ -180,40 +179,6 @@
     }
   });
 
-  // Uploads: signed URL -> PUT with progress -> finalize -> the item's page (its status updates live).
-  function upload(zone, file) {
-    const state = zone.querySelector("#upload-state");
-    const bar = zone.querySelector("progress");
-    zone.querySelector('[role="alert"]').hidden = true;
-    if (file.size > MAX_UPLOAD) { showError(zone, "The file is larger than 50 MB, the upload limit."); return; }
-    if (!file.type) { showError(zone, "This kind of file is not supported: upload a PDF, an image, audio or video."); return; }
-    (async () => {
-      state.textContent = `Preparing ${file.name}…`;
-      const signed = await api("POST", "/api/v1/uploads/signed-url", { mime: file.type, size: file.size, filename: file.name });
-      if (!signed.ok) { state.textContent = ""; showError(zone, words(signed)); return; }
-      const s = signed.data;
-      bar.hidden = false; bar.value = 0;
-      const put = await new Promise((resolve) => {
-        const xhr = new XMLHttpRequest();
-        xhr.open(s.method || "PUT", s.signed_url);
-        const headers = s.headers || { "Content-Type": file.type };
-        for (const k of Object.keys(headers)) xhr.setRequestHeader(k, headers[k]);
-        xhr.upload.onprogress = (e) => { if (e.lengthComputable) { bar.value = Math.round((e.loaded / e.total) * 100); state.textContent = `Uploading ${file.name}: ${bar.value}%`; } };
-        xhr.onload = () => { let d = {}; try { d = JSON.parse(xhr.responseText); } catch (e) { /* S3 answers XML */ } resolve({ ok: xhr.status < 300, status: xhr.status, data: d }); };
-        xhr.onerror = () => resolve({ ok: false, status: 0, data: { message: "The upload was interrupted. Try again." } });
-        xhr.send(file);
-      });
-      if (!put.ok) { state.textContent = ""; showError(zone, words(put)); return; }
-      bar.value = 100;
-      state.textContent = `Uploaded ${file.name}; processing…`;
-      const fin = await api("POST", `/api/v1/uploads/${s.finalize_endpoint}`, { path: s.path, mime: file.type, size: file.size, filename: file.name });
-      if (!fin.ok) { state.textContent = ""; showError(zone, words(fin)); return; }
-      const folder = zone.dataset.folder;
-      if (folder) await api("POST", `/api/v1/items/${fin.data.user_item_id}/folders`, { folder_ids: [folder] });
-      location.assign(`/items/${fin.data.user_item_id}`);
-    })();
-  }
-
   // A file form (data-upload="/api/..."): the file goes as multipart/form-data, the answer is said in words.
   async function postFile(url, file) {
     const data = new FormData();
@@ -277,16 +242,8 @@
     location.assign(`/import?started=${r.data.id}`);
   });
 
+  window.Lev = { api, words, showError };
+
   // The service worker makes Lev installable (and a share target on phones); it caches nothing.
   if ("serviceWorker" in navigator) navigator.serviceWorker.register("/sw.js").catch(() => { /* not a secure context */ });
-
-  document.addEventListener("DOMContentLoaded", () => {
-    const zone = document.getElementById("dropzone");
-    if (!zone) return;
-    const input = zone.querySelector('input[type="file"]');
-    input.addEventListener("change", () => { if (input.files[0]) upload(zone, input.files[0]); });
-    zone.addEventListener("dragover", (e) => { e.preventDefault(); zone.classList.add("over"); });
-    zone.addEventListener("dragleave", () => zone.classList.remove("over"));
-    zone.addEventListener("drop", (e) => { e.preventDefault(); zone.classList.remove("over"); if (e.dataTransfer.files[0]) upload(zone, e.dataTransfer.files[0]); });
-  });
 })();
