@@ -127,9 +127,12 @@ def test_one_file_opens_its_item_and_dropped_files_are_listed(page: Any, admin: 
       dt.items.add(new File(["Urchins graze the kelp down to the rock."], "urchins.txt", { type: "text/plain" }));
       dt.items.add(new File(["Sea otters eat urchins."], "otters.txt", { type: "" }));
       dt.items.add(new File(["MZ"], "otter.exe", { type: "application/x-msdownload" }));
+      dt.items.add(new File(["no PDF at all"], "fake.pdf", { type: "application/pdf" }));
       const drop = new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true });
       document.getElementById("dropzone").dispatchEvent(drop);
     }""")
-    _wait_done(page, "Done: 2 added, 0 updated, 0 unchanged, 1 skipped, 0 failed.")
+    _wait_done(page, "Done: 2 added, 0 updated, 0 unchanged, 1 skipped, 1 failed.")
+    failed = page.locator('#upload-result li[data-outcome="failed"]').inner_text()
+    assert "fake.pdf" in failed and "not application/pdf" in failed, failed  # the server's reason, in words
     titles = sorted(i["title"] for i in api.get("/api/v1/items").json()["items"])
     assert len(titles) == 3 and titles[0] == "Kelp forests", titles
