@@ -121,9 +121,20 @@ def test_one_file_opens_its_item_and_dropped_files_are_listed(page: Any, admin: 
     page.wait_for_url("**/items/*", timeout=60_000)
     assert page.locator("h1").inner_text() == "Kelp forests"
 
+    page.add_init_script("""(() => {  // files in flight: from their signed-URL request to their finalize's answer
+      const fetch0 = window.fetch; window.__inFlight = 0; window.__mostInFlight = 0;
+      window.fetch = async (url, init) => {
+        const signing = String(url).endsWith("/uploads/signed-url");
+        if (signing) window.__mostInFlight = Math.max(window.__mostInFlight, ++window.__inFlight);
+        const res = await fetch0(url, init);
+        if (/\\/uploads\\/finalize/.test(String(url)) || (signing && !res.ok)) window.__inFlight -= 1;
+        return res;
+      };
+    })()""")
     page.goto("/")
     page.evaluate("""() => {
       const dt = new DataTransfer();
+      for (const n of ["crabs", "eels", "wrasse"]) dt.items.add(new File([`Notes on ${n} by the reef.`], `${n}.txt`));
       dt.items.add(new File(["Urchins graze the kelp down to the rock."], "urchins.txt", { type: "text/plain" }));
       dt.items.add(new File(["Sea otters eat urchins."], "otters.txt", { type: "" }));
       dt.items.add(new File(["MZ"], "otter.exe", { type: "application/x-msdownload" }));
@@ -131,8 +142,9 @@ def test_one_file_opens_its_item_and_dropped_files_are_listed(page: Any, admin: 
       const drop = new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true });
       document.getElementById("dropzone").dispatchEvent(drop);
     }""")
-    _wait_done(page, "Done: 2 added, 0 updated, 0 unchanged, 1 skipped, 1 failed.")
+    _wait_done(page, "Done: 5 added, 0 updated, 0 unchanged, 1 skipped, 1 failed.")
+    assert page.evaluate("window.__mostInFlight") == 3  # a few at a time, not all six at once
     failed = page.locator('#upload-result li[data-outcome="failed"]').inner_text()
     assert "fake.pdf" in failed and "not application/pdf" in failed, failed  # the server's reason, in words
     titles = sorted(i["title"] for i in api.get("/api/v1/items").json()["items"])
-    assert len(titles) == 3 and titles[0] == "Kelp forests", titles
+    assert len(titles) == 6 and titles[0] == "Kelp forests", titles
