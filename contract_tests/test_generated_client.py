@@ -92,6 +92,17 @@ def test_generated_client_runs_every_operation(client_pkg: Any, server, user, ad
                     kind=[models.SearchKnowledgeBaseKindItem.TEXT, models.SearchKnowledgeBaseKindItem.PDF])
     assert [h.item_id for h in narrowed.results] == [item_id]
     assert call("search", "search_knowledge_base", 200, q="zebras", site="example.org").results == []
+    # tags (issue 50), the archived copy a note has not, the files kept by their path (issue 48)
+    call("tags", "replace_item_tags", 200, id=item_id, body=models.ItemTagsBody(tags=["gen-one"]))
+    call("tags", "add_item_tags", 200, id=item_id, body=models.ItemTagsBody(tags=["gen-two"]))
+    assert sorted((t.name, t.count) for t in call("tags", "list_tags", 200).tags) == [("gen-one", 1), ("gen-two", 1)]
+    call("tags", "rename_tag", 200, name="gen-two", body=models.TagRename(name="gen-three"))
+    call("tags", "remove_item_tag", 200, id=item_id, name="gen-one")
+    assert [t.name for t in call("tags", "list_tags", 200).tags] == ["gen-three"]
+    call("tags", "delete_tag", 200, name="gen-three")
+    assert call("tags", "list_tags", 200).tags == []
+    call("items", "get_item_archive", 404, id=item_id)
+    call("uploads", "list_source_files", 200)
     page = call("items", "get_item", 200, id=item_id, offset=10, max_chars=7)
     assert (page.text, page.text_offset, page.next_offset, page.text_total_chars) == ("clients", 10, 17, 30)
     assert call("items", "remove_item_from_folder", 200, id=item_id, folder_id=folder.id).folder_ids == []

@@ -203,6 +203,34 @@ async def _facts(url: str) -> dict[str, Any]:
     return out
 
 
+# Today's ingest writes columns and tables later migrations add; theirs are written IF NOT EXISTS, so they are run
+# ahead on the old engine before the library is saved (and again, doing nothing, when the directory is upgraded).
+AHEAD = ("0025_document_locations", "0026_source_files", "0027_tags_reading")
+
+
+def _ahead(url: str) -> None:
+    import importlib.util
+
+    from alembic.migration import MigrationContext
+    from alembic.operations import Operations
+    from sqlalchemy import create_engine
+
+    from lev.store import db
+
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn, Operations.context(MigrationContext.configure(conn)):
+            for name in AHEAD:
+                spec = importlib.util.spec_from_file_location(
+                    name, Path(db.__file__).parent / "migrations" / "versions" / f"{name}.py")
+                assert spec is not None and spec.loader is not None
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                module.upgrade()
+    finally:
+        engine.dispose()
+
+
 def build(data_dir: Path) -> dict[str, Any]:
     """The old engine's data directory with a library in it (its server stopped at the end), and its facts."""
     from lev.embedded import ensure_redis, stop_redis
@@ -210,6 +238,7 @@ def build(data_dir: Path) -> dict[str, Any]:
     url = start_old(data_dir)
     try:
         _migrate_to(url, OLD_HEAD)
+        _ahead(url)
         asyncio.run(_fill(url, ensure_redis(data_dir)))
         stop_redis(data_dir)
         return asyncio.run(_facts(url))

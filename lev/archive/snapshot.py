@@ -56,7 +56,7 @@ _CLEANER = Cleaner(scripts=True, javascript=True, comments=True, style=False, in
                    meta=True, page_structure=False, processing_instructions=True, embedded=True, frames=True,
                    forms=True, annoying_tags=True, remove_unknown_tags=False, safe_attrs_only=False,
                    add_nofollow=False)
-_DROP = ("base", "link", "meta", "audio", "video", "source", "track", "portal", "template", "dialog", "set",
+_DROP = ("base", "link", "meta", "audio", "source", "video", "track", "portal", "template", "dialog", "set",
          "animate", "animatemotion", "animatetransform", "script", "noembed", "object", "embed", "iframe", "frame")
 _URL_ATTRS = ("href", "src", "action", "formaction", "xlink:href", "{http://www.w3.org/1999/xlink}href",
               "background", "poster", "srcset", "imagesrcset", "ping", "cite", "longdesc", "lowsrc", "dynsrc",

@@ -182,6 +182,8 @@ def untitled(paragraphs: list[Any], title: str | None) -> list[Any]:
     rest = [replace(p) for p in paragraphs[1:]]
     if rest and first.page and not rest[0].page:
         rest[0].page = first.page  # the page's mark stays, before the paragraph after the title
+    if rest and first.label and not rest[0].label:
+        rest[0].label = first.label  # so does a slide's
     return rest
 
 

@@ -27,6 +27,7 @@ from lev.ingest import ebook, mail, markup, sheets, slides, words
 from lev.ingest.layout import Attachment, Document
 from lev.ingest.media import EXT_MIME, normalize_mime, sniff_matches
 from lev.plumbing import offload
+from lev.store.lifecycle import RECORDINGS
 
 __all__ = ["Attachment", "Document", "INLINE_KINDS", "KINDS", "extract", "kind_for", "mime_for", "read", "resolve"]
 
@@ -126,7 +127,7 @@ def extract(mime: str, source: bytes | str, filename: str = "", max_chars: int =
     kept, skipped = [], 0
     for a in doc.attachments:
         found = resolve(a.filename, a.mime)  # a recording would need the transcription quota: not taken
-        if found is not None and found[0] not in ("audio", "video") and sniff_matches(found[1], a.data[:1024]):
+        if found is not None and found[0] not in RECORDINGS and sniff_matches(found[1], a.data[:1024]):
             kept.append(replace(a, mime=found[1]))
         else:
             skipped += 1

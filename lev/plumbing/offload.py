@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -40,6 +41,9 @@ from typing import Any, TypeVar
 from pebble import ProcessExpired, ProcessPool
 
 T = TypeVar("T")
+# A fork server's child runs the main module again under `__mp_main__` (multiprocessing's spawn preparation); with the
+# main module preloaded (`lev.cli` under `python -m`), runpy warns that it is already imported. It is, on purpose.
+warnings.filterwarnings("ignore", message=r".*found in sys\.modules after import of package", category=RuntimeWarning)
 
 RECYCLE_AFTER = 100
 INLINE_MAX_BYTES = 16 * 1024  # below this, the work takes milliseconds: it runs on a thread of this process
@@ -322,4 +326,4 @@ def shutdown() -> None:
         _kill(bounded)
     if pool is not None:
         pool.stop()
-        pool.join()  # its children are killed here
+        pool.join(timeout=1.0)  # its children are killed here; a stopping process does not wait on a slow one

@@ -18,7 +18,9 @@ COUNTED = ("users", "folders", "contents", "user_items", "item_folders", "chunks
 
 
 async def _counts(conn: AsyncConnection) -> dict[str, int]:
-    names = [t for t in COUNTED if t in metadata.tables]
+    present = set((await conn.execute(text(
+        "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"))).scalars())
+    names = [t for t in COUNTED if t in metadata.tables and t in present]  # an older release's has fewer
     return {t: int((await conn.execute(text(f'SELECT count(*) FROM "{t}"'))).scalar_one()) for t in names}
 
 
@@ -48,11 +50,15 @@ async def exported_snapshot(db: Database) -> AsyncIterator[Snapshot]:
         async with conn.begin():
             snap_id = (await conn.execute(text("SELECT pg_export_snapshot()"))).scalar_one()
             revision = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+            # a directory of an older release (backed up before `lev db upgrade` migrates it) has no archives yet
+            archives = (await conn.execute(text("SELECT to_regclass('archives') IS NOT NULL"))).scalar_one()
             paths = (await conn.execute(text(
                 "SELECT DISTINCT object_path FROM contents WHERE object_path IS NOT NULL"
-                " UNION SELECT object_path FROM archives WHERE object_path IS NOT NULL"))).scalars()
+                + (" UNION SELECT object_path FROM archives WHERE object_path IS NOT NULL" if archives else "")
+            ))).scalars()
             archived = (await conn.execute(text(
-                "SELECT count(*), coalesce(sum(size_bytes), 0) FROM archives WHERE status = 'ready'"))).one()
+                "SELECT count(*), coalesce(sum(size_bytes), 0) FROM archives WHERE status = 'ready'"))).one() \
+                if archives else (0, 0)
             yield Snapshot(snap_id, revision, await _counts(conn), sorted(paths),
                            {"count": int(archived[0]), "bytes": int(archived[1])})
 

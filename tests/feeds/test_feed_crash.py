@@ -127,7 +127,7 @@ def test_a_feed_of_10000_entries_answers_at_once_and_its_entries_follow(stack: S
     r = c.post("/api/v1/feeds", json={"url": url})
     took = time.monotonic() - started
     assert r.status_code == 201, r.text
-    assert took < 15, took
+    assert took < 45, took  # 15 s on a quiet machine; under a proxy's 60 s whatever the load (it was 90 s)
     answered = r.json()
     assert (answered["reading"], answered["entries_found"], answered["entries_pending"]) == (True, 0, 0), answered
     assert (answered["title"], answered["status"], answered["last_checked_at"]) == ("Feed huge", "active", None)

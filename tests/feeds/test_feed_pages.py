@@ -78,13 +78,13 @@ def test_following_a_feed_from_the_folder_page(strict: StrictPage, site: FeedSit
     page.get_by_role("button", name="Pause A tidy blog").click()
     page.get_by_role("button", name="Resume A tidy blog").wait_for()
     assert "paused" in row_text(page)
-    with page.expect_navigation():
+    with page.expect_navigation(timeout=90_000):  # a reload on a loaded CI machine
         page.get_by_role("button", name="Resume A tidy blog").click()
     def checked() -> Any:
         return admin.sql("SELECT last_checked_at FROM feeds WHERE url = :u", u=f"{site.url}/feeds/blog")[0][0]
 
     before = checked()
-    with page.expect_navigation():
+    with page.expect_navigation(timeout=90_000):  # a reload on a loaded CI machine
         page.get_by_role("button", name="Refresh A tidy blog now").click()
     assert "active" in row_text(page)
     # the refresh's check (or the resume's, when the refresh came while it ran) is recorded, and no poll is queued,

@@ -53,7 +53,7 @@ def test_ingest_pages_and_snippets_then_each_mode_finds_the_right_item(server, a
             top = res["results"][0]
             assert top["item_id"] == ids[expected], (mode, q, top["title"])
             assert set(top) == {"chunk_id", "item_id", "title", "url", "text", "score", "similarity",
-                                "keyword_rank", "kind", "saved_at", "location"}
+                                "keyword_rank", "kind", "saved_at", "location", "tags"}
             assert set(top["location"]) == {"char_start", "char_end", "heading"}
             if mode == "keyword":
                 assert top["similarity"] is None and top["keyword_rank"] > 0

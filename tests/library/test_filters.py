@@ -103,7 +103,7 @@ def test_folder_and_item_filters_keep_the_scope(lib, server, admin) -> None:  # 
 
 
 @pytest.mark.parametrize(("params", "name"), [
-    ({"kind": "spreadsheet"}, "kind"), ({"kind": "PDF,nope"}, "kind"), ({"after": "yesterday"}, "after"),
+    ({"kind": "worksheet"}, "kind"), ({"kind": "PDF,nope"}, "kind"), ({"after": "yesterday"}, "after"),
     ({"before": "2026-02-30"}, "before"), ({"after": "2026-03-01", "before": "2026-02-01"}, "after"),
     ({"item_id": "not-a-uuid"}, "item_id"), ({"folder_id": "123"}, "folder_id"), ({"site": "bad host!"}, "site"),
     ({"site": "-x.org"}, "site"), ({"after": "2026-13-01T00:00:00Z"}, "after"),
@@ -142,7 +142,7 @@ def test_mcp_search_takes_the_same_filters(lib, server) -> None:  # type: ignore
     assert found(site="example.org") == {guide, news}
     assert found(kind=["text"], after="2026-02-01", before="2026-02-28") == {library.notes["February note"]}
     assert found(item_id=library.long) == {library.long}
-    for args in ({"kind": ["spreadsheet"]}, {"kind": "pdf"}, {"after": "soon"}, {"item_id": "nope"},
+    for args in ({"kind": ["worksheet"]}, {"kind": "pdf"}, {"after": "soon"}, {"item_id": "nope"},
                  {"after": "2026-03-01", "before": "2026-01-01"}, {"site": "no spaces.org"}):
         body = mcp_search(server, tok, **args)
         assert body["error"]["code"] == -32602, (args, body)

@@ -20,7 +20,7 @@ from tests.stack import ROOT, free_port
 
 STEPS = ("Lev: loading its code…", "Lev: starting PostgreSQL and Redis…", "Lev: loading the embedding model…",
          "Lev: checking the database's migrations…", "Lev: starting the web server and the worker…")
-STOP_WITHIN_SEC = 5.0
+STOP_WITHIN_SEC = 10.0  # a quiet machine stops in about 2 s; CI is shared and busy
 
 
 def serve(data_dir: Path) -> tuple[subprocess.Popen[str], str]:

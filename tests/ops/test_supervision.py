@@ -89,7 +89,7 @@ def test_a_second_serve_on_the_same_data_directory_refuses_and_leaves_the_first_
     print(f"second lev serve refused after {took:.1f} s")
     assert second.returncode == 1, (second.returncode, second.stderr[-2000:])
     assert f"another `lev serve` (pid {stack.server.proc.pid}) is serving the data directory" in second.stderr
-    assert took < 30  # before loading anything
+    assert took < 90  # before starting any server: its imports alone (55 s on a loaded CI machine)
     assert (_redis_pid(stack), _postmaster_pid(stack)) == (redis_pid, pg_pid)
     assert redis_running(stack.dir) and postgres_running(stack.dir)
     assert httpx.get(f"{stack.server.url}/readyz", timeout=10).status_code == 200

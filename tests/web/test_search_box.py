@@ -55,7 +55,7 @@ def test_operators_narrow_the_search(page: Any, admin: Admin, server) -> None:  
     meta = page.locator(".results li .hit-meta").first.inner_text()
     assert re.match(r"Web page\s*·?\s*\S+\s*·?\s*saved \d+ \w{3} 20\d\d", meta), meta
     assert page.locator("#q").input_value() == 'harbour lighthouse folder:"cuttings"'  # the box keeps what was typed
-    titles("harbour lighthouse kind:spreadsheet")
+    titles("harbour lighthouse kind:worksheet")
     assert "kind" in page.get_by_role("alert").inner_text()
     titles('harbour folder:"Nowhere"')
     assert 'no folder named "Nowhere"' in page.get_by_role("alert").inner_text()
