@@ -126,7 +126,8 @@ def test_files_past_an_uploads_size_empty_files_repeated_paths_and_nested_zips_a
                                                    "it is empty", "an archive inside the archive (not opened)"]
 
 
-@pytest.mark.parametrize("data", [b"PK\x03\x04" + b"\x00" * 100, zip_of(NOTES)[:-30], b"not a zip at all"])
+@pytest.mark.parametrize("data", [b"PK\x03\x04" + b"\x00" * 100, zip_of(NOTES)[:-30], b"not a zip at all"],
+                         ids=["headers-only", "truncated", "not-a-zip"])  # a ZIP holds the time it was made
 def test_a_truncated_or_corrupt_archive_is_a_422(tmp_path: Path, data: bytes) -> None:
     err = refused(tmp_path, data, 422, "extraction_failed")
     assert "cannot be read" in (err.message or "")

@@ -63,7 +63,8 @@ def test_bombs_and_100000_tiny_files_are_413s_and_store_nothing(api, user: User)
     nothing_stored(c)
 
 
-@pytest.mark.parametrize("data", [zip_of({"Vault/a.md": "# A\n\nSome words.\n"})[:-40], b"PK\x03\x04broken"])
+@pytest.mark.parametrize("data", [zip_of({"Vault/a.md": "# A\n\nSome words.\n"})[:-40], b"PK\x03\x04broken"],
+                         ids=["truncated", "corrupt"])  # the ZIP holds the time it was made: no id of its bytes
 def test_a_truncated_or_corrupt_archive_is_a_422_and_stores_nothing(api, user: User, data: bytes) -> None:
     c = api(user.token(write=True))
     body = refused(c, data, 422, "extraction_failed")
