@@ -296,6 +296,7 @@ class Cluster:
         cfg.write_text(f"""global
     maxconn 2000
     log stderr format raw local0 warning
+    stats socket {self.base / "haproxy.sock"} mode 600 level admin
 
 defaults
     mode http
@@ -332,6 +333,33 @@ backend apis
         """Wait until the balancer sends requests to API `i` again (its health check saw it up)."""
         _wait(lambda: httpx.get(f"{self.url}/healthz", timeout=3).headers.get("x-lev-backend") == f"api{i}",
               f"the balancer routing to api{i}", timeout)
+
+    def _haproxy(self, command: str) -> str:
+        """One command on haproxy's runtime API (its admin socket), and what it answered."""
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(5)
+            s.connect(str(self.base / "haproxy.sock"))
+            s.sendall(command.encode() + b"\n")
+            out = b""
+            while chunk := s.recv(65536):
+                out += chunk
+        return out.decode()
+
+    def drain(self, i: int, timeout: float = 30) -> None:
+        """Take API `i` out of the balancer before stopping it: no new request goes to it, and the ones it has
+        finish. (A SIGTERM'd API closes its listener: a connection the balancer opened just then is dropped
+        with its request, which the balancer cannot retry.)"""
+        self._haproxy(f"set server apis/api{i} state drain")
+
+        def idle() -> bool:
+            rows = [line.split(",") for line in self._haproxy("show stat").splitlines() if line.startswith("apis,")]
+            return any(row[1] == f"api{i}" and row[4] == "0" for row in rows)  # scur: its current sessions
+
+        _wait(idle, f"api{i} drained", timeout)
+
+    def undrain(self, i: int) -> None:
+        """Put API `i` back in the balancer's rotation (it takes requests once its health check passes)."""
+        self._haproxy(f"set server apis/api{i} state ready")
 
     def start_balancer(self) -> None:
         binary = shutil.which("haproxy") or "/usr/sbin/haproxy"

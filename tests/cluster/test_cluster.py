@@ -389,9 +389,11 @@ def test_api_killed_then_upgraded_with_a_migration_under_load(ops: Ops) -> None:
         ops.c.start_api(1)
         ops.c.wait_api(1)
         ops.c.wait_balanced(1)
+        ops.c.drain(2)  # out of the balancer first, as docs/operations.md's rolling upgrade says
         ops.c.procs["api2"].stop()
         ops.c.start_api(2)
         ops.c.wait_api(2)
+        ops.c.undrain(2)
         ops.c.wait_balanced(2)
     finally:
         stop.set()
