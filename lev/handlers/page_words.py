@@ -76,7 +76,8 @@ def where(location: dict[str, Any] | None, start_sec: Any = None) -> str:
     if loc.get("slide"):
         return f"Slide {loc['slide']}"
     if loc.get("sheet"):
-        rows = f", rows {loc['row_start']}–{loc['row_end']}" if loc.get("row_start") else ""
+        start, end = loc.get("row_start"), loc.get("row_end")
+        rows = (f", rows {start}–{end}" if end and end != start else f", row {start}") if start else ""
         return f"Sheet {loc['sheet']}{rows}"
     sec = start_sec if isinstance(start_sec, (int, float)) else loc.get("start_sec")
     return clock(sec) if isinstance(sec, (int, float)) else ""
@@ -157,12 +158,14 @@ def hit_text(hit: dict[str, Any]) -> str:
 
 
 def hit_heading(hit: dict[str, Any]) -> str | None:
-    """A hit's heading unless it is the item's title again."""
-    heading = (hit.get("location") or {}).get("heading")
+    """A hit's heading unless it says the item's title or the sheet (`Sheet Budget`) again."""
+    location = hit.get("location") or {}
+    heading = location.get("heading")
+
     def flat(value: Any) -> str:
         return " ".join(str(value or "").split()).casefold()
 
-    return None if heading and flat(heading) == flat(hit.get("title")) else heading
+    return None if heading and flat(heading) in (flat(hit.get("title")), flat(location.get("sheet"))) else heading
 
 
 def zip_none(values: Any) -> list[tuple[Any, None]]:
