@@ -126,7 +126,7 @@ async def acquire(deps: Deps, r: Resolved) -> Acquired:
     if r.kind == "page":
         return await _captured(r)
     if r.kind == "youtube":
-        return await _youtube(deps, r.url, r.title)
+        return await _youtube(deps, r.url, None)
     if r.kind != "url":
         return await _downloaded(deps, r, r.kind)
     try:
@@ -136,7 +136,7 @@ async def acquire(deps: Deps, r: Resolved) -> Acquired:
             raise transcription_unavailable() from None
         return await _downloaded(deps, r, exc.kind)
     source = Source(filename="", url=r.url, canonical=r.canonical, page=page.html, charset=page.charset)
-    return Text("url", r.title or page.title, page.text, source,
+    return Text("url", page.title, page.text, source,
                 {**page.metadata, "final_url": page.url, "content_type": page.content_type}, headings=page.headings)
 
 
@@ -178,7 +178,7 @@ async def _downloaded(deps: Deps, r: Resolved, kind: str) -> Acquired:
         source = Source(filename=filename, path=path, mime=mime, size=local.stat().st_size, url=r.url,
                         canonical=r.canonical)
         try:
-            return await file(deps, source, local, r.title)
+            return await file(deps, source, local, None)
         except ApiError as exc:
             await _forget_object(deps, path)
             if exc.code == "extraction_failed":  # /ingest answers the spec's descriptive 400 for unreadable files

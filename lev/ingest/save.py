@@ -178,7 +178,7 @@ async def save(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> Saved:
         values = _content_values(plan)
         content_id = await content_store.create_content(s, canonical_url=source.canonical, **values)
         if content_id is None and source.path is None:  # the same page was stored meanwhile: link to it
-            linked = await _link(s, r, plan.title)
+            linked = await _link(s, r, r.title)
             if linked is not None:
                 return linked
             content_id = await content_store.create_content(s, canonical_url=source.canonical, **values)
@@ -186,7 +186,7 @@ async def save(deps: Deps, r: Resolved, plan: Plan, chunks: Chunks) -> Saved:
             content_id = await content_store.create_content(s, canonical_url=None, **values)
         assert content_id is not None
         ready = plan.state.status is lifecycle.Status.READY
-        item_id = await _new_item(s, principal, content_id=content_id, kind=plan.kind, title=plan.title,
+        item_id = await _new_item(s, principal, content_id=content_id, kind=plan.kind, title=r.title or plan.title,
                                   url=source.url, in_kb=r.in_kb, auto_transform=r.auto_transform,
                                   state=_created(plan),
                                   tags=with_document_tags(r.tags, plan.metadata))

@@ -90,6 +90,29 @@ def test_dedup_shares_content_but_not_items(server, api, user, admin, site) -> N
     assert len(site.hits) - hits_before <= 1
 
 
+def test_a_title_given_to_a_shared_page_stays_its_givers(server, api, user, admin, site) -> None:
+    """The stored page is shared by everyone who saves its URL; a title one user gives it (a bookmark's name, an
+    import's) is that user's item's alone: another user's item, its passages and search never show it."""
+    from tests.sites import generated_article
+    from tests.stack import new_user
+
+    n = 700_000 + uuid.uuid4().int % 100_000  # an article no other test stored
+    page_title = generated_article(n)[0]
+    url = f"{site.url}/a/{n}"
+    mine = ingest(api(user.token(write=True)), kind="url", url=url, title="Zanzibar layoffs, keep quiet").json()
+    other = new_user(admin)
+    c = api(other.token(write=True))
+    theirs = ingest(c, kind="url", url=url).json()
+    assert mine["content_id"] == theirs["content_id"]
+    given = api(user.token()).get(f"/api/v1/items/{mine['user_item_id']}").json()["title"]
+    assert given == "Zanzibar layoffs, keep quiet"
+    assert c.get(f"/api/v1/items/{theirs['user_item_id']}").json()["title"] == page_title
+    assert admin.sql("SELECT title FROM contents WHERE id = :c", c=mine["content_id"]) == [(page_title,)]
+    for mode in ("keyword", "hybrid"):
+        hits = c.get("/api/v1/search", params={"q": "Zanzibar layoffs", "mode": mode}).json()["results"]
+        assert all("Zanzibar" not in (h.get("title") or "") + (h.get("text") or "") for h in hits), hits
+
+
 def test_ingest_url_errors_store_nothing(server, api, user, admin, site) -> None:
     c = api(user.token(write=True))
     before = admin.sql("SELECT count(*) FROM user_items WHERE user_id = :u", u=user.id)[0][0]
