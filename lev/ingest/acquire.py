@@ -126,7 +126,7 @@ async def acquire(deps: Deps, r: Resolved) -> Acquired:
     if r.kind == "page":
         return await _captured(r)
     if r.kind == "youtube":
-        return await _youtube(deps, r.url, None)
+        return await _youtube(deps, r.url)
     if r.kind != "url":
         return await _downloaded(deps, r, r.kind)
     try:
@@ -238,11 +238,11 @@ async def _document(source: Source, local: Path, title: str | None, found: tuple
                 outline=doc.outline, attachments=doc.attachments)
 
 
-async def _youtube(deps: Deps, canonical: str, title: str | None) -> Acquired:
+async def _youtube(deps: Deps, canonical: str) -> Acquired:
     info = await youtube.youtube_info(canonical)
     meta = {k: info.get(k) for k in ("id", "channel", "upload_date", "duration", "description")
             if info.get(k) is not None}
-    doc_title = title or info.get("title") or canonical
+    doc_title = info.get("title") or canonical  # a title the user gives is their item's (lev.ingest.save)
     source = Source(filename=info.get("id") or "video", url=canonical, canonical=canonical)
     duration = float(info["duration"]) if isinstance(info.get("duration"), (int, float)) else None
     captions = await youtube.youtube_captions(info) if info.get("has_captions") else None
