@@ -204,7 +204,7 @@ def _csv(data: bytes, mime: str, name: str, max_chars: int) -> Document:
     delimiter = "\t" if mime == "text/tab-separated-values" else _delimiter(text[:65536])
     layout = Layout(max_chars)
     layout.sheet(name)
-    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)  # "\r" ends a line too
     csv.field_size_limit(CSV_FIELD_MAX)
     try:
         rows = write_rows(layout, ((reader.line_num, row) for row in reader))

@@ -252,6 +252,14 @@ def test_rtf_csv_text_json() -> None:
     assert read("json").text == '{"ferry": "departs at noon", "pier": 3}'
 
 
+def test_a_csv_whose_lines_end_in_a_carriage_return_is_read() -> None:
+    """An old Mac's CSV (lines ended by "\r" alone) was refused 422: the csv module saw a newline in a field."""
+    doc = formats.extract("text/csv", fd.CSV.replace(b"\n", b"\r"), "ships.csv")
+    assert "Ship: Gull; Tonnage: 120; Captain: Ada" in doc.text and "Ship: Tern; Tonnage: 80" in doc.text
+    mixed = formats.extract("text/csv", b'Ship,Note\r\nGull,"two\rlines"\rTern,one\n', "mixed.csv")
+    assert "Ship: Gull; Note: two" in mixed.text and "Ship: Tern; Note: one" in mixed.text, mixed.text
+
+
 def test_a_text_past_the_cap_is_cut_and_says_so() -> None:
     doc = formats.extract("text/plain", ("word " * 5000).encode(), "w.txt", max_chars=1000)
     assert len(doc.text) <= 1000 and doc.metadata["truncated"] is True
