@@ -8,6 +8,7 @@ import asyncio
 import io
 import time
 import zipfile
+from collections.abc import Callable
 
 import pytest
 
@@ -314,32 +315,30 @@ def test_macro_enabled_files_give_their_text_and_run_nothing() -> None:
     assert sheet.metadata["format"] == "xlsm" and "Rent for the boathouse" in sheet.text
 
 
-def _slow_xlsx(rows: int = 1_000_000) -> bytes:
-    """A workbook of a million empty cells, each on a row of its own: 2.5 MB that takes seconds to read through."""
+def _with_first_sheet(change: Callable[[bytes], bytes]) -> bytes:
+    """The fixture workbook with its first sheet's XML passed through `change`."""
     src = zipfile.ZipFile(io.BytesIO(fd.xlsx(rows=1)))
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
         for info in src.infolist():
             body = src.read(info)
-            if info.filename == "xl/worksheets/sheet1.xml":
-                empty = "".join(f'<row r="{r}"><c r="A{r}"/></row>' for r in range(3, rows + 3)).encode()
-                body = body.replace(b"</sheetData>", empty + b"</sheetData>")
-            z.writestr(info, body)
+            z.writestr(info, change(body) if info.filename == "xl/worksheets/sheet1.xml" else body)
     return out.getvalue()
+
+
+def _slow_xlsx(rows: int = 1_000_000) -> bytes:
+    """A workbook of a million empty cells, each on a row of its own: 2.5 MB that takes seconds to read through."""
+    empty = "".join(f'<row r="{r}"><c r="A{r}"/></row>' for r in range(3, rows + 3)).encode()
+    return _with_first_sheet(lambda body: body.replace(b"</sheetData>", empty + b"</sheetData>"))
 
 
 def _gap_xlsx() -> bytes:
     """A workbook whose second row is numbered 900 million: openpyxl's `iter_rows` made up every row between."""
-    src = zipfile.ZipFile(io.BytesIO(fd.xlsx(rows=1)))
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-        for info in src.infolist():
-            body = src.read(info)
-            if info.filename == "xl/worksheets/sheet1.xml":
-                for cell in (b"", b"A", b"B", b"C"):
-                    body = body.replace(b'r="' + cell + b'2"', b'r="' + cell + b'900000000"')
-            z.writestr(info, body)
-    return out.getvalue()
+    def far(body: bytes) -> bytes:
+        for cell in (b"", b"A", b"B", b"C"):
+            body = body.replace(b'r="' + cell + b'2"', b'r="' + cell + b'900000000"')
+        return body
+    return _with_first_sheet(far)
 
 
 def test_a_sheet_with_a_row_far_down_is_read_at_once() -> None:
