@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 PORT ?= 8080
 
-.PHONY: screenshots conformance cluster test-cluster cluster-deps browser-deps node-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered bench-deliveries bench-folders bench-documents bench-tagged bench-cost wheel clean
+.PHONY: screenshots conformance cluster test-cluster cluster-deps browser-deps node-deps run test lint typecheck fuzz contract bench bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile bench-cluster bench-automation bench-light bench-sharing bench-answers bench-highlights bench-unfair bench-filtered bench-deliveries bench-folders bench-documents bench-tagged bench-cost bench-restart wheel clean
 
 # Packages are installed by uv (pinned; the one thing pip installs): a first `make run` on an empty package cache
 # downloads and installs about 80 packages in parallel, several times faster than pip.
@@ -107,6 +107,11 @@ bench-quality bench-latency bench-ingest bench-load bench-busy bench-hostile ben
 
 bench-cluster: $(DEV_STAMP) cluster-deps
 	$(BIN)/python -m bench.run cluster
+
+# A second `lev serve` on an existing data directory: ready and Ctrl-C seconds (RESTART_SOURCE: another checkout).
+bench-restart: $(DEV_STAMP)
+	@$(COMPILE) lev
+	$(BIN)/python -m bench.restart --runs 3 $(if $(RESTART_SOURCE),--source $(RESTART_SOURCE))
 
 clean:
 	rm -rf $(VENV) .lev .tox .mypy_cache .ruff_cache
