@@ -43,6 +43,11 @@ async def handle_error(request: ConnexionRequest, exc: Exception) -> ConnexionRe
         err = not_signed_in()
     if err.status == 405:  # RFC 9110: a 405 names the methods the route has
         err.headers["Allow"] = ", ".join(allowed_methods(request.url.path))
+    if (err.status == 404 and info is not None and info.surface == "web" and request.method in ("GET", "HEAD")
+            and "text/html" in request.headers.get("accept", "")):  # a browser at an address with no page
+        page = await pages.not_found_page(request)
+        return ConnexionResponse(status_code=404, body=page.body, content_type="text/html; charset=utf-8",
+                                 headers={"Cache-Control": "no-store"})
     return error_response(err)
 
 

@@ -94,6 +94,11 @@ def _not_found(request: Request, p: Principal) -> HTMLResponse:
     return _render("not_found.html", request, p, status=404)
 
 
+async def not_found_page(request: Request) -> HTMLResponse:
+    """What a browser gets at an address Lev has no page for (instead of the API's JSON 404)."""
+    return _render("not_found.html", request, await _principal(request), status=404)
+
+
 async def home(request: Request) -> Response:
     """The library; signed out, the sign-in form, or on a server with no account yet the first account's form."""
     p = await _principal(request)

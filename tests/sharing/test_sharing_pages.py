@@ -75,6 +75,8 @@ def test_two_people_share_a_folder_in_the_browser(browser: Any, server: Any) -> 
     assert f"send this link to {member_email} yourself" in link_box.inner_text()  # this Lev has no mail server
     invite_url = owner.locator("#invite-url").inner_text()
     assert invite_url.startswith(f"{server.url}/invite/")
+    owner.locator(f'#invited [data-invited="{member_email}"]').wait_for()  # listed at once, without a reload
+    assert link_box.is_visible() and owner.locator("#invite-url").inner_text() == invite_url
 
     member.goto("/")  # a sign-up with the address proves nothing: no invitation shows without the link
     assert member.get_by_role("list", name="Invitations").count() == 0

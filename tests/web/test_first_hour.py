@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,12 @@ def test_a_viewer_gets_no_add_form_and_a_removed_member_a_404_in_words(page: Any
     page.wait_for_url(f"**/folders/{folder}")
     assert page.locator("#add-form").count() == 0 and page.locator("#dropzone").count() == 0
     assert "its owner and its editors add to it" in page.locator("[data-viewer-note]").inner_text()
+    r = oc.post("/api/v1/ingest", json={"kind": "text", "title": "Reef survey", "folder_id": folder,
+                                        "text": "Parrotfish graze the reef crest at dawn.", "auto_transform": False})
+    assert r.status_code == 200, r.text
+    page.goto(f"/items/{r.json()['user_item_id']}")  # the viewer is offered no Remove that would be refused
+    assert page.get_by_role("link", name="Reef notes").count() == 1
+    assert page.get_by_role("button", name="Remove from Reef notes").count() == 0
     members = oc.get(f"/api/v1/folders/{folder}/members").json()["members"]
     member = next(m for m in members if m["email"] == viewer_email)
     assert oc.delete(f"/api/v1/folders/{folder}/members/{member['user_id']}").status_code == 204
@@ -152,6 +159,13 @@ def test_a_pdf_reads_as_paragraphs_and_its_hits_say_pdf_and_page(page: Any, admi
 PAGES = ("/", "/highlights", "/import", "/settings/integrations", "/activity", "/settings/account")
 
 
+def long_named_user(admin: Admin) -> User:
+    from lev.store import users
+
+    email = f"a.rather.long.address.{uuid.uuid4().hex[:8]}@reading-group.example.org"
+    return User(admin.run(lambda s: users.create_user(s, email, "pro", verified=True)), email, admin, "pro")
+
+
 def overflow(tab: Any) -> list[str]:
     """What sticks out sideways: the page itself, or a card wider than its box (a table may scroll in .scroll)."""
     return list(tab.evaluate("""() => {
@@ -177,17 +191,34 @@ def test_every_page_fits_1280_and_390_without_sideways_scrolling(page: Any, admi
     item = r.json()["user_item_id"]
     wait_ready(c, [item])
     c.get("/api/v1/search", params={"q": "seals " * 30})  # a long query in the activity log
+    member = new_user(admin)  # a member row with its role controls in the folder's Share card
+    r = c.post(f"/api/v1/folders/{folder['id']}/invitations", json={"email": member.email, "role": "viewer"})
+    assert r.status_code == 201, r.text
+    mc = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {member.token(write=True)}"})
+    assert mc.post(f"/api/v1/invitations/{r.json()['id']}/accept").status_code == 200
+    sharer = long_named_user(admin)  # a folder shared by someone with a long address: its badge in the sidebar
+    sc = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {sharer.token(write=True)}"})
+    r = sc.post(f"/api/v1/folders/{sharer.folder('Theirs')}/invitations", json={"email": email, "role": "viewer"})
+    page.goto(r.json()["accept_url"])
+    page.get_by_role("button", name="Accept").click()
+    page.wait_for_url("**/folders/*")
     pages = [*PAGES, f"/folders/{folder['id']}", f"/items/{item}", "/?q=seals+sandbanks", "/no/such/page"]
     for width in (1280, 390):
         page.set_viewport_size({"width": width, "height": 900})
         for path in pages:
             page.goto(path)
             assert overflow(page) == [], (width, path, overflow(page))
+        assert page.goto("/no/such/page").status == 404  # a page in words, not the API's JSON
+        assert "Nothing here" in page.locator("[data-not-found]").inner_text()
         activity = page.locator("table.activity tbody tr td:first-child time")
         page.goto("/activity")
         activity.first.wait_for()
         line = float(page.evaluate("parseFloat(getComputedStyle(document.body).lineHeight)"))
         assert activity.first.bounding_box()["height"] < 2.5 * line, width  # a time on one line, not three
+        broken = page.evaluate("""(line) => [...document.querySelectorAll('table.activity th')]
+            .filter((th) => !th.textContent.trim().includes(' ') && th.getBoundingClientRect().height > 2.5 * line)
+            .map((th) => th.textContent.trim())""", line)
+        assert broken == [], (width, broken)  # a one-word heading is never cut in the middle ("Stat/us")
     stranger = browser.new_context(base_url=server.url).new_page()
     for width in (1280, 390):
         stranger.set_viewport_size({"width": width, "height": 900})

@@ -104,6 +104,7 @@
       box.setAttribute("tabindex", "-1");
       box.focus();
       if (scope.tagName === "FORM") scope.reset();
+      refreshSection("invited"); // the list shows the new invitation at once
     } else if (how === "verify-sent") {
       const ok = scope.querySelector('[role="status"]');
       ok.textContent = d.sent ? `Mail sent to ${d.email}: open its link while signed in.` : "Your address is verified.";
