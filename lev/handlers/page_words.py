@@ -92,6 +92,17 @@ def size(value: Any) -> str:
     return str(value)
 
 
+_OOXML = "application/vnd.openxmlformats-officedocument."
+MIME_WORDS = {"application/pdf": "PDF document", f"{_OOXML}wordprocessingml.document": "Word document",
+              f"{_OOXML}presentationml.presentation": "PowerPoint presentation",
+              f"{_OOXML}spreadsheetml.sheet": "Excel workbook", "text/csv": "CSV table",
+              "application/epub+zip": "EPUB book", "text/markdown": "Markdown text", "text/html": "Saved web page",
+              "message/rfc822": "E-mail message", "text/plain": "Plain text", "image/png": "PNG image",
+              "image/jpeg": "JPEG image", "image/webp": "WebP image", "image/gif": "GIF image",
+              "audio/mpeg": "MP3 audio", "audio/mp4": "M4A audio", "audio/wav": "WAV audio", "audio/x-wav": "WAV audio",
+              "audio/ogg": "Ogg audio", "video/mp4": "MP4 video", "video/webm": "WebM video"}
+
+
 def meta_rows(metadata: dict[str, Any] | None) -> list[tuple[str, str]]:
     """The metadata people read, named in words, each value in its own form (sizes, lengths, dates)."""
     rows: list[tuple[str, str]] = []
@@ -106,6 +117,8 @@ def meta_rows(metadata: dict[str, Any] | None) -> list[tuple[str, str]]:
             shown = clock(value)
         elif key in ("published", "date"):
             shown = day(value)
+        elif key == "mime":
+            shown = MIME_WORDS.get(str(value).split(";")[0].strip().lower(), str(value))
         elif isinstance(value, list):
             shown = ", ".join(str(v) for v in value)
         else:

@@ -246,6 +246,7 @@ async def item_page(request: Request) -> Response:
     similar = (await library.similar_items(deps(), p, uuid.UUID(item["id"]), SIMILAR_SHOWN))["results"] \
         if ready else []
     media = item["kind"] in lifecycle.RECORDINGS and bool(item["metadata"].get("mime"))
+    original = await library.stored_file_name(deps(), p, uuid.UUID(item["id"]))
     q = request.query_params
     marks, reading = await highlights.reading(deps(), p, item, _int(q.get("part"), 1), q.get("highlight"))
     left_at = min(reading.parts, int(item["progress"] * reading.parts) + 1)  # where the reader left off
@@ -254,8 +255,8 @@ async def item_page(request: Request) -> Response:
     saver = await sharing.saver(deps(), p, uuid.UUID(item["id"]))
     offered = [] if saver else await suggest.for_item(deps(), p, item)
     return _render("item.html", request, p, item=item, folders=folders, similar=similar, media=media,
-                   names={f["id"]: f["name"] for f in folders}, marks=marks, reading=reading, saver=saver,
-                   suggested=offered)
+                   original=original, names={f["id"]: f["name"] for f in folders}, marks=marks, reading=reading,
+                   saver=saver, suggested=offered)
 
 
 async def highlights_page(request: Request) -> Response:

@@ -190,6 +190,13 @@ async def stored_file(deps: Deps, principal: Principal, item_id: uuid.UUID) -> t
     return where, mime, PurePosixPath(row["object_path"]).name
 
 
+async def stored_file_name(deps: Deps, principal: Principal, item_id: uuid.UUID) -> str | None:
+    """The name of a visible item's stored file (what `stored_file` serves), or None when it has none."""
+    async with deps.db.read_session() as s:
+        row = await item_store.stored_object(s, principal.scope, item_id)
+    return PurePosixPath(row["object_path"]).name if row else None
+
+
 async def list_recent(deps: Deps, principal: Principal, limit: int) -> list[dict[str, Any]]:
     async with deps.db.read_session() as s:
         items = await item_store.recent(s, principal.scope, limit)

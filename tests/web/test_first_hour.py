@@ -150,7 +150,12 @@ def test_a_pdf_reads_as_paragraphs_and_its_hits_say_pdf_and_page(page: Any, admi
     paragraphs = page.locator("#reader p").all_inner_texts()
     assert any("densities of ten thousand animals per cubic metre." in p for p in paragraphs), paragraphs
     assert "Biomass" in paragraphs and paragraphs[0] != "Plankton"  # the heading is not the title again
-    assert "Pages" in page.locator("[data-meta]").inner_text() and "page_count" not in page.content()
+    meta = page.locator("[data-meta]").inner_text()
+    assert "Pages" in meta and "page_count" not in page.content()
+    assert "PDF document" in meta and "application/pdf" not in meta  # the file type in words
+    with page.expect_download() as got:  # the original file, as it was uploaded
+        page.locator("[data-original]").click()
+    assert Path(got.value.path()).read_bytes() == data and got.value.suggested_filename == "plankton.pdf"
     page.goto("/?q=copepods+densities&mode=keyword")
     meta = page.locator("#search-results [data-hit]").first
     assert meta.locator("[data-kind]").inner_text() == "PDF" and meta.locator("[data-where]").inner_text() == "p. 1"
