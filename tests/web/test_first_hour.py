@@ -124,6 +124,10 @@ def test_search_as_you_type_with_keys_and_a_note_hit_shows_the_note(page: Any, a
     note.wait_for()
     assert "Remember the turquoise flash upstream." in note.inner_text()
     assert set(note.locator("mark").all_inner_texts()) == {"turquoise", "flash"}
+    assert page.locator("[data-meaning-only]").count() == 0
+    page.goto("/?q=zzqqxx+nonexistentword&mode=hybrid")  # hybrid still answers the nearest: it says so
+    assert page.locator("#search-results [data-hit]").count() > 0
+    assert "No passage holds these words" in page.locator("[data-meaning-only]").inner_text()
 
 
 def test_a_pdf_reads_as_paragraphs_and_its_hits_say_pdf_and_page(page: Any, admin: Admin, server: Any,  # noqa: F811
