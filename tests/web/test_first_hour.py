@@ -217,6 +217,9 @@ def test_every_page_fits_1280_and_390_without_sideways_scrolling(page: Any, admi
         for path in pages:
             page.goto(path)
             assert overflow(page) == [], (width, path, overflow(page))
+        page.goto(f"/folders/{folder['id']}")
+        title, sidebar = page.locator("main h1").first.bounding_box(), page.locator("aside.folders").bounding_box()
+        assert (title["y"] < sidebar["y"]) == (width == 390), (width, title, sidebar)  # a phone: the folder first
         assert page.goto("/no/such/page").status == 404  # a page in words, not the API's JSON
         assert "Nothing here" in page.locator("[data-not-found]").inner_text()
         activity = page.locator("table.activity tbody tr td:first-child time")
