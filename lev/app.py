@@ -28,7 +28,7 @@ from lev.handlers import ops, pages, public, pwa
 from lev.handlers import spec as spec_handler
 from lev.limits.ratelimit import HourlyRider
 from lev.mcp import card
-from lev.middleware import LevMiddleware, allowed_methods, error_response
+from lev.middleware import LevMiddleware, allowed_methods, error_response, name_pages
 from lev.oauth import server as oauth
 from lev.ops import logs, metrics
 from lev.tasks.worker import make_worker, stop_gracefully
@@ -141,6 +141,7 @@ def create_app(settings: Settings | None = None) -> ASGIApp:
     app.add_url_rule("/readyz", "readyz", ops.readyz, methods=["GET"])
     app.add_url_rule("/metrics", "metrics", ops.metrics_text, methods=["GET"])
     pages.add_routes(app)
+    name_pages(pages.PATHS)
     public.add_routes(app)
     pwa.add_routes(app)
     oauth_handler.add_routes(app)

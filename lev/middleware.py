@@ -7,7 +7,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from ipaddress import ip_address, ip_network
 
@@ -47,6 +47,7 @@ PUBLIC_PREFIX, PUBLIC_PAGE, PUBLIC_FEED = "/p/", "/p/{slug}", "/p/{slug}/feed.at
 SECRET_PAGES = {"/invite/": "/invite/{code}", "/verify-email/": "/verify-email/{code}"}  # links that are secrets
 _ROUTES: list[tuple[re.Pattern[str], str]] = []
 _TEMPLATES: set[str] = set()
+_PAGE_ROUTES: list[tuple[re.Pattern[str], str]] = []
 
 
 @lru_cache(maxsize=4096)  # a path's template never changes: the document is loaded once
@@ -58,7 +59,7 @@ def route_template(path: str) -> str:
             regex = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
             _ROUTES.append((re.compile(f"^{regex}$"), template))
         _TEMPLATES.update(t for _, t in _ROUTES)
-    for compiled, template in _ROUTES:
+    for compiled, template in (*_ROUTES, *_PAGE_ROUTES):
         if compiled.match(path):
             return template
     if path.startswith(PUBLIC_PREFIX):  # a published folder's slug is its secret URL: never logged
@@ -67,6 +68,17 @@ def route_template(path: str) -> str:
         if path.startswith(prefix):
             return secret
     return path[:200]
+
+
+def name_pages(paths: Iterable[str]) -> None:
+    """The web pages' route templates (`/folders/{id}`), named in the request log and the metrics like the API's;
+    called before the first request."""
+    for template in paths:
+        if template not in _TEMPLATES:
+            regex = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
+            _PAGE_ROUTES.append((re.compile(f"^{regex}$"), template))
+            _TEMPLATES.add(template)
+    route_template.cache_clear()
 
 
 def allowed_methods(path: str) -> list[str]:

@@ -370,15 +370,19 @@ async def static_file(request: Request) -> Response:
 
 def add_routes(app: Any) -> None:
     """Register the pages and the static files on the Connexion app."""
-    for path, name, fn in (
-        ("/", "home", home), ("/login", "login", login_page), ("/signup", "signup", signup_page),
-        ("/folders/{id}", "folder", folder_page), ("/items/{id}", "item", item_page),
-        ("/items/{id}/status", "item_status", item_status), ("/partials/items", "items_partial", items_partial),
-        ("/partials/search", "search_partial", search_partial),
-        ("/settings/integrations", "integrations", integrations_page), ("/activity", "activity", activity_page),
-        ("/settings/account", "account", account_page), ("/static/{name}", "static", static_file),
-        ("/import", "import", import_page), ("/partials/imports", "imports_partial", imports_partial),
-        ("/highlights", "highlights", highlights_page), ("/invite/{code}", "invite", invite_page),
-        ("/verify-email/{code}", "verify_email", verify_email_page),
-    ):
+    for path, name, fn in _PAGES:
         app.add_url_rule(path, f"page_{name}", fn, methods=["GET"])
+
+
+_PAGES = (
+    ("/", "home", home), ("/login", "login", login_page), ("/signup", "signup", signup_page),
+    ("/folders/{id}", "folder", folder_page), ("/items/{id}", "item", item_page),
+    ("/items/{id}/status", "item_status", item_status), ("/partials/items", "items_partial", items_partial),
+    ("/partials/search", "search_partial", search_partial),
+    ("/settings/integrations", "integrations", integrations_page), ("/activity", "activity", activity_page),
+    ("/settings/account", "account", account_page), ("/static/{name}", "static", static_file),
+    ("/import", "import", import_page), ("/partials/imports", "imports_partial", imports_partial),
+    ("/highlights", "highlights", highlights_page), ("/invite/{code}", "invite", invite_page),
+    ("/verify-email/{code}", "verify_email", verify_email_page),
+)
+PATHS = tuple(path for path, _, _ in _PAGES)  # the pages' routes, for the request log and the metrics' labels

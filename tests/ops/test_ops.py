@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,7 +104,11 @@ def test_metrics_count_requests_jobs_embeddings_and_refusals(server: LiveServer,
         assert f"\n{gauge} " in after
     # unknown paths share one label instead of growing the series without bound
     httpx.get(f"{server.url}/no/such/{os.urandom(4).hex()}")
-    assert "/no/such/" not in httpx.get(f"{server.url}/metrics").text
+    page = f"/folders/{uuid.uuid4()}"  # a web page is named by its route, as an operation is
+    httpx.get(f"{server.url}{page}")
+    scraped = httpx.get(f"{server.url}/metrics").text
+    assert "/no/such/" not in scraped and page not in scraped
+    assert 'lev_http_requests_total{route="GET /folders/{id}",status="303",surface="web"}' in scraped, scraped
 
 
 def test_json_logs_carry_ids_never_secrets(server: LiveServer, user, api) -> None:  # type: ignore[no-untyped-def]
