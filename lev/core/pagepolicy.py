@@ -27,6 +27,16 @@ def content_security_policy(origins: Iterable[str] = (), form_action: Iterable[s
 # An archived copy of a page (GET /api/v1/items/{id}/archive): an opaque origin that runs no script and loads nothing
 # but the `data:` images and styles inlined into it (DESIGN.md section 12).
 ARCHIVE_POLICY = "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline' data:"
+# A stored file a browser would run as a document of Lev's origin (an uploaded .html, an XML or SVG file): sent as
+# a download, and sandboxed should a browser render it all the same.
+ACTIVE_TYPES = frozenset({"text/html", "application/xhtml+xml", "image/svg+xml", "text/xml", "application/xml",
+                          "text/javascript", "application/javascript"})
+STORED_FILE_POLICY = "sandbox; default-src 'none'"
+
+
+def renders_as_document(mime: str) -> bool:
+    """Whether a browser opening a file of this MIME type would run it as a page (script included)."""
+    return mime.split(";")[0].strip().lower() in ACTIVE_TYPES
 
 
 def store_origins(object_store: Callable[[], Any]) -> list[str]:

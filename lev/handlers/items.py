@@ -23,7 +23,7 @@ from lev.auth.policy import (
 )
 from lev.core import context
 from lev.core.errors import folder_not_found, forbidden_scope, not_found
-from lev.core.pagepolicy import ARCHIVE_POLICY
+from lev.core.pagepolicy import ARCHIVE_POLICY, STORED_FILE_POLICY, renders_as_document
 from lev.handlers import deps, principal
 from lev.ingest.urls import canonical_url
 from lev.library import changes
@@ -165,6 +165,10 @@ async def get_item_media(id_: str, token_info: dict[str, Any]) -> Response:
     if isinstance(where, Path):
         if not where.is_file():
             raise not_found("The item's stored file is gone.")
+        if renders_as_document(mime):
+            return FileResponse(where, media_type=mime, filename=filename, content_disposition_type="attachment",
+                                headers={"Cache-Control": "private, max-age=300",
+                                         "Content-Security-Policy": STORED_FILE_POLICY})
         return FileResponse(where, media_type=mime, filename=filename, content_disposition_type="inline",
                             headers={"Cache-Control": "private, max-age=300"})
     return RedirectResponse(where, status_code=302, headers={"Cache-Control": "no-store"})

@@ -256,3 +256,18 @@ def test_the_reader_view_shows_slides_and_headings(server, admin) -> None:
     assert re.findall(r'class="reader-heading"><span data-at="\d+">([^<]+)</span>', html) == [
         "Goals", "Budget", "Risks"]
     assert "page-mark" not in html
+
+
+def test_a_stored_html_file_comes_back_as_a_sandboxed_download(server, api, user) -> None:
+    """A saved .html page is read for its text; the file itself, fetched back, must not run as a page of Lev's
+    origin (its script would act with the session of whoever opens it): a download, sandboxed, never inline."""
+    c = api(user.token(write=True))
+    data = b"<html><head><title>Trap</title></head><body><p>Gulls nest on the cliffs in May.</p>" \
+           b"<script>fetch('/api/v1/tokens')</script></body></html>"
+    r = handshake(c, "trap.html", "text/html", data, auto_transform=False)
+    assert r.status_code == 200, r.text
+    got = c.get(f"/api/v1/items/{r.json()['user_item_id']}/media")
+    assert got.status_code == 200 and got.content == data
+    assert got.headers["content-disposition"].startswith("attachment"), got.headers
+    assert got.headers["content-security-policy"].startswith("sandbox"), got.headers
+    assert got.headers["x-content-type-options"] == "nosniff"
