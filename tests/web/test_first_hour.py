@@ -43,6 +43,10 @@ def test_a_short_password_is_refused_in_words_without_echoing_it(page: Any) -> N
     alert.wait_for()
     assert alert.inner_text() == "Password must be at least 8 characters long."
     assert SHORT not in page.content().replace('value=""', "")
+    sign_up(page)  # a free account: no transcription minutes, said so rather than "0.0 of 0 minutes"
+    page.goto("/settings/account")
+    assert "Transcription: not in this plan." in page.locator("main").inner_text()
+    assert "of 0 minutes" not in page.locator("main").inner_text()
 
 
 def test_a_viewer_gets_no_add_form_and_a_removed_member_a_404_in_words(page: Any, admin: Admin,  # noqa: F811
