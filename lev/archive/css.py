@@ -7,12 +7,15 @@ import re
 from collections.abc import Callable
 from urllib.parse import urljoin, urlsplit
 
-_URL = re.compile(r"""url\(\s*(?:"([^"]*)"|'([^']*)'|([^)'"\s]*))\s*\)""", re.IGNORECASE)
+# Each pattern is linear in the sheet (issue 47): an unquoted URL holds no `(` (CSS makes it a bad URL), a font face
+# no `{`, and an unclosed comment runs to the sheet's end, as CSS reads it; each start then fails at once instead
+# of scanning the rest of the sheet again (`url(` repeated 10,000 times took 28 s).
+_URL = re.compile(r"""url\(\s*(?:"([^"]*)"|'([^']*)'|([^()'"\s]*))\s*\)""", re.IGNORECASE)
 _IMPORT = re.compile(r"""@import\s+(?:url\(\s*)?(?:"([^"]*)"|'([^']*)'|([^)'"\s;]+))\s*\)?[^;]*;?""",
                      re.IGNORECASE)
-_FONT_FACE = re.compile(r"@font-face\s*\{[^}]*\}", re.IGNORECASE)
+_FONT_FACE = re.compile(r"@font-face\s*\{[^{}]*\}", re.IGNORECASE)
 _CLOSE = re.compile(r"</(?=\s*style)", re.IGNORECASE)
-_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
+_COMMENT = re.compile(r"/\*.*?(?:\*/|\Z)", re.DOTALL)
 
 
 def absolute(base: str, ref: str) -> str | None:

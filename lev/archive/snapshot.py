@@ -193,7 +193,24 @@ def _clean(doc: Any, base: str) -> tuple[list[str], list[Any]]:
             holder = lxml.html.Element("lev-sheet", {"data-href": url})  # kept through the cleaner
             el.addprevious(holder)
             links.append(url)
+    # lxml's cleaner reads style sheets and style attributes with patterns that take time quadratic in their
+    # length (`url\([^)]*\)`, `/\*.*?\*/`, `expression\(.*?\)`: 20 s for 100 KB); their text is held out
+    # while it cleans, then read by lev.archive.css, linear, whose rewrite keeps only images as data: URLs.
+    held = [(el, el.text) for el in doc.iter("style")] + [(el, el.get("style")) for el in doc.iter()
+                                                          if isinstance(el.tag, str) and el.get("style")]
+    for el, _ in held:
+        if el.tag == "style":
+            el.text = ""
+        else:
+            el.set("style", "")
     _CLEANER(doc)
+    for el, text in held:
+        if el.getparent() is None and el.tag != "html":
+            continue  # dropped by the cleaner
+        if el.tag == "style":
+            el.text = text
+        else:
+            el.set("style", text or "")
     for el in list(doc.iter(*_DROP)):
         el.drop_tree()
     for el in doc.iter(etree.Element):
