@@ -27,16 +27,19 @@ def content_security_policy(origins: Iterable[str] = (), form_action: Iterable[s
 # An archived copy of a page (GET /api/v1/items/{id}/archive): an opaque origin that runs no script and loads nothing
 # but the `data:` images and styles inlined into it (DESIGN.md section 12).
 ARCHIVE_POLICY = "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline' data:"
-# A stored file a browser would run as a document of Lev's origin (an uploaded .html, an XML or SVG file): sent as
-# a download, and sandboxed should a browser render it all the same.
-ACTIVE_TYPES = frozenset({"text/html", "application/xhtml+xml", "image/svg+xml", "text/xml", "application/xml",
-                          "text/javascript", "application/javascript"})
+# Stored files a browser shows inline without running anything of Lev's origin: recordings, pictures (not SVG, a
+# document that runs script), PDFs (the browser's viewer) and plain text (nosniff keeps it text). Any other file
+# (an uploaded .html or .xhtml, XML, an e-mail's attachment) is sent as a download, sandboxed should a browser
+# render it all the same.
+INLINE_TYPES = frozenset({"application/pdf", "text/plain", "image/png", "image/jpeg", "image/gif", "image/webp",
+                          "image/avif", "image/bmp", "image/tiff", "image/heic", "image/heif"})
 STORED_FILE_POLICY = "sandbox; default-src 'none'"
 
 
-def renders_as_document(mime: str) -> bool:
-    """Whether a browser opening a file of this MIME type would run it as a page (script included)."""
-    return mime.split(";")[0].strip().lower() in ACTIVE_TYPES
+def shown_inline(mime: str) -> bool:
+    """Whether a stored file of this MIME type is served inline (a player, a picture, a PDF) or as a download."""
+    base = mime.split(";")[0].strip().lower()
+    return base in INLINE_TYPES or base.startswith(("audio/", "video/"))
 
 
 def store_origins(object_store: Callable[[], Any]) -> list[str]:

@@ -23,7 +23,7 @@ from lev.auth.policy import (
 )
 from lev.core import context
 from lev.core.errors import folder_not_found, forbidden_scope, not_found
-from lev.core.pagepolicy import ARCHIVE_POLICY, STORED_FILE_POLICY, renders_as_document
+from lev.core.pagepolicy import ARCHIVE_POLICY, STORED_FILE_POLICY, shown_inline
 from lev.handlers import deps, principal
 from lev.ingest.urls import canonical_url
 from lev.library import changes
@@ -165,7 +165,7 @@ async def get_item_media(id_: str, token_info: dict[str, Any]) -> Response:
     if isinstance(where, Path):
         if not where.is_file():
             raise not_found("The item's stored file is gone.")
-        if renders_as_document(mime):
+        if not shown_inline(mime):
             return FileResponse(where, media_type=mime, filename=filename, content_disposition_type="attachment",
                                 headers={"Cache-Control": "private, max-age=300",
                                          "Content-Security-Policy": STORED_FILE_POLICY})

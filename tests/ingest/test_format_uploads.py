@@ -271,3 +271,11 @@ def test_a_stored_html_file_comes_back_as_a_sandboxed_download(server, api, user
     assert got.headers["content-disposition"].startswith("attachment"), got.headers
     assert got.headers["content-security-policy"].startswith("sandbox"), got.headers
     assert got.headers["x-content-type-options"] == "nosniff"
+    xhtml = b'<html xmlns="http://www.w3.org/1999/xhtml"><body><p>Terns dive for sand eels.</p>' \
+            b"<script>fetch('/api/account')</script></body></html>"  # the attacker's: no page policy was added
+    r = handshake(c, "notes.xhtml", "application/xhtml+xml", xhtml, auto_transform=False)
+    assert r.status_code == 200, r.text
+    got = c.get(f"/api/v1/items/{r.json()['user_item_id']}/media")
+    assert got.status_code == 200 and got.content == xhtml
+    assert got.headers["content-disposition"].startswith("attachment"), got.headers
+    assert got.headers["content-security-policy"].startswith("sandbox"), got.headers
