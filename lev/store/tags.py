@@ -29,9 +29,11 @@ CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")  # not white space to `str.spl
 
 def normal_form(raw: str) -> str:
     """A name in its one form: a leading `#` dropped, each `/`-separated part trimmed with its inner white space
-    collapsed, empty parts dropped (`" #Work // Clients "` is `Work/Clients`). May be empty."""
+    collapsed, empty parts and parts `.` or `..` dropped (`" #Work // Clients "` is `Work/Clients`). May be empty.
+    A `..` part, put in a URL's path (`/api/v1/items/{id}/tags/..`), would name another resource: a browser resolves
+    it before sending (issue 47)."""
     parts = (" ".join(p.split()) for p in raw.strip().lstrip("#").split("/"))
-    return "/".join(p for p in parts if p)
+    return "/".join(p for p in parts if p and p not in (".", ".."))
 
 
 def clean_name(raw: str, *, lenient: bool = False) -> str | None:

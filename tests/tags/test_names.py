@@ -15,6 +15,9 @@ from lev.tags.names import check_name, check_names, lenient
 def test_a_name_has_one_form_and_one_key() -> None:
     assert normal_form("  #Work //  Clients   Big / Acme/ ") == "Work/Clients Big/Acme"
     assert normal_form("#/ /#") == "#"  # only the leading # goes
+    # a `.` or `..` part would name another resource in a URL's path (DELETE .../tags/.. deleted the item)
+    assert normal_form("work/../acme/./x") == "work/acme/x" and normal_form(" .. / . ") == ""
+    assert normal_form("...") == "..." and normal_form("a/.b/..c") == "a/.b/..c"
     assert key_of("Straße/ÆON") == "strasse/æon"  # case-folded, not only lower-cased
     assert parents("a/b/c") == ["a", "a/b", "a/b/c"]
     assert keys_with_parents(["a/b/c", "a/x", "z"]) == ["a", "a/b", "a/b/c", "a/x", "z"]
@@ -22,7 +25,7 @@ def test_a_name_has_one_form_and_one_key() -> None:
 
 def test_a_surface_refuses_what_is_no_name() -> None:
     assert check_name(" reading ") == "reading"
-    for bad in ("", "  ", "#", "/ /", "a\x00b", "a\x1fb", "x" * 65, 5, None):
+    for bad in ("", "  ", "#", "/ /", "..", "./..", "a\x00b", "a\x1fb", "x" * 65, 5, None):
         with pytest.raises(ApiError) as refused:
             check_name(bad)
         assert refused.value.code == "invalid_body" and refused.value.extra["parameter"] == "tags"
@@ -39,7 +42,7 @@ def test_an_import_s_tags_are_cut_to_fit() -> None:
     cut = clean_name("p" * 60 + "/qqqqqqqq", lenient=True)
     assert cut == "p" * 60 + "/qqq" and len(cut) == 64
     assert clean_name("p" * 64 + "/q", lenient=True) == "p" * 64  # cut at 64, the empty end dropped
-    assert lenient(["ok", 5, "", "OK", None, "#x"]) == ["ok", "x"]
+    assert lenient(["ok", 5, "", "OK", None, "#x", "..", "../../folders/x"]) == ["ok", "x", "folders/x"]
     assert len(lenient([f"t{i}" for i in range(300)])) == 100
 
 

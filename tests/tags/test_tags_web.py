@@ -146,3 +146,19 @@ def test_a_viewer_sees_the_owners_tags_and_no_way_to_change_them(page: Any, admi
     assert page.locator("#item-tags button").count() == 0 and page.get_by_label("Add tags").count() == 0
     assert page.get_by_role("button", name="Mark as read").count() == 0
     assert page.locator("#reader").get_attribute("data-record") is None
+
+
+def test_a_stored_dot_dot_tag_is_never_sent_as_a_path(page: Any, admin: Admin, server: LiveServer) -> None:  # noqa: F811
+    """Issue 47, the attacker's second look: a tag named `..` (front matter, before names dropped such parts) made
+    the item page's × send DELETE /api/v1/items/{id}/tags/.., which the browser resolved to DELETE of the item."""
+    me = signed_up(page, admin)
+    page.goto("/")
+    item = call(page, "POST", "/api/v1/ingest", {"kind": "text", "title": "Minutes", "text": SEA,
+                                                "tags": ["project"], "auto_transform": False})["user_item_id"]
+    admin.sql("UPDATE tags SET name = '..', key = '..' WHERE key = 'project' AND user_id = :u", u=me.id)  # as stored
+    admin.sql("UPDATE user_items SET tag_keys = ARRAY['..'] WHERE id = :i", i=item)
+    page.goto(f"/items/{item}")
+    page.get_by_role("button", name="Remove the tag ..").click()
+    page.locator("#item-tags [role=alert]").wait_for()
+    assert "cannot be used in an address" in page.locator("#item-tags [role=alert]").inner_text()
+    assert call(page, "GET", f"/api/v1/items/{item}")["title"] == "Minutes"  # still there

@@ -4,7 +4,14 @@
   "use strict";
   const csrf = () => document.querySelector('meta[name="csrf-token"]').content;
 
+  // A path with a `.` or `..` segment (a hostile name put in it) is never sent: the browser would resolve it to
+  // another resource (DELETE .../tags/.. is DELETE of the item).
+  const DOT_SEGMENT = /^(\.|%2e){1,2}$/i;
+
   async function api(method, url, body) {
+    if (url.split(/[?#]/)[0].split("/").some((part) => DOT_SEGMENT.test(part))) {
+      return { ok: false, status: 400, data: { error: "invalid_body", message: "This name cannot be used in an address: rename it first." } };
+    }
     const headers = { "X-CSRF-Token": csrf(), Accept: "application/json" };
     const init = { method, headers, credentials: "same-origin" };
     if (body !== undefined) { headers["Content-Type"] = "application/json"; init.body = JSON.stringify(body); }
