@@ -143,7 +143,12 @@ async def acquire(deps: Deps, r: Resolved) -> Acquired:
 async def _inline(r: Resolved) -> Text:
     """A text format sent as text (Markdown, HTML, an e-mail, CSV): read as its file would be."""
     assert r.text is not None
-    doc = await formats.read(formats.INLINE_MIMES[r.kind], r.text.encode("utf-8"))
+    try:
+        doc = await formats.read(formats.INLINE_MIMES[r.kind], r.text.encode("utf-8"))
+    except ApiError as exc:
+        if exc.code == "extraction_failed":  # /ingest answers the spec's descriptive 400, as for a file by URL
+            raise ingest_failed(f"the {r.kind} text could not be read: {exc.message}") from None
+        raise
     title = r.title or doc.title or title_from_text(doc.text or r.text)
     meta = {**doc.metadata, **({} if r.title or doc.title else {"title_from_text": True})}
     return Text(r.kind, title, doc.text, Source(filename=""), meta, outline=doc.outline, attachments=doc.attachments)

@@ -122,7 +122,10 @@ def extract(mime: str, source: bytes | str, filename: str = "", max_chars: int =
         raise extraction_failed(f"{m} is not a document format Lev reads.")
     data = source if isinstance(source, bytes) else Path(source).read_bytes()
     stem = PurePosixPath(filename.replace("\\", "/")).stem.strip() if filename else ""
-    doc = reader(data, m, stem, max_chars)
+    try:
+        doc = reader(data, m, stem, max_chars)
+    except RecursionError:  # e.g. an e-mail of 3,000 nested multiparts: the standard library's parser recurses
+        raise extraction_failed("The file is nested too deeply to be read.") from None
     title = doc.title or stem or None
     kept, skipped = [], 0
     for a in doc.attachments:

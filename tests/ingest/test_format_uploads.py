@@ -192,7 +192,17 @@ HOSTILE = {  # name -> (file name, MIME type, bytes, status, code, words)
     "binary as text": ("fake.md", "text/markdown", lambda: b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 64, 415,
                        "unsupported_media_type", "magic bytes"),
     "DRM e-book": ("drm.epub", fd.EPUB, lambda: fd.epub(drm=True), 422, "extraction_failed", "DRM"),
+    "nested e-mail": ("deep.eml", "message/rfc822", lambda: nested_email(3000), 422, "extraction_failed",
+                      "nested too deeply"),  # the parser's RecursionError was a 500 (issue 47, second look)
 }
+
+
+def nested_email(depth: int) -> bytes:
+    """An e-mail of `depth` multipart/mixed parts, each inside the last."""
+    head = "".join(f'Content-Type: multipart/mixed; boundary="b{i}"\r\n\r\n--b{i}\r\n' for i in range(depth))
+    tail = "".join(f"\r\n--b{i}--\r\n" for i in reversed(range(depth)))
+    return (f"From: a@example.com\r\nSubject: Deep\r\nMIME-Version: 1.0\r\n{head}"
+            f"Content-Type: text/plain\r\n\r\nBottom.{tail}").encode()
 
 
 @pytest.mark.parametrize("case", list(HOSTILE))
@@ -212,6 +222,13 @@ def test_hostile_uploads_are_refused_in_words_and_nothing_is_kept(server, api, u
         time.sleep(0.2)
     assert not (data_dir / "objects" / signed["path"]).exists()  # the upload was discarded
     assert c.get("/api/v1/items").json()["total"] == before  # and no item made
+
+
+def test_a_deeply_nested_email_sent_as_text_is_refused_in_words(server, api, user) -> None:
+    c = api(user.token(write=True))
+    r = c.post("/api/v1/ingest", json={"kind": "email", "text": nested_email(3000).decode()})
+    assert r.status_code == 400 and r.json()["error"] == "ingest_failed", r.text  # the 400 /ingest documents
+    assert "nested too deeply" in r.json()["message"]
 
 
 def test_the_415_names_what_is_accepted(server, api, user) -> None:
