@@ -155,8 +155,8 @@ async def _inline(r: Resolved) -> Text:
 
 
 async def _captured(r: Resolved) -> Text:
-    """A page as the user's browser rendered it, read exactly as a fetched page is (trafilatura); nothing it
-    references is fetched. 400 ingest_failed when it has no readable text."""
+    """A page as the user's browser rendered it, read exactly as a fetched page is (trafilatura), from the HTML
+    sent (its URL is not fetched). 400 ingest_failed when it has no readable text."""
     assert r.html is not None and r.url is not None
     page = await read_html(r.html, r.url)
     if not page.text:

@@ -53,18 +53,21 @@ def _cell(value: Any) -> str:
 def write_rows(layout: Layout, rows: Iterable[tuple[int, list[str]]]) -> int:
     """A sheet's rows (row number, cell texts) as lines naming their columns; the rows written."""
     header: list[str] | None = None
+    header_at = 0
     written = 0
     for number, cells in rows:
         if not any(c.strip() for c in cells):
             continue
         if header is None:
             if all(not c.strip() or not _numeric(c) for c in cells) and sum(1 for c in cells if c.strip()) >= 1:
-                header = [" ".join(c.split()) for c in cells[:MAX_COLUMNS]]
+                header, header_at = [" ".join(c.split()) for c in cells[:MAX_COLUMNS]], number
                 continue
             header = []
         if not layout.row(number, row_line(header, cells)):
             break
         written += 1
+    if not written and header:  # a sheet of one row of words: that row is its content, not a header
+        written += int(layout.row(header_at, "; ".join(c for c in header if c)))
     return written
 
 

@@ -261,6 +261,22 @@ def test_a_csv_whose_lines_end_in_a_carriage_return_is_read() -> None:
     assert "Ship: Gull; Note: two" in mixed.text and "Ship: Tern; Note: one" in mixed.text, mixed.text
 
 
+def test_a_sheet_of_one_row_of_words_keeps_that_row() -> None:
+    """A sheet whose only row looks like a header (words, no numbers) stored nothing but its name (the attacker's
+    sheet of cells at A1, XFD1 and XFD1048576 kept only `S1`): that row is the sheet's content."""
+    import openpyxl
+
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "S1"
+    ws["A1"], ws["B1"], ws["XFD1048576"] = "alpha", "beta", "past the columns read"
+    data = io.BytesIO()
+    wb.save(data)
+    doc = formats.extract(fd.XLSX, data.getvalue(), "wide.xlsx")
+    assert doc.text == "S1\nalpha; beta" and doc.metadata["rows"] == 1, doc.text
+    assert formats.extract("text/csv", b"Name,Role\n", "empty.csv").text.endswith("Name; Role")
+
+
 def test_a_text_past_the_cap_is_cut_and_says_so() -> None:
     doc = formats.extract("text/plain", ("word " * 5000).encode(), "w.txt", max_chars=1000)
     assert len(doc.text) <= 1000 and doc.metadata["truncated"] is True
