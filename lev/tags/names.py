@@ -20,7 +20,8 @@ def check_name(raw: Any, parameter: str = "tags") -> str:
         raise invalid_body(f"{parameter}: a tag must not contain control characters.", parameter=parameter)
     name = normal_form(raw)
     if not name:
-        raise invalid_body(f"{parameter}: a tag needs a name (not only white space, #, / or parts that are . or ..).", parameter=parameter)
+        raise invalid_body(f"{parameter}: a tag needs a name (not only white space, #, / or parts that are . or ..).",
+                           parameter=parameter)
     if len(name) > MAX_NAME_CHARS:
         raise invalid_body(f"{parameter}: a tag is at most {MAX_NAME_CHARS} characters ({name[:40]!r}… has "
                            f"{len(name)}).", parameter=parameter)
