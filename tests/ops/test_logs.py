@@ -47,15 +47,16 @@ def jobs_done(metrics_dir: Path) -> dict[str, float]:
 
 def test_an_idle_server_writes_nothing_while_its_cron_ticks_run(data_dir: Path, admin: Admin, tmp_path: Path) -> None:
     # The database is shared with the tests before this one: work they left unfinished when their servers stopped
-    # (a transform, an import, a content, a due feed, a page's archived copy) would be found and done by this
-    # server's reconciler and schedule, and rightly logged. Idle means nothing to do: what they left is settled
-    # first.
+    # (a transform, an import, a content, a due feed, a page's archived copy, a deleted item's stored file) would
+    # be found and done by this server's reconciler and schedule, and rightly logged. Idle means nothing to do:
+    # what they left is settled first.
     admin.sql("UPDATE user_items u SET auto_transform = false WHERE auto_transform "
               "AND NOT EXISTS (SELECT 1 FROM outputs o WHERE o.item_id = u.id)")
     admin.sql("UPDATE imports SET status = 'done' WHERE status = 'running'")
     admin.sql("UPDATE contents SET status = 'failed' WHERE status = 'processing'")
     admin.sql("UPDATE feeds SET next_poll_at = now() + interval '1 day'")
     admin.sql("UPDATE archives SET status = 'failed' WHERE status = 'pending'")
+    admin.sql("DELETE FROM object_deletions")
     metrics = tmp_path / "metrics"
     srv = LiveServer(data_dir, {"LEV_REDIS_URL": ensure_redis(tmp_path / "redis"), "LEV_METRICS_DIR": str(metrics),
                                 "LEV_LOG_LEVEL": "info"}, log_name="idle").start()
