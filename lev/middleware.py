@@ -50,14 +50,17 @@ _TEMPLATES: set[str] = set()
 _PAGE_ROUTES: list[tuple[re.Pattern[str], str]] = []
 
 
+def _matcher(template: str) -> re.Pattern[str]:
+    """The paths a route template (`/items/{id}`) stands for: each `{name}` one path segment."""
+    return re.compile("^" + re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template)) + "$")
+
+
 @lru_cache(maxsize=4096)  # a path's template never changes: the document is loaded once
 def route_template(path: str) -> str:
     """The documented route a path matches (`/api/v1/items/{id}`), for the activity log; else the raw path."""
     if not _ROUTES:
         for op in operations().values():
-            template = op["path"]
-            regex = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
-            _ROUTES.append((re.compile(f"^{regex}$"), template))
+            _ROUTES.append((_matcher(op["path"]), op["path"]))
         _TEMPLATES.update(t for _, t in _ROUTES)
     for compiled, template in (*_ROUTES, *_PAGE_ROUTES):
         if compiled.match(path):
@@ -75,8 +78,7 @@ def name_pages(paths: Iterable[str]) -> None:
     called before the first request."""
     for template in paths:
         if template not in _TEMPLATES:
-            regex = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
-            _PAGE_ROUTES.append((re.compile(f"^{regex}$"), template))
+            _PAGE_ROUTES.append((_matcher(template), template))
             _TEMPLATES.add(template)
     route_template.cache_clear()
 

@@ -165,12 +165,11 @@ async def get_item_media(id_: str, token_info: dict[str, Any]) -> Response:
     if isinstance(where, Path):
         if not where.is_file():
             raise not_found("The item's stored file is gone.")
-        if not shown_inline(mime):
-            return FileResponse(where, media_type=mime, filename=filename, content_disposition_type="attachment",
-                                headers={"Cache-Control": "private, max-age=300",
-                                         "Content-Security-Policy": STORED_FILE_POLICY})
-        return FileResponse(where, media_type=mime, filename=filename, content_disposition_type="inline",
-                            headers={"Cache-Control": "private, max-age=300"})
+        inline = shown_inline(mime)
+        headers = {"Cache-Control": "private, max-age=300", **({} if inline else
+                                                                {"Content-Security-Policy": STORED_FILE_POLICY})}
+        return FileResponse(where, media_type=mime, filename=filename, headers=headers,
+                            content_disposition_type="inline" if inline else "attachment")
     return RedirectResponse(where, status_code=302, headers={"Cache-Control": "no-store"})
 
 
