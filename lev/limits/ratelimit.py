@@ -228,10 +228,10 @@ class Limiter:
     async def _count_write(self, principal: Caller, headers: dict[str, str]) -> None:
         # In PostgreSQL, beside the data it guards: a crash of Redis (or of everything) cannot reset it.
         assert principal.token_id is not None  # browser sessions have no write cap
-        async with self.db.statement() as s:  # one atomic statement: no BEGIN and COMMIT round trips
-            # uncapped tokens are counted too (never refused), so GET /api/v1/token can say what they wrote
-            cap = principal.write_cap if principal.write_cap > 0 else UNCAPPED
-            counted = await token_store.count_write(s, principal.token_id, clock.month_key(), cap)
+        # uncapped tokens are counted too (never refused), so GET /api/v1/token can say what they wrote
+        cap = principal.write_cap if principal.write_cap > 0 else UNCAPPED
+        async with self.db.driver() as conn:  # one atomic statement: no BEGIN and COMMIT round trips
+            counted = await token_store.count_write(conn, principal.token_id, clock.month_key(), cap)
         if not counted:
             retry = clock.seconds_to_month_end()
             raise rate_limited(f"This token's monthly write cap of {principal.write_cap} is used up; it resets when "

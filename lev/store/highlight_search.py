@@ -7,13 +7,13 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import literal_column, select, text
+from sqlalchemy import literal_column, select
 
 from lev.store.filters import Filters
 from lev.store.models import contents, user_items
 from lev.store.scope import Scope
 from lev.store.scoped_sql import Bound, sql_text, visible_where
-from lev.store.search import with_vector
+from lev.store.search import statement, with_vector
 
 _SQL = """
 WITH s AS (SELECT greatest(n_chunks, 1)::float8 AS n, greatest(total_len, 1)::float8 AS len FROM lev_bm25_stats),
@@ -73,7 +73,7 @@ async def candidates(session: Any, scope: Scope, *, query: str, query_vector: li
     if semantic:
         rows = await session.execute(with_vector(sql), {**values, "qvec": query_vector})
     else:
-        rows = await session.execute(text(sql), values)
+        rows = await session.execute(statement(sql), values)
     found = [dict(r._mapping) for r in rows]
     ids = sorted({r["content_id"] for r in found})
     outlines = dict((await session.execute(select(contents.c.id, contents.c.outline)

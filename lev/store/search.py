@@ -11,6 +11,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -338,8 +339,16 @@ class QueryVector(UserDefinedType[list[float]]):
         return process
 
 
+@lru_cache(maxsize=1024)
+def statement(sql: str) -> TextClause:
+    """`text(sql)`, built once per SQL text (a search's texts are few: one per scope shape and plan), so a search
+    spends no time parsing its statements' bind parameters or computing their cache keys again."""
+    return text(sql)
+
+
+@lru_cache(maxsize=1024)
 def with_vector(sql: str) -> TextClause:
-    """A statement whose `:qvec` is bound as a pgvector `vector` (pass the query's floats)."""
+    """A statement whose `:qvec` is bound as a pgvector `vector` (pass the query's floats), built once per text."""
     return text(sql).bindparams(bindparam("qvec", type_=QueryVector()))
 
 
@@ -361,7 +370,7 @@ async def search(
             "over": plan.kw_over, "per_content_df": plan.per_content_df, **scoped}
     item = found.sql
     if mode == "keyword":
-        rows = (await session.execute(text(_KEYWORD_SQL.format(cand=plan.kw_cand, item=item)),
+        rows = (await session.execute(statement(_KEYWORD_SQL.format(cand=plan.kw_cand, item=item)),
                                       {**bm25, "limit": limit})).all()
     elif mode == "semantic":
         sql = SEMANTIC_SQL.format(nearest=plan.nearest(":limit"), item=item)
@@ -370,7 +379,7 @@ async def search(
     else:
         # filtered first and scanned exactly: the scope's contents come with the keyword candidates
         shared = plan.kw_filtered and plan.ef is None
-        found_kw = (await session.execute(text((_KW_CAND_SCOPE_SQL if shared else _KW_CAND_SQL).format(
+        found_kw = (await session.execute(statement((_KW_CAND_SCOPE_SQL if shared else _KW_CAND_SQL).format(
             cand=plan.kw_cand)), bm25)).all()
         cand = [r for r in found_kw if r.chunk_id is not None]
         nearest = _NEAREST.format(exact="+ 0", filter=_SCOPE_CONTENTS, n=":depth") if shared \

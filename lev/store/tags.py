@@ -12,8 +12,9 @@ import re
 import uuid
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, func, literal, literal_column, or_, select, text, update
+from sqlalchemy import and_, any_, bindparam, delete, func, literal, literal_column, or_, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -67,13 +68,18 @@ def keys_with_parents(keys: list[str]) -> list[str]:
     return sorted({p for k in keys for p in parents(k)})
 
 
+# one statement for any number of items (an array parameter, not an IN list of its own length): built once,
+# prepared once per connection
+_NAMES_OF = (select(item_tags.c.item_id, tags.c.name).join(tags, tags.c.id == item_tags.c.tag_id)
+             .where(item_tags.c.item_id == any_(bindparam("ids", type_=ARRAY(PG_UUID(as_uuid=True)))))
+             .order_by(item_tags.c.item_id, tags.c.key))
+
+
 async def names_of(session: AsyncSession, item_ids: list[uuid.UUID]) -> dict[uuid.UUID, list[str]]:
     """The tag names of several items, each list in key order (items without tags are left out)."""
     if not item_ids:
         return {}
-    rows = await session.execute(
-        select(item_tags.c.item_id, tags.c.name).join(tags, tags.c.id == item_tags.c.tag_id)
-        .where(item_tags.c.item_id.in_(item_ids)).order_by(item_tags.c.item_id, tags.c.key))
+    rows = await session.execute(_NAMES_OF, {"ids": list(item_ids)})
     found: dict[uuid.UUID, list[str]] = {}
     for item_id, name in rows:
         found.setdefault(item_id, []).append(name)

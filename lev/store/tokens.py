@@ -6,8 +6,8 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from sqlalchemy import and_, delete, func, insert, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from lev.store.members import shared_columns
@@ -152,17 +152,20 @@ async def unscope_folder(session: AsyncSession, folder_id: uuid.UUID, user_id: u
     return int(res.rowcount)  # type: ignore[attr-defined]
 
 
-async def count_write(session: AsyncSession, token_id: uuid.UUID, month: str, cap: int) -> bool:
+COUNT_WRITE_SQL = (
+    "INSERT INTO token_monthly_writes (token_id, month, writes) VALUES (%(token_id)s, %(month)s, 1) "
+    "ON CONFLICT (token_id, month) DO UPDATE SET writes = token_monthly_writes.writes + 1 "
+    "WHERE token_monthly_writes.writes < %(cap)s RETURNING writes")
+
+
+async def count_write(conn: psycopg.AsyncConnection[Any], token_id: uuid.UUID, month: str, cap: int) -> bool:
     """Count one write of the token in `month` unless `cap` are already counted; False when refused.
 
-    One atomic statement, so concurrent requests can never together pass the cap.
+    One atomic statement, so concurrent requests can never together pass the cap. It runs on the driver's
+    connection (`Database.driver`): it is on every write's path.
     """
-    insert_one = pg_insert(token_monthly_writes).values(token_id=token_id, month=month, writes=1)
-    stmt = insert_one.on_conflict_do_update(
-        index_elements=["token_id", "month"], set_={"writes": token_monthly_writes.c.writes + 1},
-        where=token_monthly_writes.c.writes < cap,
-    ).returning(token_monthly_writes.c.writes)
-    return (await session.execute(stmt)).first() is not None
+    cur = await conn.execute(COUNT_WRITE_SQL, {"token_id": token_id, "month": month, "cap": cap})
+    return await cur.fetchone() is not None
 
 
 async def writes_in_month(session: AsyncSession, token_ids: list[uuid.UUID], month: str) -> dict[uuid.UUID, int]:

@@ -46,7 +46,9 @@ def test_every_hit_slices_the_item_text(lib) -> None:  # type: ignore[no-untyped
         for mode in MODES:
             for hit in search(c, q, mode=mode, limit=50):
                 where = hit["location"]
-                text = texts.setdefault(hit["item_id"], item_text(c, hit["item_id"]))
+                if hit["item_id"] not in texts:
+                    texts[hit["item_id"]] = item_text(c, hit["item_id"])
+                text = texts[hit["item_id"]]
                 assert text[where["char_start"]:where["char_end"]] == hit["text"], (q, mode, hit["item_id"])
                 assert hit["kind"] in ("url", "text", "pdf") and hit["saved_at"][:4].isdigit()
                 seen += 1
