@@ -86,7 +86,7 @@ test: $(DEV_STAMP) cluster-deps browser-deps node-deps
 	@$(COMPILE) lev tests contract_tests bench cluster conftest.py
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest -q -n 3 --dist loadfile --durations=15 tests contract_tests -p no:cacheprovider
+	$(BIN)/pytest -q -n 3 --dist loadfile --no-loadscope-reorder --durations=15 tests contract_tests -p no:cacheprovider
 
 contract: $(DEV_STAMP)
 	$(BIN)/pytest -q contract_tests -p no:cacheprovider
