@@ -79,7 +79,7 @@ def corpus() -> Path:
             have += item[4]
         folders[f"{share:g}"] = {"id": new_id(), "items": picked, "chunks": have}
     _, queries, qrels = load_data(SCIFACT)
-    claims = [queries[q] for q in sorted(qrels["test"])][:CLAIMS]
+    claims = [queries[q] for q in sorted(qrels["test"])]  # all of them: CLAIMS cuts the measurement, not the corpus
     from lev.embedding.embedder import LocalEmbedder
 
     np.save(out / "vectors.npy", np.stack(vectors).astype(np.float32))

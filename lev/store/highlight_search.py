@@ -13,7 +13,7 @@ from lev.store.filters import Filters
 from lev.store.models import contents, user_items
 from lev.store.scope import Scope
 from lev.store.scoped_sql import Bound, sql_text, visible_where
-from lev.store.search import statement, with_vector
+from lev.store.statements import statement, with_vector
 
 _SQL = """
 WITH s AS (SELECT greatest(n_chunks, 1)::float8 AS n, greatest(total_len, 1)::float8 AS len FROM lev_bm25_stats),

@@ -9,19 +9,17 @@ from __future__ import annotations
 import inspect
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
-import numpy as np
-from sqlalchemy import TextClause, bindparam, text
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.types import UserDefinedType
 
 from lev.store.filters import Filters
 from lev.store.scope import Scope
 from lev.store.scoped_sql import Bound, bound_params, item_sql, probe_sql, scope_sql
+from lev.store.statements import statement, with_vector
 
 MODES = ("hybrid", "semantic", "keyword")
 PGVECTOR_EF_MAX = 1000  # the largest hnsw.ef_search pgvector accepts
@@ -280,19 +278,20 @@ async def plan_scope(session: AsyncSession, scope: Scope, filters: Filters | Non
         kw = (_KW_CAND_FILTERED.format(scope=scope_in.sql), depth)
         kw_part = scope_in
         per_content_df = min(2**31 - 1, math.ceil(p.per_content_factor * size.contents))
-    exact = f"c.content_id = ANY(ARRAY({scope_in.sql}))"
+    exact_in = scope_sql(scope, filters, by_folder=True)
+    exact = f"c.content_id = ANY(ARRAY({exact_in.sql}))"
     want = depth if mode == "hybrid" else max(math.ceil(p.walk_overfetch * depth),
                                               math.ceil(p.walk_min_visits * min(share, 1.0)))
     ef = min(PGVECTOR_EF_MAX, max(p.ef_search, want))
     visits = want / share  # index tuples the walk is expected to visit before the scope has let `want` through
     if mode == "keyword" or size.chunks <= max(p.exact_scan_max_chunks, p.walk_tuple_cost * visits) \
             or visits > p.max_scan_tuples:
-        return Plan(*kw, exact, "+ 0", per_content_df=per_content_df, params=bound_params(kw_part, scope_in),
+        return Plan(*kw, exact, "+ 0", per_content_df=per_content_df, params=bound_params(kw_part, scope_in, exact_in),
                     kw_filtered=share < p.probe_min_share)
     probe = probe_sql(scope, filters, "c.content_id")
     walk = Bound("", {"walk": want})
     plan = Plan(*kw, probe.sql, "", ef, p.max_scan_tuples, per_content_df,
-                bound_params(kw_part, probe, scope_in, walk), exact, share < p.probe_min_share)
+                bound_params(kw_part, probe, scope_in, exact_in, walk), exact, share < p.probe_min_share)
     await use_plan_walk(session, plan)
     return plan
 
@@ -316,40 +315,6 @@ async def use_plan_walk(session: AsyncSession, plan: Plan) -> None:
         {"ef": str(walk[0]), "mode": walk[1], "tuples": str(walk[2]), "local": local})
     if not local:
         raw.info["hnsw"] = walk
-
-
-class QueryVector(UserDefinedType[list[float]]):
-    """A query's floats bound as pgvector's text form for `CAST(:qvec AS vector)`: rounded to float4 here, then
-    written with 9 significant digits, which is exactly that float4, in a third of the time of pgvector's
-    `Vector` (shortest repr of each double). Like `Vector` it renders no bind cast: the parameter's type is
-    inferred as `vector`, so PostgreSQL parses it once per statement, not once per row it is compared with."""
-
-    cache_ok = True
-
-    def get_col_spec(self, **kw: Any) -> str:
-        return "vector"
-
-    def bind_processor(self, dialect: Any) -> Callable[[list[float] | None], str | None]:
-        def process(value: list[float] | None) -> str | None:
-            if value is None:
-                return None
-            floats = np.asarray(value, dtype=np.float32).tolist()  # rounded once, as PostgreSQL would
-            return "[" + ",".join(["%.9g"] * len(floats)) % tuple(floats) + "]"
-
-        return process
-
-
-@lru_cache(maxsize=1024)
-def statement(sql: str) -> TextClause:
-    """`text(sql)`, built once per SQL text (a search's texts are few: one per scope shape and plan), so a search
-    spends no time parsing its statements' bind parameters or computing their cache keys again."""
-    return text(sql)
-
-
-@lru_cache(maxsize=1024)
-def with_vector(sql: str) -> TextClause:
-    """A statement whose `:qvec` is bound as a pgvector `vector` (pass the query's floats), built once per text."""
-    return text(sql).bindparams(bindparam("qvec", type_=QueryVector()))
 
 
 async def search(

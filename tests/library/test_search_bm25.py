@@ -280,7 +280,7 @@ def test_a_query_vector_reaches_postgresql_unchanged(admin) -> None:
     from pgvector.sqlalchemy import Vector
     from sqlalchemy import bindparam
 
-    from lev.store.search import with_vector
+    from lev.store.statements import with_vector
 
     rng = np.random.default_rng(7)
     vectors = [rng.standard_normal(384).astype(np.float32).tolist(), (rng.standard_normal(384) / 20).tolist(),
