@@ -55,6 +55,9 @@ _shutdown_deadline: float | None = None  # time.monotonic() by which a stopping 
 _stop_signal: int | None = None
 # of the grace period, kept for closing after requests and jobs: the clients, the embedding child, the servers
 CLEANUP_SHARE, CLEANUP_MAX_SEC = 0.4, 3.0
+# of that, kept to the end for the embedded servers' stop and the shutdown watchdog's own reserve: no closing step
+# may run into it (`closing_time`)
+SERVERS_STOP_SEC = 1.0
 
 log = logs.get_logger("lev.runtime")
 QUEUE = "lev:queue"  # the arq queue the API enqueues to and the worker reads
@@ -197,6 +200,15 @@ def time_left(default: float) -> float:
     return default if _shutdown_deadline is None else max(0.0, _shutdown_deadline - time.monotonic())
 
 
+def closing_time(timeout_sec: float) -> float:
+    """How long one closing step may take: `timeout_sec`, and when stopping no longer than leaves SERVERS_STOP_SEC
+    before the deadline. The steps' own bounds add up to more than the reserve for closing; each one slow on a
+    loaded machine must not push the whole stop past the grace period."""
+    if _shutdown_deadline is None:
+        return timeout_sec
+    return max(0.05, min(timeout_sec, time_left(timeout_sec) - SERVERS_STOP_SEC))
+
+
 def shutdown_budget(grace_sec: float) -> float:
     """How long in-flight work may still run: the grace period left, less the reserve for closing."""
     if _shutdown_deadline is None:
@@ -206,7 +218,7 @@ def shutdown_budget(grace_sec: float) -> float:
 
 async def _bounded(part: str, closing: Awaitable[object], timeout_sec: float) -> None:
     try:
-        await asyncio.wait_for(closing, max(0.1, timeout_sec))
+        await asyncio.wait_for(closing, closing_time(max(0.1, timeout_sec)))
     except Exception as exc:  # a part that is down or hangs must not stop the rest from closing
         log.warning("could not close cleanly", part=part, error=f"{type(exc).__name__}: {str(exc)[:200]}")
 
@@ -219,7 +231,7 @@ async def stop(timeout_sec: float = 5.0) -> None:
         return
     _runtime = None
     principals.install(None)
-    offload.shutdown()
+    offload.shutdown(join_sec=closing_time(1.0))
     await _bounded("activity log", rt.activity.stop(), timeout_sec)
     if rt.arq is not None:
         await _bounded("job queue", rt.arq.aclose(), timeout_sec)

@@ -117,7 +117,7 @@ def serve(host: str, port: int, *, workers_inline: bool) -> None:
                             timeout_graceful_shutdown=max(1, int(grace - runtime.cleanup_reserve(grace))))
     def finish() -> None:
         """Stop the embedded Redis this process started, and its PostgreSQL unless another process uses it (once)."""
-        supervisor.stop(wait_sec=min(2.0, runtime.time_left(2.0)))
+        supervisor.stop(wait_sec=min(2.0, max(0.1, runtime.time_left(2.0) - runtime.SERVERS_STOP_SEC / 2)))
         stop_embedded(settings.data_dir, wait_sec=min(2.0, max(0.1, runtime.time_left(2.0) - 0.5)))
         if claim is not None:
             claim.release()

@@ -317,8 +317,9 @@ async def run(fn: Callable[..., T], *args: Any, size: int | None = None, deadlin
         raise OffloadFailed("the process doing this work stopped before it finished") from None
 
 
-def shutdown() -> None:
-    """Close the pools and kill their children at once (a stopping process abandons their work)."""
+def shutdown(join_sec: float = 1.0) -> None:
+    """Close the pools and kill their children at once (a stopping process abandons their work), waiting at most
+    `join_sec` for them to go."""
     global _pool, _bounded
     with _lock:
         pool, bounded, _pool, _bounded = _pool, _bounded, None, None
@@ -326,4 +327,4 @@ def shutdown() -> None:
         _kill(bounded)
     if pool is not None:
         pool.stop()
-        pool.join(timeout=1.0)  # its children are killed here; a stopping process does not wait on a slow one
+        pool.join(timeout=join_sec)  # its children are killed here; a stopping process does not wait on a slow one

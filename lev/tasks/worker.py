@@ -208,11 +208,11 @@ async def stop_gracefully(worker: Worker, grace_sec: float) -> None:
     running.append(asyncio.get_running_loop().create_task(stop_sender(worker.ctx, grace_sec)))
     await asyncio.wait(running, timeout=grace_sec)
     try:
-        await asyncio.wait_for(worker.close(), CLOSE_SEC)
+        await asyncio.wait_for(worker.close(), runtime.closing_time(CLOSE_SEC))
     except Exception as exc:  # Redis down: arq's close stops at its first Redis call, before on_shutdown
         log.warning("the worker did not close cleanly", error=type(exc).__name__)
         try:
-            await asyncio.wait_for(close_clients(worker.ctx), CLOSE_SEC)
+            await asyncio.wait_for(close_clients(worker.ctx), runtime.closing_time(CLOSE_SEC))
         except Exception:
             log.warning("the worker's heartbeat did not stop cleanly")
 
