@@ -80,8 +80,8 @@ def _own_contents(scope: Scope, filters: Filters | None, by_folder: bool) -> Any
     """The contents of the items `visible_where` lets through. `by_folder`, narrowed to a folder: read from the
     folder's memberships, each item by its key. The planner, counting every item of the user as a candidate,
     would rather scan them all and hash the folder (a 5 % folder of 41,692 items: 10.2 ms, this way 2.9; the
-    OFFSET 0 keeps the per-item lookup as written). Only the exact vector scan asks for it: the keyword
-    candidates' plan around the same rows came out slower (docs/decisions.md)."""
+    OFFSET 0 keeps the per-item lookup as written). The planner takes such a subquery for one row: a caller that
+    joins on it should not make it distinct (store.search's `sc`, docs/decisions.md)."""
     if not by_folder or filters is None or filters.folder_id is None:
         return select(user_items.c.content_id).where(*visible_where(scope, filters))
     rest = replace(filters, folder_id=None)

@@ -85,25 +85,25 @@ kw_top AS MATERIALIZED (
   ) kw_all WHERE (SELECT count(*) FROM kw_top) < :depth
 )"""
 # Filtered first, every ranked group is visible: the first `depth` are the candidates (no second ranking when a
-# small scope has fewer matches than `depth`). The scope's contents ({scope}) are found once (`sc`) and hashed: a
-# sel term with a short posting list is scanned and joined with them (not probed posting by posting: a filter's
-# conditions, a site's host function, would be evaluated once per posting); one with more than :per_content_df
-# postings is read per visible content (index lev_postings_content), so a small scope never reads other users'
-# postings of a common term.
+# small scope has fewer matches than `depth`). The scope's contents ({scope}) are found once (`sc`, where a content
+# may appear twice) and hashed: a sel term with a short posting list is scanned and semi-joined with them (not
+# probed posting by posting: a filter's conditions, a site's host function, would be evaluated once per posting);
+# one with more than :per_content_df postings is read per visible content (index lev_postings_content), so a small
+# scope never reads other users' postings of a common term. `sc` is not made distinct: the planner's estimate of a
+# folder's distinct contents read item by item is one row, which turned the hash join into a probe per content.
 _TERM = "q.idf * p.tf / (p.tf + q.kb0 + q.kb1 * p.dl)"
 _KW_CAND_FILTERED = f"""
-sc AS MATERIALIZED (SELECT DISTINCT v.content_id FROM ({{scope}}) v),
+sc AS MATERIALIZED (SELECT v.content_id FROM ({{scope}}) v),
 cand AS (
   SELECT x.chunk_id, sum(x.s) AS s FROM (
     SELECT p.chunk_id, {_TERM} AS s
       FROM q JOIN lev_postings p ON p.lexeme = q.lexeme
-     JOIN sc ON sc.content_id = p.content_id
-     WHERE q.sel AND q.df <= :per_content_df
+     WHERE q.sel AND q.df <= :per_content_df AND p.content_id IN (SELECT sc.content_id FROM sc)
     UNION ALL
     SELECT t.chunk_id, t.s
-      FROM sc CROSS JOIN q CROSS JOIN LATERAL (
+      FROM (SELECT DISTINCT sc.content_id FROM sc) d CROSS JOIN q CROSS JOIN LATERAL (
         SELECT p.chunk_id, {_TERM} AS s FROM lev_postings p
-         WHERE p.lexeme = q.lexeme AND p.content_id = sc.content_id
+         WHERE p.lexeme = q.lexeme AND p.content_id = d.content_id
         OFFSET 0) t
      WHERE q.sel AND q.df > :per_content_df
   ) x
@@ -141,9 +141,11 @@ WITH {_Q}, {{cand}}, ranked AS (
 )""" + _DETAILS
 
 _KW_CAND_SQL = f"WITH {_Q}, {{cand}} SELECT chunk_id, s FROM cand"
-# The same, filtered first, plus one row: the scope's contents (`sc`), read by the hybrid's exact vector side.
-_KW_CAND_SCOPE_SQL = (f"WITH {_Q}, {{cand}} SELECT chunk_id, s, NULL::uuid[] AS contents FROM cand"
-                      " UNION ALL SELECT NULL, NULL, ARRAY(SELECT content_id FROM sc)")
+# The same, filtered first, plus one row: the scope's contents (`sc`), read by the hybrid's exact vector side. They
+# travel as one text value, not a uuid[]: a 5 % folder's 2,076 ids cost 3.5 ms a search as Python UUIDs read back and
+# sent again (docs/decisions.md, issue 49).
+_KW_CAND_SCOPE_SQL = (f"WITH {_Q}, {{cand}} SELECT chunk_id, s, NULL::text AS contents FROM cand"
+                      " UNION ALL SELECT NULL, NULL, CAST(ARRAY(SELECT DISTINCT content_id FROM sc) AS text)")
 _SCOPE_CONTENTS = "c.content_id = ANY(CAST(:scope_contents AS uuid[]))"
 
 # The nearest {n} visible chunks and their cosine distance `d`, computed once per row. `{exact}` "+ 0" defeats the
@@ -263,11 +265,12 @@ class Plan:
 async def plan_scope(session: AsyncSession, scope: Scope, filters: Filters | None, depth: int, mode: str,
                      p: SearchParams) -> Plan:
     """How to apply the scope, from the share of the corpus it covers: a large one is probed per candidate, a small
-    one applied as an IN list first. The vector side walks the HNSW index iteratively (the nearest `depth` of `want`
-    kept, settings sent by `use_plan_walk`, the exact scan behind a walk that stops short) unless the cost rule
-    (SearchParams) scans the scope exactly (its contents found once, as an array)."""
+    one applied as an IN list first (a folder's contents read from its memberships). The vector side walks the HNSW
+    index iteratively (the nearest `depth` of `want` kept, settings sent by `use_plan_walk`, the exact scan behind a
+    walk that stops short) unless the cost rule (SearchParams) scans the scope exactly (its contents found once, as
+    an array)."""
     size = await _scope_size(session, scope, filters)
-    scope_in = scope_sql(scope, filters)
+    exact_in = scope_sql(scope, filters, by_folder=True)  # a folder's contents read from its memberships
     share = max(size.chunks, 1) / size.total
     per_content_df = 0
     if share >= p.probe_min_share:
@@ -275,10 +278,9 @@ async def plan_scope(session: AsyncSession, scope: Scope, filters: Filters | Non
         kw = (_KW_CAND_PROBED.format(outer=outer.sql), math.ceil(2 * depth / min(share, 1.0)))
         kw_part = outer
     else:
-        kw = (_KW_CAND_FILTERED.format(scope=scope_in.sql), depth)
-        kw_part = scope_in
+        kw = (_KW_CAND_FILTERED.format(scope=exact_in.sql), depth)
+        kw_part = exact_in
         per_content_df = min(2**31 - 1, math.ceil(p.per_content_factor * size.contents))
-    exact_in = scope_sql(scope, filters, by_folder=True)
     exact = f"c.content_id = ANY(ARRAY({exact_in.sql}))"
     want = depth if mode == "hybrid" else max(math.ceil(p.walk_overfetch * depth),
                                               math.ceil(p.walk_min_visits * min(share, 1.0)))
@@ -286,12 +288,12 @@ async def plan_scope(session: AsyncSession, scope: Scope, filters: Filters | Non
     visits = want / share  # index tuples the walk is expected to visit before the scope has let `want` through
     if mode == "keyword" or size.chunks <= max(p.exact_scan_max_chunks, p.walk_tuple_cost * visits) \
             or visits > p.max_scan_tuples:
-        return Plan(*kw, exact, "+ 0", per_content_df=per_content_df, params=bound_params(kw_part, scope_in, exact_in),
+        return Plan(*kw, exact, "+ 0", per_content_df=per_content_df, params=bound_params(kw_part, exact_in),
                     kw_filtered=share < p.probe_min_share)
     probe = probe_sql(scope, filters, "c.content_id")
     walk = Bound("", {"walk": want})
     plan = Plan(*kw, probe.sql, "", ef, p.max_scan_tuples, per_content_df,
-                bound_params(kw_part, probe, scope_in, exact_in, walk), exact, share < p.probe_min_share)
+                bound_params(kw_part, probe, exact_in, walk), exact, share < p.probe_min_share)
     await use_plan_walk(session, plan)
     return plan
 

@@ -102,6 +102,33 @@ def test_folder_and_item_filters_keep_the_scope(lib, server, admin) -> None:  # 
         assert r.status_code == 404 and r.json()["error"] == "not_found", (params, r.text)
 
 
+def test_a_content_twice_in_a_folder_counts_once(lib, admin) -> None:  # type: ignore[no-untyped-def]
+    """A folder holding two items of one content (a second save of one URL): the scope's contents are read with
+    their repeats, and no chunk's keyword score counts them twice."""
+    user, c, library = lib
+    once, twice = (user.folder(f"{n} {uuid.uuid4().hex[:6]}") for n in ("Once", "Twice"))
+    for folder in (once, twice):
+        assert c.post(f"/api/v1/items/{library.pdf}/folders", json={"folder_ids": [folder]}).status_code == 200
+    copy = str(uuid.uuid4())
+    admin.sql("INSERT INTO user_items (id, user_id, content_id, kind, title, in_kb, archived, status, created_at) "
+              "SELECT :id, user_id, content_id, kind, 'PDF again', true, false, 'ready', now() FROM user_items "
+              "WHERE id = :src", id=copy, src=library.pdf)
+    admin.sql("INSERT INTO item_folders (item_id, folder_id) VALUES (:i, :f)", i=copy, f=twice)
+    try:
+        # a rare term (its postings joined with the scope's contents) and common ones (read content by content)
+        for mode, q in (("keyword", "Fresnel"), ("keyword", "lighthouse station"), ("hybrid", "Fresnel lighthouse")):
+            a = {h["chunk_id"]: h for h in hits(c, q, folder_id=once, mode=mode, limit=50)}
+            b = {h["chunk_id"]: h for h in hits(c, q, folder_id=twice, mode=mode, limit=50)}
+            assert a and set(a) == set(b), mode
+            assert {h["item_id"] for h in b.values()} == {copy}  # the newest item of the content
+            for chunk, hit in a.items():
+                assert b[chunk]["keyword_rank"] == pytest.approx(hit["keyword_rank"]), (mode, chunk)
+                assert b[chunk]["score"] == pytest.approx(hit["score"]), (mode, chunk)
+    finally:  # the module's library as it was: the copy would be the newest item of the PDF's hits
+        admin.sql("DELETE FROM item_folders WHERE item_id = :i", i=copy)
+        admin.sql("DELETE FROM user_items WHERE id = :i", i=copy)
+
+
 @pytest.mark.parametrize(("params", "name"), [
     ({"kind": "worksheet"}, "kind"), ({"kind": "PDF,nope"}, "kind"), ({"after": "yesterday"}, "after"),
     ({"before": "2026-02-30"}, "before"), ({"after": "2026-03-01", "before": "2026-02-01"}, "after"),
