@@ -6,6 +6,7 @@ not thread-safe, so every pdfium call holds `_PDFIUM_LOCK`; OCR runs under its o
 
 from __future__ import annotations
 
+import itertools
 import threading
 import warnings
 from dataclasses import dataclass
@@ -101,12 +102,64 @@ def _meaningful(text: str) -> int:
     return sum(1 for ch in text if not ch.isspace())
 
 
-def _read_page(pdf: Any, index: int, want_render: bool) -> tuple[str, Image.Image | None]:
-    """Text layer of one page and, when it is near-empty and `want_render`, the rendered page."""
+def _line_place(textpage: Any, start: int, end: int) -> tuple[float, float, float]:
+    """Where a text layer's line `[start, end)` starts and ends and how tall it is, from the loose boxes (the
+    font's ascent and descent, alike for every glyph of a size) of its first and last three characters: the
+    median bottom of each three, and their median height. A line's start and end differ where pdfium joined a word
+    hyphenated across two lines into one."""
+    def median(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    head = [textpage.get_charbox(i, loose=True) for i in range(start, min(start + 3, end))]
+    tail = [textpage.get_charbox(i, loose=True) for i in range(max(end - 3, start), end)]
+    return median([b[1] for b in head]), median([b[1] for b in tail]), median([b[3] - b[1] for b in head + tail])
+
+
+def _with_paragraph_gaps(textpage: Any) -> str:
+    """A page's text layer with a blank line where the next line sits lower than a line and a half of the page's
+    usual spacing (the median step between lines; with fewer than three steps, 1.2 line heights): a paragraph set
+    apart only by vertical space, for which pdfium writes no blank line. A line higher than the one before (the
+    next column) is left to `reflow`. The plain text when the layer's characters and its text do not line up one
+    for one."""
+    raw = textpage.get_text_range()
+    if textpage.count_chars() != len(raw):
+        return raw.replace("\r\n", "\n").replace("\r", "\n")
+    lines: list[tuple[str, tuple[float, float, float] | None]] = []
+    pos = 0
+    for line in raw.replace("\r\n", "\n\x00").replace("\r", "\n").split("\n"):
+        body = line.lstrip("\x00")  # \x00 keeps \r\n's two characters in the count
+        at = pos + len(line) - len(body)
+        first = at + len(body) - len(body.lstrip())
+        last = at + len(body.rstrip())
+        lines.append((body, _line_place(textpage, first, last) if last > first else None))
+        pos += len(line) + 1
+    placed = [place for _, place in lines if place is not None]
+    steps = sorted(a[1] - b[0] for a, b in itertools.pairwise(placed) if a[1] - b[0] > 0)
+    if not steps:
+        return "\n".join(body for body, _ in lines)
+    heights = sorted(place[2] for place in placed)
+    usual = steps[len(steps) // 2] if len(steps) >= 3 else 1.2 * heights[len(heights) // 2]
+    out: list[str] = []
+    above: float | None = None
+    for body, place in lines:
+        if place is not None:
+            if above is not None and above - place[0] > 1.5 * usual and out and out[-1].strip():
+                out.append("")
+            above = place[1]
+        out.append(body)
+    return "\n".join(out)
+
+
+def _read_page(pdf: Any, index: int, want_render: bool, gaps: bool = True) -> tuple[str, Image.Image | None]:
+    """Text layer of one page (with a blank line at each paragraph gap unless not `gaps`) and, when it is
+    near-empty and `want_render`, the rendered page."""
     page = pdf[index]
     try:
         textpage = page.get_textpage()
-        text = textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n")
+        if gaps:
+            text = _with_paragraph_gaps(textpage)
+        else:
+            text = textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n")
         textpage.close()
         if _meaningful(text) >= MIN_TEXT_CHARS or not want_render:
             return text.strip(), None
@@ -209,7 +262,8 @@ def page_texts(path: Path | str) -> list[tuple[int, str]]:
     with _PDFIUM_LOCK:
         pdf = _open_pdf(path)
         try:
-            return [(i + 1, _read_page(pdf, i, False)[0]) for i in range(min(len(pdf), MAX_PDF_PAGES))]
+            # as read when those PDFs were stored: with no paragraph gaps
+            return [(i + 1, _read_page(pdf, i, False, gaps=False)[0]) for i in range(min(len(pdf), MAX_PDF_PAGES))]
         finally:
             pdf.close()
 

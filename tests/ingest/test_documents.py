@@ -111,3 +111,24 @@ def test_password_protected_pdf_is_extraction_failed(tmp_path: Path) -> None:
         extract_pdf(locked)
     assert (exc.value.status, exc.value.code) == (422, "extraction_failed")
     assert "password" in (exc.value.message or "")
+
+
+def test_paragraphs_apart_only_by_vertical_space_are_read_apart(tmp_path: Path) -> None:
+    from lev.ingest.documents import extract, page_texts
+
+    first = ("The keeper wrote down the weather every morning at six o'clock and sent it to the harbour\n"
+             "office by the first boat of the day, whatever the sea was doing, for forty years running along\n"
+             "the coast, and never missed a single morning of it in all that time on the rock by the sea\n")
+    second = ("The station closed in the spring when the light was made automatic, and the keeper moved to\n"
+              "the town where he kept on writing down the weather every morning for his own pleasure.")
+    pdf = fm.make_text_pdf(tmp_path / "gap.pdf", [first + "\n" + second, "Short line\n\n\nafter a gap"])
+    text = extract(pdf, "application/pdf").text
+    paragraphs = text.split("\n\n")
+    assert paragraphs[0].startswith("The keeper") and paragraphs[0].endswith("on the rock by the sea"), paragraphs
+    assert paragraphs[1].startswith("The station closed") and paragraphs[1].endswith("his own pleasure."), paragraphs
+    assert paragraphs[2:] == ["Short line", "after a gap"], paragraphs
+    # without its gap the first page is one paragraph: the lines run to the margin and go on
+    joined = extract(fm.make_text_pdf(tmp_path / "no-gap.pdf", [first + second]), "application/pdf").text
+    assert "\n\n" not in joined and "by the sea The station closed" in joined
+    # the pages' text layers as PDFs stored before pages were kept read them: no blank lines added
+    assert "\n\n" not in page_texts(pdf)[0][1]
