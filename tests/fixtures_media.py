@@ -21,8 +21,9 @@ def _pdf_escape(text: str) -> str:
 
 
 def make_text_pdf(path: Path, pages: list[str], title: str | None = "Lev Test Document",
-                  author: str | None = "Lev Tests") -> Path:
-    """A PDF with a real text layer (Helvetica, one paragraph of lines per page), xref offsets exact."""
+                  author: str | None = "Lev Tests", rotated: bool = False) -> Path:
+    """A PDF with a real text layer (Helvetica, one paragraph of lines per page), xref offsets exact; `rotated`:
+    the lines run up the page, one beside the other."""
     n = len(pages)
     # object numbers: 1 catalog, 2 pages, 3 font, 4 info, then per page: page, content
     objects: dict[int, bytes] = {}
@@ -38,7 +39,7 @@ def make_text_pdf(path: Path, pages: list[str], title: str | None = "Lev Test Do
     objects[4] = ("<< " + " ".join(info) + " >>").encode()
     for i, text in enumerate(pages):
         page_no, content_no = 5 + 2 * i, 6 + 2 * i
-        lines = ["BT", "/F1 14 Tf", "16 TL", "72 740 Td"]
+        lines = ["BT", "/F1 14 Tf", "16 TL", "0 1 -1 0 100 72 Tm" if rotated else "72 740 Td"]
         for line in text.split("\n"):
             lines.append(f"({_pdf_escape(line)}) Tj T*")
         lines.append("ET")

@@ -102,29 +102,32 @@ def _meaningful(text: str) -> int:
     return sum(1 for ch in text if not ch.isspace())
 
 
-def _line_place(textpage: Any, start: int, end: int) -> tuple[float, float, float]:
-    """Where a text layer's line `[start, end)` starts and ends and how tall it is, from the loose boxes (the
-    font's ascent and descent, alike for every glyph of a size) of its first and last three characters: the
-    median bottom of each three, and their median height. A line's start and end differ where pdfium joined a word
-    hyphenated across two lines into one."""
-    def median(values: list[float]) -> float:
-        return sorted(values)[len(values) // 2]
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
 
+
+def _line_place(textpage: Any, start: int, end: int) -> tuple[float, float, float, float]:
+    """Where a text layer's line `[start, end)` starts and ends, how tall it is and how far its first three
+    characters climb, from their loose boxes and the last three's (the font's ascent and descent, alike for every
+    glyph of a size): the median bottom of each three, their median height, the first three's spread of bottoms.
+    A line's start and end differ where pdfium joined a word hyphenated across two lines into one."""
     head = [textpage.get_charbox(i, loose=True) for i in range(start, min(start + 3, end))]
     tail = [textpage.get_charbox(i, loose=True) for i in range(max(end - 3, start), end)]
-    return median([b[1] for b in head]), median([b[1] for b in tail]), median([b[3] - b[1] for b in head + tail])
+    climb = max(b[1] for b in head) - min(b[1] for b in head)
+    return _median([b[1] for b in head]), _median([b[1] for b in tail]), _median([b[3] - b[1] for b in head + tail]), \
+        climb
 
 
 def _with_paragraph_gaps(textpage: Any) -> str:
     """A page's text layer with a blank line where the next line sits lower than a line and a half of the page's
     usual spacing (the median step between lines; with fewer than three steps, 1.2 line heights): a paragraph set
     apart only by vertical space, for which pdfium writes no blank line. A line higher than the one before (the
-    next column) is left to `reflow`. The plain text when the layer's characters and its text do not line up one
-    for one."""
+    next column) is left to `reflow`, and so is a page whose lines climb (rotated text). The plain text when the
+    layer's characters and its text do not line up one for one."""
     raw = textpage.get_text_range()
     if textpage.count_chars() != len(raw):
         return raw.replace("\r\n", "\n").replace("\r", "\n")
-    lines: list[tuple[str, tuple[float, float, float] | None]] = []
+    lines: list[tuple[str, tuple[float, float, float, float] | None]] = []
     pos = 0
     for line in raw.replace("\r\n", "\n\x00").replace("\r", "\n").split("\n"):
         body = line.lstrip("\x00")  # \x00 keeps \r\n's two characters in the count
@@ -135,10 +138,10 @@ def _with_paragraph_gaps(textpage: Any) -> str:
         pos += len(line) + 1
     placed = [place for _, place in lines if place is not None]
     steps = sorted(a[1] - b[0] for a, b in itertools.pairwise(placed) if a[1] - b[0] > 0)
-    if not steps:
+    height = _median([place[2] for place in placed]) if placed else 0.0
+    if not steps or _median([place[3] for place in placed]) > height / 2:  # no steps, or lines that climb: rotated
         return "\n".join(body for body, _ in lines)
-    heights = sorted(place[2] for place in placed)
-    usual = steps[len(steps) // 2] if len(steps) >= 3 else 1.2 * heights[len(heights) // 2]
+    usual = steps[len(steps) // 2] if len(steps) >= 3 else 1.2 * height
     out: list[str] = []
     above: float | None = None
     for body, place in lines:

@@ -132,3 +132,11 @@ def test_paragraphs_apart_only_by_vertical_space_are_read_apart(tmp_path: Path) 
     assert "\n\n" not in joined and "by the sea The station closed" in joined
     # the pages' text layers as PDFs stored before pages were kept read them: no blank lines added
     assert "\n\n" not in page_texts(pdf)[0][1]
+
+
+def test_a_rotated_page_gets_no_paragraph_gaps_from_its_lines_lengths(tmp_path: Path) -> None:
+    from lev.ingest.documents import extract
+
+    lines = [" ".join(["keeper"] * n) for n in (3, 12, 4, 11, 3, 12, 5, 10)]  # each runs up the page
+    text = extract(fm.make_text_pdf(tmp_path / "up.pdf", ["\n".join(lines)], rotated=True), "application/pdf").text
+    assert "keeper" in text and "\n\n" not in text, text
