@@ -11,6 +11,7 @@ import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median_high
 from typing import Any
 
 from PIL import Image, ImageOps
@@ -102,10 +103,6 @@ def _meaningful(text: str) -> int:
     return sum(1 for ch in text if not ch.isspace())
 
 
-def _median(values: list[float]) -> float:
-    return sorted(values)[len(values) // 2]
-
-
 def _line_place(textpage: Any, start: int, end: int) -> tuple[float, float, float, float]:
     """Where a text layer's line `[start, end)` starts and ends, how tall it is and how far its first three
     characters climb, from their loose boxes and the last three's (the font's ascent and descent, alike for every
@@ -114,8 +111,13 @@ def _line_place(textpage: Any, start: int, end: int) -> tuple[float, float, floa
     head = [textpage.get_charbox(i, loose=True) for i in range(start, min(start + 3, end))]
     tail = [textpage.get_charbox(i, loose=True) for i in range(max(end - 3, start), end)]
     climb = max(b[1] for b in head) - min(b[1] for b in head)
-    return _median([b[1] for b in head]), _median([b[1] for b in tail]), _median([b[3] - b[1] for b in head + tail]), \
-        climb
+    heights = [b[3] - b[1] for b in head + tail]
+    return median_high([b[1] for b in head]), median_high([b[1] for b in tail]), median_high(heights), climb
+
+
+def _lines(raw: str) -> str:
+    """pdfium's text with its line ends as `\\n`."""
+    return raw.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _with_paragraph_gaps(textpage: Any) -> str:
@@ -126,7 +128,7 @@ def _with_paragraph_gaps(textpage: Any) -> str:
     layer's characters and its text do not line up one for one."""
     raw = textpage.get_text_range()
     if textpage.count_chars() != len(raw):
-        return raw.replace("\r\n", "\n").replace("\r", "\n")
+        return _lines(raw)
     lines: list[tuple[str, tuple[float, float, float, float] | None]] = []
     pos = 0
     for line in raw.replace("\r\n", "\n\x00").replace("\r", "\n").split("\n"):
@@ -137,11 +139,11 @@ def _with_paragraph_gaps(textpage: Any) -> str:
         lines.append((body, _line_place(textpage, first, last) if last > first else None))
         pos += len(line) + 1
     placed = [place for _, place in lines if place is not None]
-    steps = sorted(a[1] - b[0] for a, b in itertools.pairwise(placed) if a[1] - b[0] > 0)
-    height = _median([place[2] for place in placed]) if placed else 0.0
-    if not steps or _median([place[3] for place in placed]) > height / 2:  # no steps, or lines that climb: rotated
+    steps = [a[1] - b[0] for a, b in itertools.pairwise(placed) if a[1] - b[0] > 0]
+    height = median_high([place[2] for place in placed]) if placed else 0.0
+    if not steps or median_high([place[3] for place in placed]) > height / 2:  # no steps, or lines that climb: rotated
         return "\n".join(body for body, _ in lines)
-    usual = steps[len(steps) // 2] if len(steps) >= 3 else 1.2 * height
+    usual = median_high(steps) if len(steps) >= 3 else 1.2 * height
     out: list[str] = []
     above: float | None = None
     for body, place in lines:
@@ -162,7 +164,7 @@ def _read_page(pdf: Any, index: int, want_render: bool, gaps: bool = True) -> tu
         if gaps:
             text = _with_paragraph_gaps(textpage)
         else:
-            text = textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n")
+            text = _lines(textpage.get_text_range())
         textpage.close()
         if _meaningful(text) >= MIN_TEXT_CHARS or not want_render:
             return text.strip(), None
