@@ -298,6 +298,7 @@ def test_an_item_without_text_yet_and_a_text_changed_meanwhile_are_conflicts(api
     assert "wait until it is ready" in err(c.post(f"/api/v1/items/{item}/highlights", json={"text": "low tide"}),
                                            409, "item_not_ready")["message"]
 
+    admin.sql("UPDATE contents SET text = :t WHERE id = :c", c=content, t=TIDES)  # ready before the flipping
     stop = threading.Event()
 
     def recapture() -> None:  # the text flips between two captures that both hold the words
