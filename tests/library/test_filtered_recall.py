@@ -130,6 +130,7 @@ def test_the_walk_goes_on_until_the_scope_has_let_enough_rows_through(admin: Adm
         await search.use_plan_walk(s, plan)  # in this transaction: local settings
         if not iterative:
             await s.execute(text("SET LOCAL hnsw.iterative_scan = off"))
+            await s.execute(text("SET LOCAL enable_seqscan = off"))  # walked, never read whole and sorted
         rows = await s.execute(search.with_vector(plan.nearest(":limit").replace(":vec_min", "0")),
                                {"qvec": qvec, "limit": 10, **plan.bound()})
         return len(rows.all())

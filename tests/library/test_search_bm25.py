@@ -50,6 +50,8 @@ async def _nearest(s, scope, plan, vec: list[float], limit: int, vec_min: int,  
     await search_store.use_plan_walk(s, plan if ef is None else replace(plan, ef=ef))
     if not iterative:  # a walk that stops after its first `ef` candidates, as one stopped by max_scan_tuples
         await s.execute(text("SET LOCAL hnsw.iterative_scan = off"))
+        # a test database of few chunks may rather be read whole and sorted: then nothing would be walked
+        await s.execute(text("SET LOCAL enable_seqscan = off"))
     found = scoped_sql.item_sql(scope, None)
     sql = search_store.SEMANTIC_SQL.format(nearest=plan.nearest(":limit"), item=found.sql)
     rows = await s.execute(search_store.with_vector(sql), {"qvec": vec, "limit": limit, "vec_min": vec_min,
