@@ -92,8 +92,10 @@ def main() -> None:
     queries = np.load(corpus / "queries.npy").tolist()
     claims = meta["claims"]
     loop = asyncio.new_event_loop()
-    database = db.init_engine(url, pool_size=2)
-    params = search_params(get_settings())
+    settings = get_settings()
+    # planned as `lev serve` plans them: a prepared statement's generic plan, when the settings say so (the default)
+    database = db.init_engine(url, pool_size=2, generic_plans=settings.db_generic_plans)
+    params = search_params(settings)
     exact = replace(params, exact_scan_max_chunks=10**9)
     scope = Scope(uuid.UUID(meta["user_id"]), None, True)
     scopes: dict[str, Any] = {"none": None, **{
