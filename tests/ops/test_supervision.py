@@ -20,9 +20,11 @@ import httpx
 import psutil
 import pytest
 
-from lev.embedded import HANDLE_LIST, postgres_running, redis_running
+from lev.embedded import HANDLE_LIST, ensure_postgres, postgres_running, redis_running, release_postgres
+from lev.postmaster import clear_stale_pid_file, postmaster_state
 from tests import fixtures_media as fm
 from tests.ingest.test_uploads import upload
+from tests.old_engine import stop_server
 from tests.ops.test_crash import Stack, big_text, wait_ready
 from tests.stack import ROOT, free_port
 from tests.transcribe_stub import TranscribeStub
@@ -213,3 +215,45 @@ def test_a_cut_handle_list_of_the_embedded_postgres_is_repaired_at_start(tmp_pat
         again = migrate()
         assert again.returncode == 0, again.stderr[-2000:]
         assert handles.read_text() == "[]" and not postgres_running(tmp_path)
+
+
+def test_a_postmaster_pid_naming_another_process_by_now_does_not_keep_postgres_down(tmp_path: Path) -> None:
+    """After a crash, postmaster.pid may name a pid that another process holds by now (pids wrap; a container's
+    restart begins them again) or the dead postmaster not yet reaped. pgserver took such a process for the server,
+    started nothing and every Lev process then failed at start (connection refused): the file is removed instead,
+    and never while it names the running postmaster."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LEV_DATABASE_URL", "LEV_REDIS_URL")}
+    env["LEV_DATA_DIR"] = str(tmp_path)
+
+    def migrate() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "lev.cli", "migrate"], env=env, cwd=ROOT, capture_output=True,
+                              text=True, timeout=180)
+
+    assert migrate().returncode == 0
+    pg = tmp_path / "pg"
+    pid_file = pg / "postmaster.pid"
+    assert postmaster_state(pg) == "none"
+    ensure_postgres(tmp_path)  # this process uses it: the running postmaster's file is left alone
+    try:
+        kept = pid_file.read_text()
+        assert postmaster_state(pg) == "running" and not clear_stale_pid_file(pg) and pid_file.read_text() == kept
+    finally:
+        release_postgres(tmp_path)
+        stop_server(tmp_path)
+    other = subprocess.Popen(["sleep", "60"])  # a live process the pid now belongs to
+    dead = subprocess.Popen(["sleep", "60"])
+    dead.kill()  # a zombie until waited for, as a killed postmaster is until its parent reaps it
+    try:
+        while psutil.Process(dead.pid).status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.05)
+        for holder in (other.pid, dead.pid):
+            pid_file.write_text(f"{holder}\n{pg}\n{int(time.time()) - 3600}\n5432\n{pg}\n\n  5432001         1\n"
+                                "ready   \n")
+            assert postmaster_state(pg) == "stale" and not postgres_running(tmp_path)
+            again = migrate()
+            assert again.returncode == 0, again.stderr[-2000:]
+            assert not postgres_running(tmp_path) and not pid_file.exists()  # started, then stopped by the last one out
+    finally:
+        other.kill()
+        other.wait()
+        dead.wait()
