@@ -99,6 +99,7 @@ class Admin:
         from lev.store import db
 
         self.redis_url = redis_url
+        self.database_url = database_url
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()

@@ -62,7 +62,11 @@ async def _check(deps: Deps, feed: dict[str, Any], slots: asyncio.Semaphore, qui
         return
     async with deps.db.try_advisory_lock(lock_key(feed["id"])) as held:
         if not held:
-            return  # its poll job checks it now
+            # its poll job holds it, and may have read it after this claim (then it saw the lease, not a due feed,
+            # and checked nothing): the lease is given back, so the feed stays due for the next round
+            async with deps.db.transaction() as s:
+                await feed_store.release_claim(s, feed["id"], feed["next_poll_at"])
+            return
         parsed, values, error = await read_changed(feed, fetched)
         try:
             pending = await record_check(deps, feed, parsed, values, error)

@@ -256,3 +256,11 @@ async def checked(session: AsyncSession, feed_id: uuid.UUID, *, error: str | Non
         update(feeds).where(feeds.c.id == feed_id)
         .values(last_checked_at=func.now(), next_poll_at=next_poll_at, **values)
         .returning(feeds.c.failures))).scalar_one())
+
+
+async def release_claim(session: AsyncSession, feed_id: uuid.UUID, leased_until: datetime) -> bool:
+    """Make a feed `claim_due` took due again, unless a check was recorded meanwhile (its next check is no longer
+    the lease's end). Returns whether it was released."""
+    done = await session.execute(update(feeds).where(feeds.c.id == feed_id, feeds.c.next_poll_at == leased_until)
+                                 .values(next_poll_at=func.now()))
+    return bool(done.rowcount)  # type: ignore[attr-defined]

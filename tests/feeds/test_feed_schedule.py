@@ -6,11 +6,14 @@ and a failed check counts a failure."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 
+from lev.feeds.poll import lock_key
 from tests.fixtures_feeds import FeedEntry, FeedSite
 from tests.stack import Admin, User
 
@@ -67,3 +70,35 @@ def test_due_feeds_are_checked_in_a_batch(api, user: User, admin: Admin, site: F
         assert time.monotonic() < deadline, "the changed feed's new entry did not arrive"
         time.sleep(0.3)
     assert c.get(f"/api/v1/feeds/{fresh['id']}").json()["entries_ingested"] == 2
+
+
+def test_a_feed_its_poll_holds_when_the_schedule_takes_it_stays_due(api, user: User, admin: Admin,
+                                                                    site: FeedSite) -> None:
+    """The schedule takes a due feed with a ten-minute lease. When the feed's poll job held it (a refresh had just
+    queued one), the schedule left it, and a poll that had read the lease checked nothing: the feed went unchecked
+    for ten minutes, the refresh lost. The schedule now gives the lease back, and the next tick checks the feed."""
+    c = api(user.token(write=True))
+    feed = c.post("/api/v1/feeds", json={"url": site.add("held", "rss", [FeedEntry(7)])}).json()
+    deadline = time.monotonic() + 120
+    while feed_row(admin, feed["id"])[3] is None:  # the follow's own check
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    site.publish("held", FeedEntry(8))  # something new: the schedule's check needs the feed's lock to record it
+    checked = feed_row(admin, feed["id"])[3]
+    with psycopg.connect(admin.database_url.replace("postgresql+psycopg://", "postgresql://"),
+                         autocommit=True) as poll_job:
+        poll_job.execute("SELECT pg_advisory_lock(%s)", (lock_key(uuid.UUID(feed["id"])),))
+        due = admin.sql("UPDATE feeds SET next_poll_at = now() WHERE id = :f RETURNING next_poll_at",
+                        f=feed["id"])[0][0]
+        deadline = time.monotonic() + 150
+        while True:  # the schedule's next tick takes it, fails to lock it, and gives its lease back
+            at, now = admin.sql("SELECT next_poll_at, now() FROM feeds WHERE id = :f", f=feed["id"])[0]
+            if at != due and at <= now:
+                break
+            assert time.monotonic() < deadline, (at, now)  # before: leased for ten minutes, checked by nobody
+            time.sleep(0.5)
+        assert feed_row(admin, feed["id"])[3] == checked  # nothing was recorded while the lock was held
+    deadline = time.monotonic() + 150
+    while feed_row(admin, feed["id"])[3] == checked:  # the tick after checks it
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
