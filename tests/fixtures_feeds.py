@@ -29,6 +29,8 @@ class FeedEntry:
     guid: str | None = None  # None: the entry has none (its link stands in)
     audio: bool = False
     slow: float = 0.0  # seconds its article takes to answer
+    content: str | None = None  # the entry's own text (HTML) in the feed
+    short: bool = False  # its link is a page of one short line (under the 200 characters a fetched page needs)
 
     @property
     def date(self) -> datetime:
@@ -140,6 +142,8 @@ class FeedSite:
     # -------------------------------------------------------------------------------------------- answers
 
     def link(self, e: FeedEntry) -> str:
+        if e.short:
+            return f"{self.url}/short/{e.n}"
         return f"{self.url}/a/{e.n}" + (f"?slow={e.slow}" if e.slow else "")
 
     def answer(self, raw: str, headers: dict[str, str]) -> tuple[int, bytes, str, dict[str, str]]:
@@ -156,6 +160,9 @@ class FeedSite:
             if "slow" in params:
                 time.sleep(float(params["slow"]))
             return 200, article_html(*generated_article(int(path[3:]))), "text/html; charset=utf-8", {}
+        if path.startswith("/short/"):
+            page = f"<!doctype html><html><head><title>Post</title></head><body><p>Post {path[7:]}.</p></body></html>"
+            return 200, page.encode(), "text/html; charset=utf-8", {}
         if path.startswith("/audio/") and path.endswith(".wav"):
             return 200, _wav(), "audio/wav", {}
         if path == "/plain":
@@ -186,6 +193,7 @@ class FeedSite:
             f"<item><title>{escape(generated_article(e.n)[0])}</title><link>{escape(self.link(e))}</link>"
             + (f"<guid isPermaLink='false'>{escape(e.guid)}</guid>" if e.guid else "")
             + f"<pubDate>{format_datetime(e.date, usegmt=True)}</pubDate>"
+            + (f"<description>{escape(e.content)}</description>" if e.content else "")
             + (f"<enclosure url='{self.url}/audio/{e.n}.wav' length='16044' type='audio/wav'/>" if e.audio else "")
             + "</item>" for e in spec.entries)
         return (f"<?xml version='1.0' encoding='UTF-8'?><rss version='2.0'><channel><title>{escape(spec.title)}"
@@ -203,7 +211,9 @@ class FeedSite:
         entries = "".join(
             f"<entry><title>{escape(generated_article(e.n)[0])}</title><link rel='alternate' "
             f"href='{escape(self.link(e))}'/><id>{escape(e.guid or self.link(e))}</id>"
-            f"<updated>{e.date.isoformat()}</updated></entry>" for e in spec.entries)
+            f"<updated>{e.date.isoformat()}</updated>"
+            + (f"<content type='html'>{escape(e.content)}</content>" if e.content else "")
+            + "</entry>" for e in spec.entries)
         return (f"<?xml version='1.0' encoding='utf-8'?><feed xmlns='http://www.w3.org/2005/Atom'><title>"
                 f"{escape(spec.title)}</title><id>urn:lev:test</id><updated>{BASE_DATE.isoformat()}</updated>"
                 f"{entries}</feed>").encode(), "application/atom+xml"
@@ -212,7 +222,8 @@ class FeedSite:
         doc: dict[str, Any] = {"version": "https://jsonfeed.org/version/1.1", "title": spec.title,
                                "home_page_url": f"{self.url}/", "items": [
                                    {"id": e.guid or self.link(e), "url": self.link(e),
-                                    "title": generated_article(e.n)[0], "date_published": e.date.isoformat()}
+                                    "title": generated_article(e.n)[0], "date_published": e.date.isoformat(),
+                                    **({"content_html": e.content} if e.content else {})}
                                    for e in spec.entries]}
         return json.dumps(doc).encode(), "application/feed+json"
 

@@ -16,6 +16,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from html import escape
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urljoin
@@ -43,6 +44,7 @@ READ_TIMEOUT_SEC = 15.0
 TOTAL_TIMEOUT_SEC = 30.0
 FEED_TYPES = ("application/rss+xml", "application/atom+xml", "application/feed+json", "application/json",
               "application/rdf+xml", "application/xml", "text/xml")
+MAX_CONTENT_CHARS = 1_000_000  # an entry's own text kept for its item when its page has none
 ACCEPT = ("application/rss+xml, application/atom+xml, application/feed+json, application/rdf+xml, "
           "application/xml;q=0.9, text/xml;q=0.9, text/html;q=0.5, */*;q=0.1")
 
@@ -51,12 +53,14 @@ ACCEPT = ("application/rss+xml, application/atom+xml, application/feed+json, app
 @dataclass
 class Entry:
     """One entry: its guid (the link when it has none), the URL to ingest (an audio or video enclosure before
-    the page link), title and date."""
+    the page link), title and date; `content`, the entry's own text as HTML (its content, else its summary), stored
+    when its page has no readable text."""
 
     guid: str
     url: str | None
     title: str | None
     published: datetime | None
+    content: str | None = None
     guid_key: bytes = b""  # what makes two entries the same for the user's feeds: the guid's and the URL's hashes
     url_key: bytes | None = None
 
@@ -157,6 +161,24 @@ def _text(value: Any) -> str | None:
     return " ".join(value.replace("\x00", " ").split())[:500] or None if isinstance(value, str) else None
 
 
+def _html(value: Any, html: bool = True) -> str | None:
+    """An entry's text as HTML (plain text escaped into a paragraph), at most MAX_CONTENT_CHARS, or None."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    value = value.replace("\x00", " ")[:MAX_CONTENT_CHARS]
+    return value if html else f"<p>{escape(value)}</p>"
+
+
+def _xml_content(item: Any) -> str | None:
+    """feedparser's content of an entry (Atom content, RSS content:encoded; sanitised by feedparser), else its
+    summary (RSS description)."""
+    for part in item.get("content") or []:
+        value = _html(part.get("value"), "html" in str(part.get("type", "text/html")))
+        if value is not None:
+            return value
+    return _html(item.get("summary"))
+
+
 def _newest_first(entries: list[Entry]) -> list[Entry]:
     """By date, newest first; entries without a date keep the feed's order (feeds list the newest first)."""
     if all(e.published is None for e in entries):
@@ -182,7 +204,9 @@ def _json_feed(body: bytes, base: str) -> Feed | None:
         guid = str(item.get("id") or "") or url
         if guid:
             entries.append(Entry(guid[:2000], url, _text(item.get("title")),
-                                 _when(item.get("date_published") or item.get("date_modified"))))
+                                 _when(item.get("date_published") or item.get("date_modified")),
+                                 _html(item.get("content_html")) or _html(item.get("content_text"), html=False)
+                                 or _html(item.get("summary"), html=False)))
     return Feed(_text(doc.get("title")), _http(doc.get("home_page_url"), base), _newest_first(entries))
 
 
@@ -202,7 +226,8 @@ def _xml_feed(body: bytes, base: str, content_type: str) -> Feed | None:
         guid = str(item.get("id") or "") or url
         if guid:
             entries.append(Entry(guid[:2000], url, _text(item.get("title")),
-                                 _when(item.get("published_parsed") or item.get("updated_parsed"))))
+                                 _when(item.get("published_parsed") or item.get("updated_parsed")),
+                                 _xml_content(item)))
     return Feed(_text(parsed.feed.get("title")), _http(parsed.feed.get("link"), base), _newest_first(entries))
 
 

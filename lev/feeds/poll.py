@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import html
 import random
 import uuid
 from dataclasses import replace
@@ -27,7 +28,7 @@ from lev.feeds import parse
 from lev.feeds.parse import Feed
 from lev.imports.importfile import dedupe_key
 from lev.ingest.request import IngestRequest
-from lev.ingest.save import save_failed
+from lev.ingest.save import Stored, save_failed
 from lev.ingest.service import ingest
 from lev.ingest.urls import classify_media_url
 from lev.net import share
@@ -92,7 +93,8 @@ async def record_new(s: AsyncSession, user_id: uuid.UUID, feed_id: uuid.UUID, fe
         pending += promised
         rows.append({"guid_key": guid_key, "url_key": url_key, "url": entry.url, "title": entry.title,
                      "published_at": entry.published, "status": "pending" if promised else "skipped",
-                     "error": None if entry.url else "the entry has no http(s) link"})
+                     "error": None if entry.url else "the entry has no http(s) link",
+                     "content": entry.content if promised else None})
     await feed_store.record_entries(s, user_id, feed_id, rows)
     return pending
 
@@ -237,17 +239,38 @@ async def _ingest_entry(deps: Deps, principal: Principal, feed: dict[str, Any], 
                             folder_id=feed["folder_id"])
     try:
         try:
-            stored = await ingest(deps, principal, request)
+            stored = await _ingest_filed(deps, principal, request)
         except ApiError as exc:
-            if exc.code != "folder_not_found":
+            own = _from_content(entry)
+            if exc.code != "ingest_failed" or own is None:
                 raise
-            stored = await ingest(deps, principal, replace(request, folder_id=None))  # the folder went away
+            stored = await _ingest_filed(deps, principal, replace(request, kind="page", html=own,
+                                                                             captured="feed"))
     except ApiError as exc:
         if infrastructure_error(exc) is not None:
             raise
         await _fail(deps, principal, feed, entry, exc.message or exc.code)
         return 0
     return await _finish(deps, feed, entry, stored.item_id, brought=True)
+
+
+async def _ingest_filed(deps: Deps, principal: Principal, request: IngestRequest) -> Stored:
+    try:
+        return await ingest(deps, principal, request)
+    except ApiError as exc:
+        if exc.code != "folder_not_found":
+            raise
+        return await ingest(deps, principal, replace(request, folder_id=None))  # the folder went away
+
+
+def _from_content(entry: dict[str, Any]) -> str | None:
+    """The entry's own text as a page to store when its page could not be read (no readable text, a dead link): a
+    short post, a toot, a changelog line. Not for an audio or video enclosure (its show notes are not the episode)."""
+    content = entry.get("content")
+    if not content or classify_media_url(entry["url"]) is not None:
+        return None
+    title = html.escape(entry["title"] or "")
+    return f"<!doctype html><html><head><title>{title}</title></head><body><article>{content}</article></body></html>"
 
 
 async def _fail(deps: Deps, principal: Principal, feed: dict[str, Any], entry: dict[str, Any], reason: str) -> None:

@@ -161,7 +161,7 @@ async def _captured(r: Resolved) -> Text:
     page = await read_html(r.html, r.url)
     if not page.text:
         raise ingest_failed("the page has no readable text to store")
-    metadata: dict[str, Any] = {**page.metadata, "captured": "browser", "content_type": "text/html"}
+    metadata: dict[str, Any] = {**page.metadata, "captured": r.captured, "content_type": "text/html"}
     return Text("url", r.title or page.title or r.url, page.text,
                 Source(filename="", url=r.url, owner_url=r.canonical, page=r.html, charset="utf-8"), metadata,
                 headings=page.headings)

@@ -45,6 +45,7 @@ class IngestRequest:
     auto_transform: bool = False
     folder_id: uuid.UUID | None = None
     html: str | None = None  # kind page: the page as the user's browser rendered it
+    captured: str = "browser"  # kind page: where its HTML came from (a feed: the entry's own text in it)
     source_url: str | None = None  # kind text: the page a selection was taken from, kept in the item's metadata
     tags: tuple[str, ...] = ()  # as sent; checked by `resolve`
 
@@ -83,6 +84,7 @@ class Resolved:
     text: str | None = None
     source_url: str | None = None
     html: bytes | None = None
+    captured: str = "browser"  # kind page: where its HTML came from (the item's metadata says)
     file: FileAt | None = None  # an upload kept by its path: a new item there, or its item updated in place
     tags: tuple[str, ...] = ()  # in their one form (lev.tags.names), each once
 
@@ -123,7 +125,7 @@ async def _resolve(deps: Deps, principal: Principal, req: IngestRequest) -> Reso
         url, html = _page(req)
         filer = await filing(deps, principal, req.folder_id)
         return Resolved(filer, "page", title, req.in_kb, req.auto_transform, url=url, canonical=canonical_url(url),
-                        html=html)
+                        html=html, captured=req.captured)
     raise invalid_body(f"kind must be 'url', 'text', 'page' or one of {', '.join(map(repr, INLINE_KINDS))}.")
 
 

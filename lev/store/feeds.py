@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from lev.store.models import feed_entries, feeds, folders, item_folders
 from lev.store.scope import Scope
 
-# PostgreSQL's protocol carries at most 65,535 parameters a statement: an entry row binds 10, a key lookup 1
+# PostgreSQL's protocol carries at most 65,535 parameters a statement: an entry row binds 11, a key lookup 1
 ROWS_PER_INSERT = 250
 KEYS_PER_QUERY = 2000
 
@@ -149,9 +149,10 @@ async def seen(session: AsyncSession, user_id: uuid.UUID, guid_keys: list[bytes]
 
 async def record_entries(session: AsyncSession, user_id: uuid.UUID, feed_id: uuid.UUID,
                          entries: list[dict[str, Any]]) -> None:
-    """Record entries (each with guid_key, url_key, url, title, published_at, status); an entry the user's feeds
-    have already (same guid or canonical URL) is left out. One statement, compiled once, per ROWS_PER_INSERT rows
-    (the event loop gets a turn between them); the feed counts those recorded (`entries_found`)."""
+    """Record entries (each with guid_key, url_key, url, title, published_at, status, content); an entry the
+    user's feeds have already (same guid or canonical URL) is left out. One statement, compiled once, per
+    ROWS_PER_INSERT rows (the event loop gets a turn between them); the feed counts those recorded
+    (`entries_found`)."""
     statement = pg_insert(feed_entries).on_conflict_do_nothing().returning(feed_entries.c.id)
     found = 0
     for start in range(0, len(entries), ROWS_PER_INSERT):
@@ -191,7 +192,7 @@ async def finish_entry(session: AsyncSession, entry: dict[str, Any], *, status: 
         return
     done = (await session.execute(
         update(feed_entries).where(feed_entries.c.id == entry["id"], feed_entries.c.status == "pending")
-        .values(status=status, item_id=item_id, error=error[:1000] if error else None)
+        .values(status=status, item_id=item_id, error=error[:1000] if error else None, content=None)
         .returning(feed_entries.c.id))).first()
     if done is not None and brought:
         await session.execute(update(feeds).where(feeds.c.id == entry["feed_id"])

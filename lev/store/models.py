@@ -294,6 +294,7 @@ feed_entries = Table(
     Column("item_id", UUID(as_uuid=True)),
     Column("error", Text),
     Column("created_at", DateTime(timezone=True)),
+    Column("content", Text),  # the entry's own text as HTML, while it waits for its item (migration 0029)
 )
 
 webhooks = Table(

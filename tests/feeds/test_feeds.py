@@ -263,3 +263,31 @@ def test_opml_import_and_export(api, user: User, site: FeedSite) -> None:
               400, "invalid_body")
     assert bad["line"] == 4 and "not well-formed" in bad["message"]
     err(c.post("/api/v1/feeds/opml", data={"x": "1"}, files={"other": ("a", b"b")}), 400, "invalid_body")
+
+
+@pytest.mark.parametrize("fmt", ["rss", "atom", "json"])
+def test_an_entry_whose_page_has_no_readable_text_is_kept_from_the_feeds_own_text(api, user: User, site: FeedSite,
+                                                                                  fmt: str) -> None:
+    """A short post (a page of one line, under the 200 characters a fetched page needs) is stored from the entry's
+    own text in the feed (RSS description, Atom content, JSON Feed content_html) and found by search; an entry
+    whose page reads keeps the page's text; one with neither fails saying why."""
+    c = api(user.token(write=True))
+    base = {"rss": 700, "atom": 710, "json": 720}[fmt]
+    said = f"<p>The harbour master of port {base} logged a <b>spring tide</b> at dawn &amp; the boats rose.</p>"
+    url = site.add(f"posts-{fmt}", fmt, [FeedEntry(base + 2, content=said, short=True),
+                                        FeedEntry(base + 1, content="<p>Only a teaser.</p>"),
+                                        FeedEntry(base, short=True)])
+    feed = c.post("/api/v1/feeds", json={"url": url}).json()
+    wait_feed(c, feed["id"], lambda f: f["entries_pending"] == 0 and f["entries_found"] == 3)
+    by_url = {i["url"]: i for i in items(c)}
+    kept = c.get(f"/api/v1/items/{by_url[f'{site.url}/short/{base + 2}']['id']}").json()
+    assert kept["status"] == "ready", kept
+    assert f"The harbour master of port {base} logged a spring tide at dawn & the boats rose." in kept["text"]
+    assert "<" not in kept["text"] and kept["metadata"]["captured"] == "feed"
+    page = c.get(f"/api/v1/items/{by_url[f'{site.url}/a/{base + 1}']['id']}").json()
+    assert page["status"] == "ready" and f"Part {base + 1} of the series" in page["text"]
+    assert "teaser" not in page["text"]
+    failed = by_url[f"{site.url}/short/{base}"]
+    assert failed["status"] == "failed" and "no readable text" in failed["error"], failed
+    hits = c.get("/api/v1/search", params={"q": f"harbour master port {base} spring tide", "mode": "keyword"}).json()
+    assert hits["results"] and hits["results"][0]["item_id"] == kept["id"], hits
