@@ -176,7 +176,7 @@ def _xml_content(item: Any) -> str | None:
         value = _html(part.get("value"), "html" in str(part.get("type", "text/html")))
         if value is not None:
             return value
-    return _html(item.get("summary"))
+    return _html(item.get("summary"), "html" in str((item.get("summary_detail") or {}).get("type", "text/html")))
 
 
 def _newest_first(entries: list[Entry]) -> list[Entry]:
